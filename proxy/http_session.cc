@@ -1,0 +1,209 @@
+#include "proxy/http_session.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "proxy/hop_by_hop.h"
+#include "proxy/passthrough.h"
+#include "proxy/request_info.h"
+#include "proxy/worker.h"
+
+namespace kf {
+namespace {
+
+constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
+// Go's http.Server in the apiserver keeps idle keep-alive connections for 90 s (IdleTimeout).
+constexpr auto kIdleTimeout = std::chrono::seconds(90);
+constexpr auto kHeaderTimeout = std::chrono::seconds(30);
+constexpr auto kWriteTimeout = std::chrono::seconds(30);
+constexpr auto kTlsCloseBudget = std::chrono::milliseconds(500);
+
+std::string_view IpOf(std::string_view remote) {
+  // "1.2.3.4:5" or "[::1]:5" → address only.
+  const size_t colon = remote.rfind(':');
+  std::string_view ip = colon == std::string_view::npos ? remote : remote.substr(0, colon);
+  if (ip.size() >= 2 && ip.front() == '[' && ip.back() == ']') ip = ip.substr(1, ip.size() - 2);
+  return ip;
+}
+
+}  // namespace
+
+struct HttpSession::RequestLog {
+  absl::Time start = absl::Now();
+  std::string method;
+  std::string uri;
+  std::string verb;
+  std::string resource;
+  std::string user_agent;
+  std::string route;
+  std::string upstream;
+  std::string error;
+  int status = 0;
+  uint64_t bytes = 0;
+};
+
+HttpSession::HttpSession(std::unique_ptr<AnyStream> client, std::string remote, Worker& worker,
+                         const SessionEnv& env)
+    : client_(std::move(client)), remote_(std::move(remote)), worker_(worker), env_(env) {
+  worker_.Register(this);
+  env_.active_sessions.fetch_add(1, std::memory_order_relaxed);
+}
+
+HttpSession::~HttpSession() {
+  worker_.Unregister(this);
+  env_.active_sessions.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void HttpSession::Start() {
+  asio::co_spawn(worker_.ioc(), [self = shared_from_this()] { return self->Run(); },
+                 asio::detached);
+}
+
+void HttpSession::Stop() {
+  stopping_ = true;
+  if (state_ == State::kIdle || state_ == State::kStarting) client_->Cancel();
+  if (state_ == State::kWatching && upstream_ != nullptr) upstream_->Cancel();
+}
+
+asio::awaitable<void> HttpSession::Run() {
+  if (AnyStream::TlsStream* tls = client_->tls()) {
+    client_->tcp().expires_after(kHandshakeTimeout);
+    auto [ec] = co_await tls->async_handshake(asio::ssl::stream_base::server, use_nothrow);
+    if (ec) {
+      env_.log.Log(Logger::Level::kDebug, "TLS handshake failed",
+                   {{"remote", remote_}, {"error", ec.message()}});
+      co_return;
+    }
+  }
+  while (!stopping_ && co_await ServeOne()) {
+  }
+  co_await client_->Close(kTlsCloseBudget);
+}
+
+asio::awaitable<bool> HttpSession::ServeOne() {
+  http::request_parser<http::buffer_body> parser;
+  parser.body_limit(boost::none);
+  parser.header_limit(1024 * 1024);  // Go's http.DefaultMaxHeaderBytes.
+  state_ = State::kIdle;
+  // The first byte may be a long time coming on a kept-alive connection; the rest of the header
+  // must follow promptly.
+  client_->tcp().expires_after(buffer_.size() > 0 ? kHeaderTimeout : kIdleTimeout);
+  auto [ec, n] = co_await http::async_read_header(*client_, buffer_, parser, use_nothrow);
+  if (ec) {
+    if (ec != http::error::end_of_stream && ec != asio::error::operation_aborted &&
+        ec != beast::error::timeout && ec != asio::error::eof &&
+        ec != asio::error::connection_reset) {
+      // A malformed request gets the answer Go's server gives, then the connection closes.
+      RequestLog log;
+      log.route = "reject";
+      log.error = ec.message();
+      co_await WriteSimple(400, "text/plain; charset=utf-8", "400 Bad Request", false, log);
+    }
+    co_return false;
+  }
+  state_ = State::kBusy;
+  const auto& req = parser.get();
+  RequestLog log;
+  log.method = std::string(req.method_string());
+  log.uri = std::string(req.target());
+  log.user_agent = std::string(req[http::field::user_agent]);
+  const bool keep_alive = req.keep_alive() && !stopping_;
+
+  auto info = RequestInfo::Parse(req.method_string(), req.target());
+  if (!info.ok()) {
+    log.route = "reject";
+    co_return co_await WriteKubeStatus(ToKubeStatus(info.status()), false, log);
+  }
+  log.verb = info->verb;
+  log.resource = info->GroupResource();
+
+  if (!info->is_resource_request && (req.method() == http::verb::get ||
+                                     req.method() == http::verb::head)) {
+    if (auto health = env_.health.Handle(info->path, info->query)) {
+      log.route = "local";
+      // Nothing is expected after a GET header; anything that is there closes the connection.
+      co_return co_await WriteSimple(health->code, "text/plain; charset=utf-8",
+                                     std::move(health->body), keep_alive && parser.is_done(),
+                                     log);
+    }
+  }
+
+  if (req[http::field::expect] == "100-continue" && !parser.is_done()) {
+    // The upstream request carries no Expect (we stream the body anyway), so answer it here.
+    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    client_->tcp().expires_after(kWriteTimeout);
+    auto [cec, cn] = co_await asio::async_write(*client_, asio::buffer(kContinue), use_nothrow);
+    if (cec) co_return false;
+  }
+
+  log.route = IsUpgradeRequest(req.base()) ? "tunnel" : "passthrough";
+  if (info->verb == "watch") state_ = State::kWatching;
+  RelayRequest relay{*client_, buffer_, parser, *info, std::string(IpOf(remote_)),
+                     worker_.upstream_pool(), &upstream_, stopping_};
+  RelayOutcome outcome = co_await Relay(relay);
+  state_ = State::kBusy;
+  log.upstream = outcome.upstream;
+  log.error = outcome.error;
+  if (outcome.status == 0) {
+    // Nothing reached the client yet: say why, as a Status.
+    KubeStatus status{503, "ServiceUnavailable",
+                      absl::StrCat("kube-fanout could not reach the upstream apiserver: ",
+                                   outcome.error),
+                      1};
+    co_return co_await WriteKubeStatus(status, false, log);
+  }
+  log.status = outcome.status;
+  log.bytes = outcome.bytes_out;
+  LogRequest(log);
+  co_return outcome.client_reusable && !stopping_;
+}
+
+void HttpSession::LogRequest(const RequestLog& log) const {
+  env_.log.Info("request", {{"remote", remote_},       {"method", log.method},
+                            {"uri", log.uri},          {"verb", log.verb},
+                            {"resource", log.resource}, {"status", log.status},
+                            {"bytes", log.bytes},      {"route", log.route},
+                            {"upstream", log.upstream}, {"error", log.error},
+                            {"user_agent", log.user_agent},
+                            {"latency_ms", absl::ToDoubleMilliseconds(absl::Now() - log.start)}});
+}
+
+asio::awaitable<bool> HttpSession::WriteSimple(int code, std::string_view content_type,
+                                               std::string body, bool keep_alive,
+                                               RequestLog& log, std::optional<int> retry_after) {
+  http::response<http::string_body> res;
+  res.result(static_cast<unsigned>(code));
+  res.version(11);
+  res.set(http::field::cache_control, "no-cache, private");
+  res.set(http::field::content_type, content_type);
+  if (retry_after) res.set(http::field::retry_after, std::to_string(*retry_after));
+  res.set("X-Content-Type-Options", "nosniff");
+  res.body() = std::move(body);
+  res.keep_alive(keep_alive);
+  res.prepare_payload();
+  log.status = code;
+  log.bytes = res.body().size();
+  client_->tcp().expires_after(kWriteTimeout);
+  auto [ec, n] = co_await http::async_write(*client_, res, use_nothrow);
+  if (ec) log.error = ec.message();
+  LogRequest(log);
+  co_return !ec && keep_alive;
+}
+
+asio::awaitable<bool> HttpSession::WriteKubeStatus(const KubeStatus& status, bool keep_alive,
+                                                   RequestLog& log) {
+  co_return co_await WriteSimple(status.code, "application/json", EncodeStatusBody(status),
+                                 keep_alive, log, status.retry_after_seconds);
+}
+
+}  // namespace kf

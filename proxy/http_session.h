@@ -1,0 +1,72 @@
+// HttpSession: one client connection (plain or TLS). Reads requests one after another
+// (HTTP/1.1 keep-alive), parses each once into a RequestInfo, answers kube-fanout's own paths
+// (/healthz, /livez, /readyz) itself and passes everything else through to the upstream, and
+// writes one structured log line per request.
+//
+// Lives on one Worker's thread for life: created there, registered with the worker, kept alive
+// by its Run() coroutine (shared_from_this). Stop() is called on that thread.
+#ifndef KUBE_FANOUT_PROXY_HTTP_SESSION_H_
+#define KUBE_FANOUT_PROXY_HTTP_SESSION_H_
+
+#include <atomic>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/log.h"
+#include "proxy/any_stream.h"
+#include "proxy/health.h"
+#include "proxy/status_response.h"
+
+namespace kf {
+
+class Worker;
+
+// What every session shares; outlives all sessions.
+struct SessionEnv {
+  const Logger& log;
+  const HealthChecks& health;
+  std::atomic<int64_t>& active_sessions;
+};
+
+class HttpSession : public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(std::unique_ptr<AnyStream> client, std::string remote, Worker& worker,
+              const SessionEnv& env);
+  ~HttpSession();
+  HttpSession(const HttpSession&) = delete;
+  HttpSession& operator=(const HttpSession&) = delete;
+
+  void Start();
+  // Graceful stop: a connection waiting for its next request closes now, a passthrough watch
+  // ends cleanly now (its chunked stream is terminated), any other request finishes and its
+  // response says Connection: close.
+  void Stop();
+
+ private:
+  struct RequestLog;
+  enum class State { kStarting, kIdle, kBusy, kWatching };
+
+  asio::awaitable<void> Run();
+  asio::awaitable<bool> ServeOne();  // false: close the connection.
+  asio::awaitable<bool> WriteSimple(int code, std::string_view content_type, std::string body,
+                                    bool keep_alive, RequestLog& log,
+                                    std::optional<int> retry_after = std::nullopt);
+  void LogRequest(const RequestLog& log) const;
+  asio::awaitable<bool> WriteKubeStatus(const KubeStatus& status, bool keep_alive,
+                                        RequestLog& log);
+
+  std::unique_ptr<AnyStream> client_;
+  std::string remote_;
+  Worker& worker_;
+  const SessionEnv& env_;
+  beast::flat_buffer buffer_;
+  State state_ = State::kStarting;
+  bool stopping_ = false;
+  AnyStream* upstream_ = nullptr;  // The upstream connection of the request in flight, if any.
+};
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_PROXY_HTTP_SESSION_H_

@@ -1,0 +1,191 @@
+#include "proxy/options.h"
+
+#include <boost/program_options.hpp>
+#include <cstdlib>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/strings.h"
+
+namespace kf {
+namespace po = boost::program_options;
+namespace {
+
+
+po::options_description Describe(ProxyOptions* o, std::string* grace, std::string* dial) {
+  po::options_description d("Flags", /*line_length=*/100, /*min_description_length=*/50);
+  // clang-format off
+  d.add_options()
+    ("listen", po::value(&o->listen)->value_name("HOST:PORT"),
+     "Serve plain HTTP on this address. Default 127.0.0.1:8001 when neither --listen nor "
+     "--secure-listen is given.")
+    ("secure-listen", po::value(&o->secure_listen)->value_name("HOST:PORT"),
+     "Serve HTTPS on this address; needs --tls-cert-file and --tls-private-key-file.")
+    ("tls-cert-file", po::value(&o->tls_cert_file)->value_name("PATH"),
+     "PEM certificate (chain) served on --secure-listen.")
+    ("tls-private-key-file", po::value(&o->tls_private_key_file)->value_name("PATH"),
+     "PEM private key matching --tls-cert-file.")
+    ("kubeconfig", po::value(&o->kubeconfig)->value_name("PATH"),
+     "Kubeconfig naming the upstream apiserver and kube-fanout's own credentials.")
+    ("context", po::value(&o->context)->value_name("NAME"),
+     "Kubeconfig context to use (default: its current-context).")
+    ("upstream", po::value(&o->upstreams)->value_name("URL")->composing(),
+     "Upstream apiserver URL (https://HOST:PORT). Repeat for failover, tried in order. "
+     "Overrides the kubeconfig's server.")
+    ("upstream-ca-file", po::value(&o->upstream_ca_file)->value_name("PATH"),
+     "PEM CA bundle trusted for the upstream's serving certificate.")
+    ("upstream-token-file", po::value(&o->upstream_token_file)->value_name("PATH"),
+     "Bearer token file for kube-fanout's own upstream requests (never used for clients' "
+     "requests, which carry their own credentials).")
+    ("upstream-insecure-skip-tls-verify",
+     po::bool_switch(&o->upstream_insecure_skip_tls_verify),
+     "Do not verify the upstream's certificate (testing only).")
+    ("upstream-dial-timeout", po::value(dial)->value_name("DURATION")->default_value("10s"),
+     "Timeout for connecting to an upstream endpoint before failing over.")
+    ("threads", po::value(&o->threads)->value_name("N")->default_value(0),
+     "I/O threads; 0 means one per core.")
+    ("shutdown-grace-period", po::value(grace)->value_name("DURATION")->default_value("30s"),
+     "On SIGTERM/SIGINT: stop accepting, end watches cleanly, and give other in-flight "
+     "requests this long to finish.")
+    ("v", po::value(&o->verbosity)->value_name("N")->default_value(0),
+     "Log verbosity: 0 requests and warnings, 4 and above adds debug lines.")
+    ("version", po::bool_switch(&o->version), "Print the version and exit.")
+    ("help,h", po::bool_switch(&o->help), "Print this help and exit.");
+  // clang-format on
+  return d;
+}
+
+absl::Status ParseDurationFlag(std::string_view name, const std::string& text,
+                               absl::Duration* out) {
+  if (!absl::ParseDuration(text, out) || *out < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid argument \"", text, "\" for \"--", ToAbsl(name), "\" flag: not a duration"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<HostPort> HostPort::Parse(std::string_view text) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("address \"", ToAbsl(text), "\" is not HOST:PORT"));
+  }
+  HostPort hp;
+  absl::string_view host = ToAbsl(text.substr(0, colon));
+  if (absl::ConsumePrefix(&host, "[") && !absl::ConsumeSuffix(&host, "]")) {
+    return absl::InvalidArgumentError(absl::StrCat("address \"", ToAbsl(text), "\" has a bad IPv6 host"));
+  }
+  hp.host = host.empty() ? "0.0.0.0" : std::string(host);
+  uint32_t port = 0;
+  if (!absl::SimpleAtoi(ToAbsl(text.substr(colon + 1)), &port) || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("address \"", ToAbsl(text), "\" has a bad port"));
+  }
+  hp.port = static_cast<uint16_t>(port);
+  return hp;
+}
+
+absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv) {
+  ProxyOptions o;
+  std::string grace, dial;
+  po::options_description desc = Describe(&o, &grace, &dial);
+  try {
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv)
+                  .options(desc)
+                  .style(po::command_line_style::unix_style |
+                         po::command_line_style::allow_long_disguise)
+                  .run(),
+              vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+  if (auto s = ParseDurationFlag("shutdown-grace-period", grace, &o.shutdown_grace_period);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = ParseDurationFlag("upstream-dial-timeout", dial, &o.upstream_dial_timeout);
+      !s.ok()) {
+    return s;
+  }
+  if (o.listen.empty() && o.secure_listen.empty()) o.listen = "127.0.0.1:8001";
+  return o;
+}
+
+std::string HelpText() {
+  ProxyOptions o;
+  std::string grace, dial;
+  std::ostringstream out;
+  out << "kube-fanout: a watch-caching proxy for the Kubernetes API server.\n\n"
+      << "Usage:\n  kube-fanout [flags]\n\n"
+      << "Upstream: --upstream URLs, else --kubeconfig, else the in-cluster ServiceAccount,\n"
+      << "else $KUBECONFIG. Clients' requests pass through with their own credentials.\n\n"
+      << Describe(&o, &grace, &dial);
+  return out.str();
+}
+
+absl::Status Validate(const ProxyOptions& o) {
+  for (const std::string* addr : {&o.listen, &o.secure_listen}) {
+    if (addr->empty()) continue;
+    if (auto hp = HostPort::Parse(*addr); !hp.ok()) return hp.status();
+  }
+  if (!o.secure_listen.empty() && (o.tls_cert_file.empty() || o.tls_private_key_file.empty())) {
+    return absl::InvalidArgumentError(
+        "--secure-listen needs --tls-cert-file and --tls-private-key-file");
+  }
+  if (o.secure_listen.empty() && (!o.tls_cert_file.empty() || !o.tls_private_key_file.empty())) {
+    return absl::InvalidArgumentError("--tls-cert-file/--tls-private-key-file need --secure-listen");
+  }
+  if (o.threads < 0) return absl::InvalidArgumentError("--threads must be 0 or more");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<UpstreamConfig> ResolveUpstream(const ProxyOptions& o) {
+  absl::StatusOr<UpstreamConfig> cfg = absl::NotFoundError("");
+  if (!o.kubeconfig.empty()) {
+    cfg = LoadKubeconfig(o.kubeconfig, o.context);
+  } else if (o.upstreams.empty()) {
+    cfg = InClusterConfig();
+    if (absl::IsNotFound(cfg.status())) {
+      const char* env = std::getenv("KUBECONFIG");
+      if (env == nullptr || *env == '\0') {
+        return absl::InvalidArgumentError(
+            "no upstream: pass --upstream=URL or --kubeconfig=PATH, run in a pod, or set "
+            "$KUBECONFIG");
+      }
+      // Like kubectl, the first file of a colon-separated $KUBECONFIG.
+      cfg = LoadKubeconfig(std::string(std::string_view(env).substr(0, std::string_view(env).find(':'))),
+                           o.context);
+    }
+  } else {
+    cfg = UpstreamConfig{};
+    cfg->source = "flags";
+  }
+  if (!cfg.ok()) return cfg.status();
+  if (!o.upstreams.empty()) {
+    cfg->endpoints.clear();
+    for (const std::string& url : o.upstreams) {
+      auto ep = UpstreamEndpoint::Parse(url);
+      if (!ep.ok()) return ep.status();
+      cfg->endpoints.push_back(*std::move(ep));
+    }
+  }
+  if (!o.upstream_ca_file.empty()) {
+    auto pem = ReadFile(o.upstream_ca_file);
+    if (!pem.ok()) return pem.status();
+    cfg->ca_pem = *std::move(pem);
+  }
+  if (!o.upstream_token_file.empty()) {
+    cfg->token.clear();
+    cfg->token_file = o.upstream_token_file;
+  }
+  if (o.upstream_insecure_skip_tls_verify) cfg->insecure_skip_tls_verify = true;
+  return cfg;
+}
+
+}  // namespace kf

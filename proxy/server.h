@@ -1,0 +1,69 @@
+// Server: kube-fanout's process-level wiring. Owns the listeners (plain and TLS), the worker
+// threads, the TLS contexts and the health checks; accepts connections on the main thread and
+// hands each to a worker round-robin; on SIGTERM/SIGINT drains gracefully (readyz fails, no
+// new connections, watches end cleanly, other requests get the grace period).
+//
+// Run() blocks on the calling thread until shutdown completes.
+#ifndef KUBE_FANOUT_PROXY_SERVER_H_
+#define KUBE_FANOUT_PROXY_SERVER_H_
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/log.h"
+#include "proxy/health.h"
+#include "proxy/http_session.h"
+#include "proxy/options.h"
+#include "proxy/worker.h"
+
+namespace kf {
+
+class Server {
+ public:
+  Server(ProxyOptions options, UpstreamConfig upstream, const Logger& log);
+  ~Server();
+
+  // Binds the listeners and starts the workers. Fails with a clear message (address in use,
+  // unreadable certificate, bad CA) before anything is served.
+  absl::Status Start();
+  // Serves until a termination signal, then drains. Returns the process exit code.
+  int Run();
+
+  // The bound ports (after Start), useful when listening on port 0.
+  uint16_t listen_port() const { return listen_port_; }
+  uint16_t secure_listen_port() const { return secure_listen_port_; }
+
+ private:
+  asio::awaitable<void> AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool tls);
+  absl::Status Listen(const std::string& address, asio::ip::tcp::acceptor& acceptor,
+                      uint16_t* port);
+  void BeginShutdown(int signal);
+  asio::awaitable<void> Drain();
+  Worker& NextWorker();
+
+  ProxyOptions options_;
+  UpstreamConfig upstream_;
+  const Logger& log_;
+  HealthChecks health_;
+  std::atomic<int64_t> active_sessions_{0};
+  SessionEnv env_{log_, health_, active_sessions_};
+  asio::io_context main_ioc_{1};
+  asio::ip::tcp::acceptor plain_acceptor_{main_ioc_};
+  asio::ip::tcp::acceptor tls_acceptor_{main_ioc_};
+  std::unique_ptr<asio::ssl::context> server_tls_;
+  std::unique_ptr<asio::ssl::context> passthrough_tls_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  size_t next_worker_ = 0;
+  uint16_t listen_port_ = 0;
+  uint16_t secure_listen_port_ = 0;
+  bool shutting_down_ = false;
+};
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_PROXY_SERVER_H_

@@ -1,0 +1,42 @@
+#include "proxy/worker.h"
+
+#include <boost/asio/post.hpp>
+#include <vector>
+
+#include "proxy/http_session.h"
+
+namespace kf {
+
+Worker::Worker(const UpstreamConfig& upstream, asio::ssl::context& passthrough_tls,
+               std::chrono::milliseconds dial_timeout)
+    : guard_(asio::make_work_guard(ioc_)), pool_(ioc_, upstream, passthrough_tls, dial_timeout) {}
+
+Worker::~Worker() {
+  StopNow();
+  Join();
+}
+
+void Worker::Start() {
+  thread_ = std::thread([this] { ioc_.run(); });
+}
+
+void Worker::Release() { guard_.reset(); }
+
+void Worker::StopNow() {
+  guard_.reset();
+  ioc_.stop();
+}
+
+void Worker::Join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void Worker::StopSessions() {
+  // Copy first: a session may unregister itself while being stopped.
+  std::vector<HttpSession*> sessions(sessions_.begin(), sessions_.end());
+  for (HttpSession* s : sessions) {
+    if (sessions_.count(s) > 0) s->Stop();
+  }
+}
+
+}  // namespace kf

@@ -1,0 +1,49 @@
+// Worker: one I/O thread with its own io_context, and what lives on that thread only: its
+// sessions and its pool of upstream connections. Connections are handed to a worker when
+// accepted and stay on it for life, so per-connection state needs no locks or strands.
+#ifndef KUBE_FANOUT_PROXY_WORKER_H_
+#define KUBE_FANOUT_PROXY_WORKER_H_
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <optional>
+#include <thread>
+#include <unordered_set>
+
+#include "proxy/upstream_pool.h"
+
+namespace kf {
+
+class HttpSession;
+
+class Worker {
+ public:
+  Worker(const UpstreamConfig& upstream, asio::ssl::context& passthrough_tls,
+         std::chrono::milliseconds dial_timeout);
+  ~Worker();
+
+  void Start();      // Runs the io_context on a new thread.
+  void Release();    // Lets run() return once the work is done.
+  void StopNow();    // Abandons outstanding work.
+  void Join();
+
+  asio::io_context& ioc() { return ioc_; }
+  UpstreamPool& upstream_pool() { return pool_; }
+
+  // Session registry; called on this worker's thread only.
+  void Register(HttpSession* s) { sessions_.insert(s); }
+  void Unregister(HttpSession* s) { sessions_.erase(s); }
+  // Asks every session to finish (see HttpSession::Stop). Posted to this thread.
+  void StopSessions();
+
+ private:
+  asio::io_context ioc_{1};
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_;
+  UpstreamPool pool_;
+  std::unordered_set<HttpSession*> sessions_;
+  std::thread thread_;
+};
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_PROXY_WORKER_H_
