@@ -72,7 +72,7 @@ void HttpSession::Start() {
 void HttpSession::Stop() {
   stopping_ = true;
   if (state_ == State::kIdle || state_ == State::kStarting) client_->Cancel();
-  if (state_ == State::kWatching && upstream_ != nullptr) upstream_->Cancel();
+  if (state_ == State::kWatching && stop_hook_) stop_hook_();
 }
 
 asio::awaitable<void> HttpSession::Run() {
@@ -100,10 +100,11 @@ asio::awaitable<bool> HttpSession::ServeOne() {
   client_->tcp().expires_after(buffer_.size() > 0 ? kHeaderTimeout : kIdleTimeout);
   auto [ec, n] = co_await http::async_read_header(*client_, buffer_, parser, use_nothrow);
   if (ec) {
-    if (ec != http::error::end_of_stream && ec != asio::error::operation_aborted &&
-        ec != beast::error::timeout && ec != asio::error::eof &&
-        ec != asio::error::connection_reset) {
-      // A malformed request gets the answer Go's server gives, then the connection closes.
+    // Only a malformed request is answered (as Go's server does, then the connection closes);
+    // a peer that went away, a timeout or a stop just ends the connection.
+    const bool malformed = ec != http::error::end_of_stream && ec != http::error::partial_message &&
+                           &ec.category() == &http::make_error_code(http::error::bad_target).category();
+    if (malformed) {
       RequestLog log;
       log.route = "reject";
       log.error = ec.message();
@@ -149,7 +150,7 @@ asio::awaitable<bool> HttpSession::ServeOne() {
   log.route = IsUpgradeRequest(req.base()) ? "tunnel" : "passthrough";
   if (info->verb == "watch") state_ = State::kWatching;
   RelayRequest relay{*client_, buffer_, parser, *info, std::string(IpOf(remote_)),
-                     worker_.upstream_pool(), &upstream_, stopping_};
+                     worker_.upstream_pool(), stop_hook_, stopping_};
   RelayOutcome outcome = co_await Relay(relay);
   state_ = State::kBusy;
   log.upstream = outcome.upstream;

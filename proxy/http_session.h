@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,7 +65,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   beast::flat_buffer buffer_;
   State state_ = State::kStarting;
   bool stopping_ = false;
-  AnyStream* upstream_ = nullptr;  // The upstream connection of the request in flight, if any.
+  std::function<void()> stop_hook_;  // Set by a relayed watch; see RelayRequest::stop_hook.
 };
 
 }  // namespace kf

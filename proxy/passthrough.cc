@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
 #include "proxy/hop_by_hop.h"
+#include "proxy/watch_framing.h"
 
 namespace kf {
 namespace {
@@ -26,6 +27,8 @@ constexpr auto kBodyIdleTimeout = std::chrono::seconds(120);
 // keep-alive notices a dead peer before then.
 constexpr auto kWatchIdleTimeout = std::chrono::minutes(70);
 constexpr auto kTunnelIdleTimeout = std::chrono::hours(4);
+// On a graceful stop, how long the rest of an event already under way may take to arrive.
+constexpr auto kStopFinishEventTimeout = std::chrono::seconds(5);
 
 bool IgnoreNeedBuffer(beast::error_code& ec) {
   if (ec == http::error::need_buffer) ec = {};
@@ -145,7 +148,6 @@ asio::awaitable<RelayOutcome> Relay(RelayRequest& r) {
     }
     lease = *std::move(acquired);
     out.upstream = r.pool.endpoint(lease.endpoint).Url();
-    *r.active_upstream = lease.stream.get();
     AnyStream& up = *lease.stream;
     http::request<http::buffer_body> req =
         UpstreamRequestHeader(r, r.pool.endpoint(lease.endpoint), upgrade);
@@ -161,7 +163,6 @@ asio::awaitable<RelayOutcome> Relay(RelayRequest& r) {
       ec = hec;
     }
     if (!ec) break;
-    *r.active_upstream = nullptr;
     if (!(lease.reused && !has_body && !r.stopping)) {
       out.error = absl::StrCat("upstream ", out.upstream, ": ", ec.message());
       co_return out;
@@ -187,7 +188,6 @@ asio::awaitable<RelayOutcome> Relay(RelayRequest& r) {
       out.upgraded = true;
       co_await Tunnel(r.client, r.client_buffer, up, up_buf);
     }
-    *r.active_upstream = nullptr;
     co_return out;
   }
 
@@ -217,46 +217,65 @@ asio::awaitable<RelayOutcome> Relay(RelayRequest& r) {
   out.status = status;
   if (hec) {
     out.error = absl::StrCat("client: ", hec.message());
-    *r.active_upstream = nullptr;
     co_return out;
   }
 
   bool upstream_clean = true;
   if (body) {
+    // On a graceful stop a watch ends between two events: at once when the stream is at an
+    // event boundary (the pending upstream read is cancelled), else after forwarding the rest
+    // of the event in flight.
+    WatchFraming framing(WatchFraming::ForContentType(upres[http::field::content_type]));
+    if (watch) {
+      r.stop_hook = [&framing, &up] {
+        if (framing.AtBoundary()) up.Cancel();
+      };
+    }
+    struct ClearHook {
+      std::function<void()>& hook;
+      ~ClearHook() { hook = nullptr; }
+    } clear_hook{r.stop_hook};
     std::array<char, kPiece> buf;
     while (!rp->is_done()) {
-      if (r.stopping && watch) {
-        upstream_clean = false;  // End the watch now; the rest of its stream is abandoned.
+      if (r.stopping && watch && framing.AtBoundary()) {
+        upstream_clean = false;  // The rest of the upstream stream is abandoned.
         break;
       }
       rp->get().body().data = buf.data();
       rp->get().body().size = buf.size();
-      up.tcp().expires_after(watch ? std::chrono::seconds(kWatchIdleTimeout)
-                                   : std::chrono::seconds(kBodyIdleTimeout));
+      up.tcp().expires_after(!watch ? std::chrono::seconds(kBodyIdleTimeout)
+                             : r.stopping ? std::chrono::seconds(kStopFinishEventTimeout)
+                                          : std::chrono::seconds(kWatchIdleTimeout));
       auto [rec, rn] = co_await http::async_read_some(up, up_buf, *rp, use_nothrow);
       if (!IgnoreNeedBuffer(rec)) {
-        if (r.stopping && watch) {
+        if (r.stopping && watch && framing.AtBoundary()) {
           upstream_clean = false;
           break;
         }
         // The upstream failed mid-body: the client sees its stream cut, as it would have.
         out.error = absl::StrCat("upstream ", out.upstream, ": ", rec.message());
-        *r.active_upstream = nullptr;
         co_return out;
       }
-      const size_t got = buf.size() - rp->get().body().size;
-      if (got == 0) continue;
-      res.body().data = buf.data();
-      res.body().size = got;
+      std::string_view piece(buf.data(), buf.size() - rp->get().body().size);
+      if (piece.empty()) continue;
+      if (r.stopping && watch) {
+        if (const size_t end = framing.PrefixToBoundary(piece); end != std::string_view::npos) {
+          piece = piece.substr(0, end);
+          upstream_clean = false;
+        }
+      }
+      res.body().data = const_cast<char*>(piece.data());
+      res.body().size = piece.size();
       res.body().more = true;
       r.client.tcp().expires_after(kWriteTimeout);
       auto [bec, bn] = co_await http::async_write(r.client, sr, use_nothrow);
       if (!IgnoreNeedBuffer(bec)) {
         out.error = absl::StrCat("client: ", bec.message());
-        *r.active_upstream = nullptr;
         co_return out;
       }
-      out.bytes_out += got;
+      framing.Consume(piece);
+      out.bytes_out += piece.size();
+      if (!upstream_clean) break;
     }
     res.body().data = nullptr;
     res.body().more = false;
@@ -264,12 +283,10 @@ asio::awaitable<RelayOutcome> Relay(RelayRequest& r) {
     auto [fec, fn] = co_await http::async_write(r.client, sr, use_nothrow);
     if (!IgnoreNeedBuffer(fec)) {
       out.error = absl::StrCat("client: ", fec.message());
-      *r.active_upstream = nullptr;
       co_return out;
     }
   }
-  *r.active_upstream = nullptr;
-  out.client_reusable = keep_alive && (res.chunked() || rp->content_length() || !body);
+  out.client_reusable = keep_alive;  // False already for a close-delimited body.
   if (upstream_clean && rp->is_done() && upres.keep_alive()) {
     up.tcp().expires_never();
     r.pool.Release(std::move(lease));

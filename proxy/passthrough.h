@@ -11,6 +11,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
+#include <functional>
 #include <string>
 
 #include "proxy/any_stream.h"
@@ -37,7 +38,9 @@ struct RelayRequest {
   const RequestInfo& info;
   std::string remote_ip;
   UpstreamPool& pool;
-  AnyStream** active_upstream;  // Published for HttpSession::Stop() while relaying.
+  // Set while relaying: what HttpSession::Stop() calls to end a watch at the next event
+  // boundary. Reset before Relay returns.
+  std::function<void()>& stop_hook;
   const bool& stopping;
 };
 

@@ -1,0 +1,168 @@
+"""Helpers to drive the real control plane and kube-fanout from tests.
+
+Requests go out with Python's http.client so status, headers and body bytes can be compared
+exactly between the apiserver and kube-fanout.
+"""
+import dataclasses
+import http.client
+import os
+import pathlib
+import shlex
+import signal
+import socket
+import ssl
+import subprocess
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BINARY = pathlib.Path(os.environ.get("KF_BINARY", ROOT / "build/kube-fanout"))
+
+# Headers that legitimately differ between two answers to the same request.
+VOLATILE_HEADERS = {"date", "audit-id", "x-kubernetes-pf-flowschema-uid",
+                    "x-kubernetes-pf-prioritylevel-uid"}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclasses.dataclass
+class Response:
+    status: int
+    headers: dict
+    body: bytes
+
+    def comparable_headers(self):
+        return {k: v for k, v in self.headers.items() if k not in VOLATILE_HEADERS}
+
+
+@dataclasses.dataclass
+class Cluster:
+    directory: pathlib.Path
+    env: dict
+
+    @classmethod
+    def load(cls, directory):
+        env = {}
+        for line in (directory / "env").read_text().splitlines():
+            if line.startswith("export "):
+                key, _, value = line[len("export "):].partition("=")
+                env[key] = shlex.split(value)[0] if value else ""
+        return cls(directory, env)
+
+    @property
+    def url(self):
+        return self.env["KF_APISERVER_URL"]
+
+    @property
+    def port(self):
+        return int(self.url.rsplit(":", 1)[1])
+
+    def token(self, identity):
+        return {"admin": self.env["KF_ADMIN_TOKEN"], "alice": self.env["KF_ALICE_TOKEN"],
+                "bob": self.env["KF_BOB_TOKEN"], "anonymous": None}[identity]
+
+    def ssl_context(self):
+        return ssl.create_default_context(cafile=self.env["KF_CA_FILE"])
+
+    def kubectl(self, *args, server=None, identity="admin", check=True, timeout=60, input=None):
+        """Runs kubectl against the apiserver (or `server`) as `identity`."""
+        cmd = [self.env["KF_KUBECTL"], f"--server={server or self.url}",
+               f"--certificate-authority={self.env['KF_CA_FILE']}",
+               "--kubeconfig=/dev/null"]
+        if identity != "anonymous":
+            cmd.append(f"--token={self.token(identity)}")
+        cmd += list(args)
+        return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=timeout,
+                              input=input)
+
+    def request(self, method, path, identity="admin", port=None, tls=True, body=None,
+                headers=None, timeout=30):
+        """One request to the apiserver (or to `port` on loopback), read whole."""
+        conn = self.connection(port or self.port, tls, timeout)
+        hdrs = {"Accept": "application/json"}
+        if self.token(identity):
+            hdrs["Authorization"] = f"Bearer {self.token(identity)}"
+        hdrs.update(headers or {})
+        conn.request(method, path, body=body, headers=hdrs)
+        resp = conn.getresponse()
+        data = resp.read()
+        conn.close()
+        return Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, data)
+
+    def connection(self, port, tls=True, timeout=30):
+        if tls:
+            return http.client.HTTPSConnection("127.0.0.1", port, timeout=timeout,
+                                               context=self.ssl_context())
+        return http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+
+    def issue_serving_cert(self, directory):
+        """A serving certificate for 127.0.0.1 signed by the cluster CA (for kube-fanout)."""
+        key, csr, crt = (directory / n for n in ("tls.key", "tls.csr", "tls.crt"))
+        ext = directory / "ext.cnf"
+        ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+        subprocess.run(["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                        "-subj", "/CN=kube-fanout", "-out", csr], check=True, capture_output=True)
+        subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", self.env["KF_CA_FILE"],
+                        "-CAkey", self.env["KF_CA_KEY_FILE"], "-CAcreateserial", "-days", "2",
+                        "-out", crt, "-extfile", ext], check=True, capture_output=True)
+        return crt, key
+
+
+@dataclasses.dataclass
+class Proxy:
+    process: subprocess.Popen
+    port: int          # plain HTTP
+    secure_port: int   # HTTPS
+    log_path: pathlib.Path
+
+    @classmethod
+    def start(cls, cluster, directory, extra_args=(), upstream_args=None):
+        crt, key = cluster.issue_serving_cert(directory)
+        port, secure_port = free_port(), free_port()
+        log_path = directory / "kube-fanout.log"
+        args = [str(BINARY), f"--listen=127.0.0.1:{port}",
+                f"--secure-listen=127.0.0.1:{secure_port}", f"--tls-cert-file={crt}",
+                f"--tls-private-key-file={key}"]
+        args += upstream_args if upstream_args is not None else [
+            f"--kubeconfig={cluster.env['KF_KUBECONFIG']}"]
+        args += list(extra_args)
+        log = open(log_path, "wb")
+        process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        proxy = cls(process, port, secure_port, log_path)
+        proxy.wait_ready(cluster)
+        return proxy
+
+    @property
+    def server(self):
+        return f"https://127.0.0.1:{self.secure_port}"
+
+    def wait_ready(self, cluster, timeout=10):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"kube-fanout exited early:\n{self.log_tail()}")
+            try:
+                if cluster.request("GET", "/readyz", port=self.port, tls=False).status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"kube-fanout not ready in {timeout}s:\n{self.log_tail()}")
+
+    def stop(self, timeout=20):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
+
+    def log_lines(self):
+        return self.log_path.read_text(errors="replace").splitlines()
+
+    def log_tail(self, n=30):
+        return "\n".join(self.log_lines()[-n:])
