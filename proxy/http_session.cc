@@ -147,6 +147,27 @@ asio::awaitable<bool> HttpSession::ServeOne() {
     if (cec) co_return false;
   }
 
+  if (Cacher* cacher = env_.cache ? env_.cache->Find(*info) : nullptr;
+      cacher != nullptr && req.method() == http::verb::get && parser.is_done()) {
+    if (info->verb == "watch") state_ = State::kWatching;
+    CacheRequest creq{*client_,        buffer_,
+                      req.base(),      *info,
+                      *cacher,         worker_.own_pool(),
+                      worker_.upstream_pool(), worker_.access_review(),
+                      env_.cache_stats, stopping_,
+                      env_.own_credentials, env_.watcher_max_queue_bytes};
+    std::optional<CacheOutcome> served = co_await ServeFromCache(creq, stop_hook_);
+    state_ = State::kBusy;
+    if (served) {
+      log.route = "cache";
+      log.status = served->status;
+      log.bytes = served->bytes;
+      log.error = served->error;
+      LogRequest(log);
+      co_return served->keep_alive && keep_alive && !stopping_;
+    }
+  }
+
   log.route = IsUpgradeRequest(req.base()) ? "tunnel" : "passthrough";
   if (info->verb == "watch") state_ = State::kWatching;
   RelayRequest relay{*client_, buffer_, parser, *info, std::string(IpOf(remote_)),

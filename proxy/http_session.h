@@ -17,6 +17,8 @@
 
 #include "common/log.h"
 #include "proxy/any_stream.h"
+#include "proxy/cache_handler.h"
+#include "proxy/cached_resources.h"
 #include "proxy/health.h"
 #include "proxy/status_response.h"
 
@@ -29,6 +31,10 @@ struct SessionEnv {
   const Logger& log;
   const HealthChecks& health;
   std::atomic<int64_t>& active_sessions;
+  const CachedResources* cache;  // Null: everything passes through.
+  CacheServeStats& cache_stats;
+  std::function<std::string()> own_credentials;
+  size_t watcher_max_queue_bytes;
 };
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {

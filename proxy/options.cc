@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -46,6 +47,19 @@ po::options_description Describe(ProxyOptions* o, std::string* grace, std::strin
      "Do not verify the upstream's certificate (testing only).")
     ("upstream-dial-timeout", po::value(dial)->value_name("DURATION")->default_value("10s"),
      "Timeout for connecting to an upstream endpoint before failing over.")
+    ("cache-resources", po::value<std::string>()->value_name("LIST")->implicit_value(""),
+     "Comma-separated resources served from the cache, as RESOURCE[.GROUP/VERSION] "
+     "(e.g. pods,endpointslices.discovery.k8s.io/v1,widgets.example.com/v1). Default: pods, "
+     "nodes, services, namespaces, configmaps, endpointslices, events (v1 and events.k8s.io/v1). "
+     "Empty: pass everything through.")
+    ("watch-cache-window-bytes", po::value(&o->watch_cache_window_bytes)->value_name("BYTES")
+         ->default_value(256u << 20),
+     "Per resource, the bytes of recent events kept to resume watches from (at least 75 s of "
+     "history unless this bound is hit first).")
+    ("watcher-max-queue-bytes", po::value(&o->watcher_max_queue_bytes)->value_name("BYTES")
+         ->default_value(8u << 20),
+     "Per watcher, the bytes that may wait unsent; a watch past it is closed and its client "
+     "resumes from its last resourceVersion.")
     ("threads", po::value(&o->threads)->value_name("N")->default_value(0),
      "I/O threads; 0 means one per core.")
     ("shutdown-grace-period", po::value(grace)->value_name("DURATION")->default_value("30s"),
@@ -93,15 +107,33 @@ absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv) {
   ProxyOptions o;
   std::string grace, dial;
   po::options_description desc = Describe(&o, &grace, &dial);
+  // "--name=" (an empty value, as Kubernetes flags allow) becomes "--name", which Boost reads
+  // as the option's implicit value; Boost rejects the former.
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=' &&
+        a.find('=') == a.size() - 1) {
+      a.pop_back();
+    }
+    args.push_back(std::move(a));
+  }
   try {
     po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv)
+    po::store(po::command_line_parser(args)
                   .options(desc)
                   .style(po::command_line_style::unix_style |
                          po::command_line_style::allow_long_disguise)
                   .run(),
               vm);
     po::notify(vm);
+    if (vm.count("cache-resources")) {
+      o.cache_resources_set = true;
+      for (absl::string_view r : absl::StrSplit(vm["cache-resources"].as<std::string>(), ',',
+                                                absl::SkipWhitespace())) {
+        o.cache_resources.emplace_back(absl::StripAsciiWhitespace(r));
+      }
+    }
   } catch (const po::error& e) {
     return absl::InvalidArgumentError(e.what());
   }

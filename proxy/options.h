@@ -35,6 +35,10 @@ struct ProxyOptions {
   int threads = 0;  // 0 → one per core.
   absl::Duration shutdown_grace_period = absl::Seconds(30);
   absl::Duration upstream_dial_timeout = absl::Seconds(10);
+  std::vector<std::string> cache_resources;  // Empty after parsing: the default set.
+  bool cache_resources_set = false;          // --cache-resources given (may be "" = none).
+  uint64_t watch_cache_window_bytes = 256u << 20;
+  uint64_t watcher_max_queue_bytes = 8u << 20;
   int verbosity = 0;
   bool help = false;
   bool version = false;

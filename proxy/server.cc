@@ -58,6 +58,30 @@ absl::Status Server::Start() {
   auto passthrough = MakePassthroughTlsContext(upstream_);
   if (!passthrough.ok()) return passthrough.status();
   passthrough_tls_ = *std::move(passthrough);
+  auto own = MakeOwnTlsContext(upstream_);
+  if (!own.ok()) return own.status();
+  own_tls_ = *std::move(own);
+  own_credentials_ = std::make_unique<OwnCredentials>(upstream_);
+
+  std::vector<ResourceSpec> specs;
+  for (const std::string& r : options_.cache_resources_set ? options_.cache_resources
+                                                           : DefaultCachedResources()) {
+    auto spec = ResourceSpec::Parse(r);
+    if (!spec.ok()) return spec.status();
+    specs.push_back(*std::move(spec));
+  }
+  if (!specs.empty()) {
+    EventRingLimits limits;
+    limits.max_bytes = options_.watch_cache_window_bytes;
+    cache_ = std::make_unique<CachedResources>(std::move(specs), limits, log_);
+    health_.Add("cache-sync", {HealthChecks::Endpoint::kReadyz},
+                [this] { return cache_->AllSynced() ? absl::OkStatus()
+                                                    : absl::UnavailableError("caches not synced"); });
+  }
+  env_ = std::make_unique<SessionEnv>(SessionEnv{
+      log_, health_, active_sessions_, cache_.get(), cache_stats_,
+      [creds = own_credentials_.get()] { return creds->Header(); },
+      static_cast<size_t>(options_.watcher_max_queue_bytes)});
 
   if (!options_.secure_listen.empty()) {
     server_tls_ = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
@@ -81,9 +105,14 @@ absl::Status Server::Start() {
                                                 : std::max(1u, std::thread::hardware_concurrency());
   const auto dial = std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.upstream_dial_timeout));
   for (unsigned i = 0; i < threads; ++i) {
-    workers_.push_back(std::make_unique<Worker>(upstream_, *passthrough_tls_, dial));
+    workers_.push_back(std::make_unique<Worker>(upstream_, *passthrough_tls_, *own_tls_, dial));
   }
   for (auto& w : workers_) w->Start();
+  if (cache_) {
+    // Reflectors live on the first worker, with its pool of kube-fanout's own connections.
+    cache_->Start(workers_[0]->ioc(), workers_[0]->own_pool(),
+                  [creds = own_credentials_.get()] { return creds->Header(); });
+  }
   if (plain_acceptor_.is_open()) {
     asio::co_spawn(main_ioc_, AcceptLoop(plain_acceptor_, false), asio::detached);
   }
@@ -128,7 +157,7 @@ asio::awaitable<void> Server::AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool
       beast::tcp_stream tcp(std::move(socket));
       auto stream = tls ? std::make_unique<AnyStream>(AnyStream::TlsStream(std::move(tcp), *server_tls_))
                         : std::make_unique<AnyStream>(std::move(tcp));
-      auto session = std::make_shared<HttpSession>(std::move(stream), std::move(remote), worker, env_);
+      auto session = std::make_shared<HttpSession>(std::move(stream), std::move(remote), worker, *env_);
       if (shutting_down_) return;
       session->Start();
     });
@@ -155,6 +184,7 @@ void Server::BeginShutdown(int signal) {
   beast::error_code ignored;
   plain_acceptor_.close(ignored);
   tls_acceptor_.close(ignored);
+  if (cache_) cache_->Stop();
   for (auto& w : workers_) {
     asio::post(w->ioc(), [worker = w.get()] { worker->StopSessions(); });
   }

@@ -19,6 +19,7 @@
 #include "proxy/health.h"
 #include "proxy/http_session.h"
 #include "proxy/options.h"
+#include "proxy/own_credentials.h"
 #include "proxy/worker.h"
 
 namespace kf {
@@ -37,6 +38,9 @@ class Server {
   // The bound ports (after Start), useful when listening on port 0.
   uint16_t listen_port() const { return listen_port_; }
   uint16_t secure_listen_port() const { return secure_listen_port_; }
+  const CachedResources* cache() const { return cache_.get(); }
+  const CacheServeStats& cache_stats() const { return cache_stats_; }
+  int64_t active_sessions() const { return active_sessions_.load(); }
 
  private:
   asio::awaitable<void> AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool tls);
@@ -51,12 +55,16 @@ class Server {
   const Logger& log_;
   HealthChecks health_;
   std::atomic<int64_t> active_sessions_{0};
-  SessionEnv env_{log_, health_, active_sessions_};
+  CacheServeStats cache_stats_;
+  std::unique_ptr<OwnCredentials> own_credentials_;
+  std::unique_ptr<CachedResources> cache_;
+  std::unique_ptr<SessionEnv> env_;
   asio::io_context main_ioc_{1};
   asio::ip::tcp::acceptor plain_acceptor_{main_ioc_};
   asio::ip::tcp::acceptor tls_acceptor_{main_ioc_};
   std::unique_ptr<asio::ssl::context> server_tls_;
   std::unique_ptr<asio::ssl::context> passthrough_tls_;
+  std::unique_ptr<asio::ssl::context> own_tls_;
   std::vector<std::unique_ptr<Worker>> workers_;
   size_t next_worker_ = 0;
   uint16_t listen_port_ = 0;

@@ -50,6 +50,17 @@ absl::StatusOr<std::unique_ptr<asio::ssl::context>> MakePassthroughTlsContext(
   return ctx;
 }
 
+absl::StatusOr<std::unique_ptr<asio::ssl::context>> MakeOwnTlsContext(
+    const UpstreamConfig& config) {
+  auto ctx = MakePassthroughTlsContext(config);
+  if (!ctx.ok() || config.client_cert_pem.empty()) return ctx;
+  beast::error_code ec;
+  (*ctx)->use_certificate_chain(asio::buffer(config.client_cert_pem), ec);
+  if (!ec) (*ctx)->use_private_key(asio::buffer(config.client_key_pem), asio::ssl::context::pem, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("client certificate: ", ec.message()));
+  return ctx;
+}
+
 UpstreamPool::UpstreamPool(asio::io_context& ioc, const UpstreamConfig& config,
                            asio::ssl::context& tls, std::chrono::milliseconds dial_timeout)
     : ioc_(ioc),

@@ -62,6 +62,10 @@ class UpstreamPool {
 absl::StatusOr<std::unique_ptr<asio::ssl::context>> MakePassthroughTlsContext(
     const UpstreamConfig& config);
 
+// The TLS client context for kube-fanout's own requests: the same trust, plus its client
+// certificate when the configuration has one.
+absl::StatusOr<std::unique_ptr<asio::ssl::context>> MakeOwnTlsContext(const UpstreamConfig& config);
+
 }  // namespace kf
 
 #endif  // KUBE_FANOUT_PROXY_UPSTREAM_POOL_H_

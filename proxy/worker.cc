@@ -8,8 +8,10 @@
 namespace kf {
 
 Worker::Worker(const UpstreamConfig& upstream, asio::ssl::context& passthrough_tls,
-               std::chrono::milliseconds dial_timeout)
-    : guard_(asio::make_work_guard(ioc_)), pool_(ioc_, upstream, passthrough_tls, dial_timeout) {}
+               asio::ssl::context& own_tls, std::chrono::milliseconds dial_timeout)
+    : guard_(asio::make_work_guard(ioc_)),
+      pool_(ioc_, upstream, passthrough_tls, dial_timeout),
+      own_pool_(ioc_, upstream, own_tls, dial_timeout) {}
 
 Worker::~Worker() {
   StopNow();

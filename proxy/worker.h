@@ -10,6 +10,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "proxy/access_review.h"
 #include "proxy/upstream_pool.h"
 
 namespace kf {
@@ -19,7 +20,7 @@ class HttpSession;
 class Worker {
  public:
   Worker(const UpstreamConfig& upstream, asio::ssl::context& passthrough_tls,
-         std::chrono::milliseconds dial_timeout);
+         asio::ssl::context& own_tls, std::chrono::milliseconds dial_timeout);
   ~Worker();
 
   void Start();      // Runs the io_context on a new thread.
@@ -28,7 +29,9 @@ class Worker {
   void Join();
 
   asio::io_context& ioc() { return ioc_; }
-  UpstreamPool& upstream_pool() { return pool_; }
+  UpstreamPool& upstream_pool() { return pool_; }  // No identity: passthrough.
+  UpstreamPool& own_pool() { return own_pool_; }   // kube-fanout's identity.
+  AccessReview& access_review() { return access_; }
 
   // Session registry; called on this worker's thread only.
   void Register(HttpSession* s) { sessions_.insert(s); }
@@ -40,6 +43,8 @@ class Worker {
   asio::io_context ioc_{1};
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_;
   UpstreamPool pool_;
+  UpstreamPool own_pool_;
+  AccessReview access_{std::chrono::seconds(10), std::chrono::seconds(5), 10000};
   std::unordered_set<HttpSession*> sessions_;
   std::thread thread_;
 };

@@ -31,8 +31,17 @@ def cluster():
 
 @pytest.fixture(scope="session")
 def proxy(cluster, tmp_path_factory):
-    """kube-fanout in front of the cluster, with a plain and a TLS listener."""
-    p = Proxy.start(cluster, tmp_path_factory.mktemp("proxy"))
+    """kube-fanout as a pure passthrough proxy (no cache), plain and TLS listeners."""
+    p = Proxy.start(cluster, tmp_path_factory.mktemp("proxy"), extra_args=["--cache-resources="])
+    yield p
+    code = p.stop()
+    assert code == 0, f"kube-fanout exited with {code}; log:\n{p.log_tail()}"
+
+
+@pytest.fixture(scope="session")
+def cached_proxy(cluster, tmp_path_factory):
+    """kube-fanout with its default cached resources."""
+    p = Proxy.start(cluster, tmp_path_factory.mktemp("cached-proxy"))
     yield p
     code = p.stop()
     assert code == 0, f"kube-fanout exited with {code}; log:\n{p.log_tail()}"

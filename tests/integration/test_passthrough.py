@@ -231,7 +231,7 @@ def test_malformed_request_gets_400(cluster, proxy):
 
 def test_failover_to_the_next_upstream(cluster, tmp_path):
     dead = free_port()
-    p = Proxy.start(cluster, tmp_path, upstream_args=[
+    p = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources="], upstream_args=[
         f"--upstream=https://127.0.0.1:{dead}", f"--upstream={cluster.url}",
         f"--upstream-ca-file={cluster.env['KF_CA_FILE']}"])
     try:
@@ -243,7 +243,8 @@ def test_failover_to_the_next_upstream(cluster, tmp_path):
 
 def test_unreachable_upstream_answers_a_503_status(cluster, tmp_path):
     dead = free_port()
-    p = Proxy.start(cluster, tmp_path, upstream_args=[f"--upstream=https://127.0.0.1:{dead}"])
+    p = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources="],
+                    upstream_args=[f"--upstream=https://127.0.0.1:{dead}"])
     try:
         resp = cluster.request("GET", "/api/v1/pods", port=p.port, tls=False)
         assert resp.status == 503
@@ -265,7 +266,8 @@ def test_sigterm_ends_open_watches_cleanly_between_events_and_exits(cluster, nam
         assert cluster.request("POST", f"/api/v1/namespaces/{namespace}/configmaps",
                                body=json.dumps(cm).encode(),
                                headers={"Content-Type": "application/json"}).status == 201
-    p = Proxy.start(cluster, tmp_path, extra_args=["--shutdown-grace-period=10s"])
+    p = Proxy.start(cluster, tmp_path,
+                    extra_args=["--shutdown-grace-period=10s", "--cache-resources="])
     conn, watch = open_watch(cluster, p.secure_port,
                              f"/api/v1/namespaces/{namespace}/configmaps?watch=1")
     assert watch.status == 200
@@ -308,7 +310,7 @@ def test_upgrade_is_tunnelled_byte_for_byte(cluster, tmp_path):
 
     t = threading.Thread(target=upstream, daemon=True)
     t.start()
-    p = Proxy.start(cluster, tmp_path, upstream_args=[
+    p = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources="], upstream_args=[
         f"--upstream=http://127.0.0.1:{listener.getsockname()[1]}"])
     try:
         with socket.create_connection(("127.0.0.1", p.port), timeout=5) as c:

@@ -80,3 +80,23 @@ TEST_CASE("Upstream flags win over the kubeconfig's server, keeping its trust se
 
 }  // namespace
 }  // namespace kf
+
+namespace kf {
+namespace {
+
+TEST_CASE("An empty cache-resources flag turns the cache off and a list replaces the default") {
+  auto none = Parse({"--cache-resources="});
+  REQUIRE(none.ok());
+  CHECK(none->cache_resources_set);
+  CHECK(none->cache_resources.empty());
+  auto some = Parse({"--cache-resources=pods, endpointslices.discovery.k8s.io/v1"});
+  REQUIRE(some.ok());
+  CHECK(some->cache_resources ==
+        std::vector<std::string>{"pods", "endpointslices.discovery.k8s.io/v1"});
+  auto unset = Parse({});
+  REQUIRE(unset.ok());
+  CHECK_FALSE(unset->cache_resources_set);
+}
+
+}  // namespace
+}  // namespace kf

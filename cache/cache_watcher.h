@@ -1,0 +1,91 @@
+// CacheWatcher: one downstream watch as the cache sees it: what it selects (WatchFilter), and a
+// bounded queue of frame pieces that reference shared event bytes. The cache pushes under its
+// own lock from the reflector's thread; the watch's session takes batches from its own thread.
+// A watcher whose queue exceeds its byte budget is closed (the client resumes from its last RV)
+// and never slows the producer or anyone else.
+//
+// Shared (shared_ptr) by the Cacher and the session; the queue is guarded by its own mutex.
+#ifndef KUBE_FANOUT_CACHE_CACHE_WATCHER_H_
+#define KUBE_FANOUT_CACHE_CACHE_WATCHER_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "cache/cached_object.h"
+#include "cache/field_selector.h"
+#include "cache/label_selector.h"
+#include "cache/watch_event.h"
+
+namespace kf {
+
+// What a list or watch selects: namespace, exact name, label and field selectors.
+struct WatchFilter {
+  std::string namespace_;           // "" → every namespace.
+  std::optional<std::string> name;  // metadata.name required by the field selector.
+  LabelSelector labels;
+  FieldSelector fields;
+
+  bool Matches(const CachedObject& object) const;
+};
+
+class CacheWatcher {
+ public:
+  // `notify` is called without the cache's lock when the queue becomes non-empty or the watcher
+  // is closed; it must only schedule work (e.g. post to the session's thread).
+  CacheWatcher(WatchFilter filter, size_t max_queue_bytes, std::function<void()> notify);
+
+  const WatchFilter& filter() const { return filter_; }
+
+  struct Batch {
+    std::vector<Piece> pieces;
+    size_t bytes = 0;
+    uint64_t last_rv = 0;  // RV of the newest event taken (0: none).
+    bool closed = false;   // No more events will come.
+    std::string close_reason;
+  };
+  // Takes everything queued (consumer side).
+  Batch Take();
+
+  // Producer side: appends one event's frame. Returns true when the consumer must be notified.
+  // Past the byte budget the queue is dropped and the watcher closed ("too slow").
+  bool Push(std::vector<Piece> pieces, size_t bytes, uint64_t rv);
+  // Closes the watcher (cache gone, relist, shutdown). Returns true when a notify is due.
+  bool Close(std::string reason);
+  bool closed() const;
+
+  size_t queued_bytes() const;
+
+  // The cache's RV when the watcher was registered (set by the Cacher).
+  uint64_t start_rv = 0;
+  // Events at or below this RV are not for this watcher: it asked to start after an RV the
+  // cache had not reached yet (set by the Cacher).
+  uint64_t skip_through = 0;
+  // Set by the Cacher when registered; used to unregister.
+  int index_bucket = -1;
+  std::string index_key;
+
+ private:
+  const WatchFilter filter_;
+  const size_t max_queue_bytes_;
+  const std::function<void()> notify_;
+
+  mutable absl::Mutex mu_;
+  std::vector<Piece> queue_ ABSL_GUARDED_BY(mu_);
+  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t last_rv_ ABSL_GUARDED_BY(mu_) = 0;
+  bool pending_notify_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::string close_reason_ ABSL_GUARDED_BY(mu_);
+
+ public:
+  void Notify() const { notify_(); }
+};
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_CACHE_CACHE_WATCHER_H_

@@ -1,0 +1,89 @@
+// CachedObject: one object as the cache holds it. Immutable once built and shared by
+// reference (store, event window, watchers' queues), so an object's bytes exist once however
+// many watchers receive them.
+//
+// `json` is the upstream's own serialization of the object with kind/apiVersion (the form watch
+// events carry), byte for byte; the LIST item form is a view of the same bytes without the
+// type fields, as the apiserver encodes items of built-in lists. Nothing is re-serialized.
+#ifndef KUBE_FANOUT_CACHE_CACHED_OBJECT_H_
+#define KUBE_FANOUT_CACHE_CACHED_OBJECT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "cache/labels.h"
+#include "cache/selectable_fields.h"
+
+namespace kf {
+
+// What a cache knows about its resource type.
+struct ResourceType {
+  std::string group;     // "" for core.
+  std::string version;   // "v1".
+  std::string resource;  // "pods".
+  std::string kind;      // "Pod".
+  bool namespaced = true;
+  bool list_items_have_type_meta = false;  // True for custom resources (unstructured).
+
+  std::string ApiVersion() const { return group.empty() ? version : group + "/" + version; }
+  std::string GroupResource() const { return group.empty() ? resource : resource + "." + group; }
+  // What field selectors may name for this type. Custom resources get metadata fields only
+  // (their CRD's selectableFields are not read yet).
+  SelectableFields Fields() const {
+    return list_items_have_type_meta ? SelectableFields::ForCustomResource(namespaced, {})
+                                     : SelectableFields::ForResource(group, resource);
+  }
+};
+
+class CachedObject {
+ public:
+  // Parses an object in event form ({"kind":..,"apiVersion":..,"metadata":{..},..}).
+  static absl::StatusOr<std::shared_ptr<const CachedObject>> FromJson(const ResourceType& type,
+                                                                      std::string json);
+
+  // The storage key: "namespace/name" or "name"; sorts as the apiserver's keys do.
+  const std::string& key() const { return key_; }
+  const std::string& namespace_() const { return ns_; }
+  const std::string& name() const { return name_; }
+  uint64_t resource_version() const { return resource_version_; }
+  const LabelSet& labels() const { return labels_; }
+  const FieldSet& fields() const { return fields_; }
+  std::string_view json() const { return json_; }
+  // The LIST item form (no kind/apiVersion for built-in types), as two pieces to write one
+  // after the other: "{" and the object's bytes after its type fields (or "" and all of it).
+  std::pair<std::string_view, std::string_view> list_item() const;
+
+  // A copy whose metadata.resourceVersion is `rv` (DELETED events carry the deletion's RV).
+  std::shared_ptr<const CachedObject> WithResourceVersion(uint64_t rv) const;
+
+  static std::string Key(std::string_view ns, std::string_view name);
+
+ private:
+  CachedObject() = default;
+
+  std::string key_;
+  std::string ns_;
+  std::string name_;
+  uint64_t resource_version_ = 0;
+  LabelSet labels_;
+  FieldSet fields_;
+  std::string json_;
+  size_t list_item_body_ = 0;  // Offset of the first field after kind/apiVersion, or 0.
+  size_t rv_value_pos_ = 0;    // Offset and length of metadata.resourceVersion's digits.
+  size_t rv_value_len_ = 0;
+};
+
+using ObjectPtr = std::shared_ptr<const CachedObject>;
+
+// Splices `rv` into an object's metadata.resourceVersion: the first "resourceVersion" member
+// after "metadata":{ (Go encodes ObjectMeta with resourceVersion before labels and annotations,
+// so it cannot be shadowed). Returns the new bytes, or an error if there is none.
+absl::StatusOr<std::string> SpliceResourceVersion(std::string_view json, uint64_t rv);
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_CACHE_CACHED_OBJECT_H_

@@ -1,0 +1,310 @@
+#include "cache/cacher.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace kf {
+namespace {
+
+// The field kubelets select pods by; indexed so an event visits one node's watchers.
+std::string IndexedNodeField(const ResourceType& type) {
+  return type.group.empty() && type.resource == "pods" ? "spec.nodeName" : "";
+}
+
+}  // namespace
+
+Cacher::Cacher(ResourceType type, EventRingLimits limits, std::function<Clock::time_point()> now)
+    : type_(std::move(type)),
+      now_(std::move(now)),
+      ring_(limits),
+      watchers_(IndexedNodeField(type_)) {}
+
+void Cacher::Finish(const std::vector<CacheWatcher*>& notify,
+                    std::vector<std::function<void()>>& ready) {
+  for (CacheWatcher* w : notify) w->Notify();
+  for (auto& f : ready) f();
+}
+
+void Cacher::AdvanceLocked(uint64_t rv, std::vector<std::function<void()>>* ready) {
+  if (rv > rv_) rv_ = rv;
+  while (!waiters_.empty() && waiters_.begin()->first <= rv_) {
+    ready->push_back(std::move(waiters_.begin()->second));
+    waiters_.erase(waiters_.begin());
+  }
+}
+
+void Cacher::DispatchLocked(const EventPtr& e, std::vector<CacheWatcher*>* notify) {
+  std::vector<std::shared_ptr<CacheWatcher>> candidates;
+  watchers_.Candidates(e->object().get(), e->prev().get(), &candidates);
+  for (const auto& w : candidates) {
+    if (e->resource_version() <= w->skip_through) continue;
+    const WatchFilter& f = w->filter();
+    std::vector<Piece> pieces;
+    switch (e->type()) {
+      case EventType::kAdded:
+        if (f.Matches(*e->object())) AppendFrame("ADDED", e->object(), &pieces);
+        break;
+      case EventType::kDeleted:
+        if (f.Matches(*e->object())) AppendFrame("DELETED", e->object(), &pieces);
+        break;
+      case EventType::kModified: {
+        const bool was = e->prev() != nullptr && f.Matches(*e->prev());
+        const bool is = f.Matches(*e->object());
+        if (was && is) {
+          AppendFrame("MODIFIED", e->object(), &pieces);
+        } else if (is) {
+          AppendFrame("ADDED", e->object(), &pieces);
+        } else if (was) {
+          AppendFrame("DELETED", e->PrevAtEventVersion(), &pieces);
+        }
+        break;
+      }
+    }
+    if (pieces.empty()) continue;
+    size_t bytes = 0;
+    for (const Piece& p : pieces) bytes += p.bytes.size();
+    if (w->Push(std::move(pieces), bytes, e->resource_version())) notify->push_back(w.get());
+    if (w->closed()) watchers_.Remove(w.get());  // Cut for slowness; the session sees it.
+  }
+}
+
+void Cacher::AddEventLocked(EventType type, ObjectPtr object, ObjectPtr prev,
+                            std::vector<CacheWatcher*>* notify) {
+  auto event = std::make_shared<const WatchEvent>(type, std::move(object), std::move(prev), now_());
+  ring_.Push(event, event->received());
+  DispatchLocked(event, notify);
+}
+
+void Cacher::Replace(std::vector<ObjectPtr> objects, uint64_t list_rv) {
+  std::vector<CacheWatcher*> notify;
+  std::vector<std::function<void()>> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::btree_map<std::string, ObjectPtr> next;
+    for (ObjectPtr& o : objects) next.emplace(o->key(), std::move(o));
+    if (synced_) {
+      // A relist: what changed while the watch was broken becomes events, in RV order, the
+      // deletions (whose own RVs are unknown) last at the list's RV.
+      std::vector<std::pair<ObjectPtr, ObjectPtr>> changed;  // (new, old)
+      for (const auto& [key, obj] : next) {
+        auto it = store_.find(key);
+        if (it == store_.end()) {
+          changed.emplace_back(obj, nullptr);
+        } else if (it->second->resource_version() != obj->resource_version()) {
+          changed.emplace_back(obj, it->second);
+        }
+      }
+      std::sort(changed.begin(), changed.end(), [](const auto& a, const auto& b) {
+        return a.first->resource_version() < b.first->resource_version();
+      });
+      for (auto& [obj, old] : changed) {
+        const EventType t = old ? EventType::kModified : EventType::kAdded;
+        AddEventLocked(t, obj, old, &notify);
+      }
+      for (const auto& [key, old] : store_) {
+        if (next.count(key) == 0) {
+          AddEventLocked(EventType::kDeleted, old->WithResourceVersion(list_rv), old, &notify);
+        }
+      }
+    }
+    store_ = std::move(next);
+    // Resuming from before the relist could miss changes the diff folded together.
+    ring_.Reset(list_rv);
+    synced_ = true;
+    AdvanceLocked(list_rv, &ready);
+  }
+  Finish(notify, ready);
+}
+
+void Cacher::Apply(EventType type, ObjectPtr object) {
+  std::vector<CacheWatcher*> notify;
+  std::vector<std::function<void()>> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    if (object->resource_version() <= rv_) return;  // Already seen (a resumed watch's replay).
+    ObjectPtr prev;
+    auto it = store_.find(object->key());
+    if (it != store_.end()) prev = it->second;
+    if (type == EventType::kDeleted) {
+      if (it != store_.end()) store_.erase(it);
+    } else {
+      store_.insert_or_assign(object->key(), object);
+      if (type == EventType::kAdded && prev) type = EventType::kModified;
+      if (type == EventType::kModified && !prev) type = EventType::kAdded;
+    }
+    const uint64_t rv = object->resource_version();
+    AddEventLocked(type, std::move(object), std::move(prev), &notify);
+    AdvanceLocked(rv, &ready);
+  }
+  Finish(notify, ready);
+}
+
+void Cacher::Bookmark(uint64_t rv) {
+  std::vector<std::function<void()>> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    AdvanceLocked(rv, &ready);
+  }
+  Finish({}, ready);
+}
+
+void Cacher::SetBookmarkTemplate(std::string json) {
+  absl::MutexLock lock(&mu_);
+  bookmark_template_ = std::move(json);
+  last_bookmark_.reset();
+  last_bookmark_rv_ = 0;
+}
+
+bool Cacher::synced() const {
+  absl::MutexLock lock(&mu_);
+  return synced_;
+}
+
+uint64_t Cacher::resource_version() const {
+  absl::MutexLock lock(&mu_);
+  return rv_;
+}
+
+size_t Cacher::object_count() const {
+  absl::MutexLock lock(&mu_);
+  return store_.size();
+}
+
+size_t Cacher::watcher_count() const {
+  absl::MutexLock lock(&mu_);
+  return watchers_.size();
+}
+
+Cacher::ListResult Cacher::List(const WatchFilter& filter) const {
+  absl::MutexLock lock(&mu_);
+  ListResult r;
+  r.resource_version = rv_;
+  auto begin = store_.begin();
+  std::string prefix;
+  if (!filter.namespace_.empty() && type_.namespaced) {
+    prefix = filter.namespace_ + "/";
+    begin = store_.lower_bound(prefix);
+  }
+  for (auto it = begin; it != store_.end(); ++it) {
+    if (!prefix.empty() && it->first.compare(0, prefix.size(), prefix) != 0) break;
+    if (filter.Matches(*it->second)) r.items.push_back(it->second);
+  }
+  return r;
+}
+
+std::pair<ObjectPtr, uint64_t> Cacher::Get(const std::string& key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = store_.find(key);
+  return {it == store_.end() ? nullptr : it->second, rv_};
+}
+
+absl::StatusOr<std::shared_ptr<CacheWatcher>> Cacher::Watch(WatchRequest req) {
+  auto w = std::make_shared<CacheWatcher>(std::move(req.filter), req.max_queue_bytes,
+                                          std::move(req.notify));
+  std::vector<Piece> initial;
+  uint64_t last_rv = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    bool replay_state = req.start == Start::kInitialState;
+    if (!replay_state && req.resource_version > rv_) {
+      // Newer than the cache: nothing to replay; events up to that RV are skipped as they come,
+      // as the apiserver's cache waits for the RV before it starts the watch.
+      w->skip_through = req.resource_version;
+    } else if (!replay_state) {
+      auto events = ring_.Since(req.resource_version);
+      if (!events.ok()) {
+        // Like the apiserver's watch cache: before anything was evicted, a watch from before
+        // the window's start is served the current state instead.
+        if (!ring_.complete()) return events.status();
+        replay_state = true;
+      } else {
+        for (const EventPtr& e : *events) {
+          const WatchFilter& f = w->filter();
+          const bool was = e->prev() != nullptr && f.Matches(*e->prev());
+          const bool is = e->type() != EventType::kDeleted && f.Matches(*e->object());
+          if (e->type() == EventType::kDeleted) {
+            if (f.Matches(*e->object())) AppendFrame("DELETED", e->object(), &initial);
+          } else if (is) {
+            AppendFrame(was ? "MODIFIED" : "ADDED", e->object(), &initial);
+          } else if (was) {
+            AppendFrame("DELETED", e->PrevAtEventVersion(), &initial);
+          } else {
+            continue;
+          }
+          last_rv = e->resource_version();
+        }
+      }
+    }
+    if (replay_state) {
+      for (const auto& [key, obj] : store_) {
+        if (w->filter().Matches(*obj)) AppendFrame("ADDED", obj, &initial);
+      }
+    }
+    // The initial burst is not held against the budget: it is what the client asked for. The
+    // session takes it right after Watch() returns.
+    w->start_rv = rv_;
+    w->Push(std::move(initial), 0, last_rv);
+    watchers_.Add(w);
+  }
+  return w;
+}
+
+void Cacher::RemoveWatcher(CacheWatcher* watcher) {
+  absl::MutexLock lock(&mu_);
+  watchers_.Remove(watcher);
+}
+
+void Cacher::CloseAll(const std::string& reason) {
+  std::vector<CacheWatcher*> notify;
+  {
+    absl::MutexLock lock(&mu_);
+    watchers_.ForEach([&](const std::shared_ptr<CacheWatcher>& w) {
+      if (w->Close(reason)) notify.push_back(w.get());
+    });
+  }
+  std::vector<std::function<void()>> none;
+  Finish(notify, none);
+}
+
+std::shared_ptr<const std::string> Cacher::BookmarkFrame(uint64_t rv,
+                                                         bool initial_events_end) const {
+  absl::MutexLock lock(&mu_);
+  if (!initial_events_end && last_bookmark_ && last_bookmark_rv_ == rv) return last_bookmark_;
+  std::string object = bookmark_template_;
+  if (object.empty()) {
+    object = absl::StrCat("{\"kind\":\"", type_.kind, "\",\"apiVersion\":\"", type_.ApiVersion(),
+                          "\",\"metadata\":{\"resourceVersion\":\"0\"}}");
+  }
+  auto spliced = SpliceResourceVersion(object, rv);
+  std::string json = spliced.ok() ? *std::move(spliced) : object;
+  if (initial_events_end) {
+    // The WatchList end marker (KEP-3157), placed where the apiserver puts it.
+    const std::string rv_member = absl::StrCat("\"resourceVersion\":\"", rv, "\"");
+    const size_t at = json.find(rv_member);
+    if (at != std::string::npos) {
+      json.insert(at + rv_member.size(),
+                  ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}");
+    }
+  }
+  auto frame = std::make_shared<const std::string>(
+      absl::StrCat("{\"type\":\"BOOKMARK\",\"object\":", json, "}\n"));
+  if (!initial_events_end) {
+    last_bookmark_ = frame;
+    last_bookmark_rv_ = rv;
+  }
+  return frame;
+}
+
+void Cacher::WaitForVersion(uint64_t rv, std::function<void()> ready) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (rv_ < rv) {
+      waiters_.emplace(rv, std::move(ready));
+      return;
+    }
+  }
+  ready();
+}
+
+}  // namespace kf

@@ -1,0 +1,116 @@
+// Cacher: the watch cache of one resource. Holds the current objects (a sorted store, as the
+// apiserver lists them), the event window, the cache's resourceVersion and the watchers, and
+// dispatches each upstream event to the watchers it concerns, applying selector transitions
+// (entering a selection → ADDED, leaving → DELETED with the previous state at the event's RV).
+//
+// Thread-safe: one mutex guards the state. The reflector feeds it; sessions list, get and
+// watch from any thread. Watchers are notified after the lock is released.
+#ifndef KUBE_FANOUT_CACHE_CACHER_H_
+#define KUBE_FANOUT_CACHE_CACHER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/btree_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "cache/cache_watcher.h"
+#include "cache/cached_object.h"
+#include "cache/event_ring.h"
+#include "cache/watch_event.h"
+#include "cache/watcher_index.h"
+
+namespace kf {
+
+class Cacher {
+ public:
+  using Clock = std::chrono::steady_clock;
+  Cacher(ResourceType type, EventRingLimits limits, std::function<Clock::time_point()> now);
+
+  const ResourceType& type() const { return type_; }
+
+  // --- Reflector side -------------------------------------------------------------------------
+  // Installs a full LIST at `list_rv`. The first call makes the cache synced; later calls (a
+  // relist after 410) turn the difference into events so open watches continue, and restart
+  // the event window at `list_rv`.
+  void Replace(std::vector<ObjectPtr> objects, uint64_t list_rv);
+  // One upstream watch event (kDeleted: the object as sent, RV = the deletion's).
+  void Apply(EventType type, ObjectPtr object);
+  // An upstream bookmark: the cache is current up to `rv`.
+  void Bookmark(uint64_t rv);
+  // The JSON of an upstream bookmark object (any RV), reused for downstream bookmarks.
+  void SetBookmarkTemplate(std::string json);
+
+  bool synced() const;
+  uint64_t resource_version() const;
+  size_t object_count() const;
+  size_t watcher_count() const;
+
+  // --- Readers --------------------------------------------------------------------------------
+  struct ListResult {
+    uint64_t resource_version = 0;
+    std::vector<ObjectPtr> items;  // Sorted by key, as the apiserver lists.
+  };
+  ListResult List(const WatchFilter& filter) const;
+  // The object with `key`, and the cache's RV.
+  std::pair<ObjectPtr, uint64_t> Get(const std::string& key) const;
+
+  enum class Start { kInitialState, kAfterVersion };
+  struct WatchRequest {
+    WatchFilter filter;
+    Start start = Start::kInitialState;
+    uint64_t resource_version = 0;  // For kAfterVersion.
+    size_t max_queue_bytes = 16u << 20;
+    std::function<void()> notify;
+  };
+  // Registers a watcher whose queue starts with the initial state (ADDED per matching object,
+  // by key) or with the window's events after the RV, then continues with live events, with no
+  // gap between the two. OutOfRange (410) when the window no longer reaches back to the RV.
+  // From an RV newer than the cache, the watch starts with the first event after that RV.
+  absl::StatusOr<std::shared_ptr<CacheWatcher>> Watch(WatchRequest request);
+  void RemoveWatcher(CacheWatcher* watcher);
+  // Closes every watcher (shutdown).
+  void CloseAll(const std::string& reason);
+
+  // A BOOKMARK frame at `rv`, built once per RV and shared.
+  std::shared_ptr<const std::string> BookmarkFrame(uint64_t rv,
+                                                   bool initial_events_end = false) const;
+
+  // Calls `ready` (without the lock, on the thread that advances the RV, or at once) when the
+  // cache's RV reaches `rv`.
+  void WaitForVersion(uint64_t rv, std::function<void()> ready);
+
+ private:
+  void DispatchLocked(const EventPtr& event, std::vector<CacheWatcher*>* notify)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AdvanceLocked(uint64_t rv, std::vector<std::function<void()>>* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddEventLocked(EventType type, ObjectPtr object, ObjectPtr prev,
+                      std::vector<CacheWatcher*>* notify) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void Finish(const std::vector<CacheWatcher*>& notify,
+                     std::vector<std::function<void()>>& ready);
+
+  const ResourceType type_;
+  const std::function<Clock::time_point()> now_;
+
+  mutable absl::Mutex mu_;
+  absl::btree_map<std::string, ObjectPtr> store_ ABSL_GUARDED_BY(mu_);
+  EventRing ring_ ABSL_GUARDED_BY(mu_);
+  WatcherIndex watchers_ ABSL_GUARDED_BY(mu_);
+  uint64_t rv_ ABSL_GUARDED_BY(mu_) = 0;
+  bool synced_ ABSL_GUARDED_BY(mu_) = false;
+  std::string bookmark_template_ ABSL_GUARDED_BY(mu_);
+  mutable std::shared_ptr<const std::string> last_bookmark_ ABSL_GUARDED_BY(mu_);
+  mutable uint64_t last_bookmark_rv_ ABSL_GUARDED_BY(mu_) = 0;
+  std::multimap<uint64_t, std::function<void()>> waiters_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_CACHE_CACHER_H_

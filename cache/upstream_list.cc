@@ -1,0 +1,138 @@
+#include "cache/upstream_list.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/strings.h"
+#include "rapidjson/document.h"
+#include "rapidjson/reader.h"
+
+namespace kf {
+namespace {
+
+// SAX handler that records the byte range of each element of the top-level "items" array and
+// the list's kind, apiVersion and metadata fields.
+class ListHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, ListHandler> {
+ public:
+  explicit ListHandler(const rapidjson::StringStream& in, ListPage* page) : in_(in), page_(page) {}
+
+  bool Default() { return true; }
+  bool String(const char* s, rapidjson::SizeType n, bool) {
+    if (depth_ == 1 && key_ == "kind") page_->kind.assign(s, n);
+    if (depth_ == 1 && key_ == "apiVersion") page_->api_version.assign(s, n);
+    if (depth_ == 2 && in_metadata_ && key_ == "resourceVersion") {
+      if (!absl::SimpleAtoi(absl::string_view(s, n), &page_->resource_version)) return false;
+    }
+    if (depth_ == 2 && in_metadata_ && key_ == "continue") page_->continue_token.assign(s, n);
+    return true;
+  }
+  bool Key(const char* s, rapidjson::SizeType n, bool) {
+    if (depth_ <= 2) key_.assign(s, n);
+    return true;
+  }
+  bool StartObject() {
+    ++depth_;
+    if (depth_ == 2 && key_ == "metadata" && !in_items_) in_metadata_ = true;
+    if (in_items_ && depth_ == 2) item_start_ = in_.Tell() - 1;
+    return true;
+  }
+  bool EndObject(rapidjson::SizeType) {
+    if (in_items_ && depth_ == 2) {
+      ends_.push_back(in_.Tell());
+      starts_.push_back(item_start_);
+    }
+    if (depth_ == 2) in_metadata_ = false;
+    --depth_;
+    return true;
+  }
+  bool StartArray() {
+    if (depth_ == 1 && key_ == "items") in_items_ = true;
+    ++array_depth_;
+    return true;
+  }
+  bool EndArray(rapidjson::SizeType) {
+    --array_depth_;
+    if (depth_ == 1 && in_items_) in_items_ = false;
+    return true;
+  }
+
+  std::vector<size_t> starts_, ends_;
+
+ private:
+  const rapidjson::StringStream& in_;
+  ListPage* page_;
+  int depth_ = 0;
+  int array_depth_ = 0;
+  bool in_items_ = false;
+  bool in_metadata_ = false;
+  size_t item_start_ = 0;
+  std::string key_;
+};
+
+}  // namespace
+
+absl::StatusOr<ListPage> ParseListPage(std::string_view body) {
+  // RapidJSON needs a NUL-terminated buffer.
+  std::string copy(body);
+  rapidjson::StringStream in(copy.c_str());
+  ListPage page;
+  ListHandler handler(in, &page);
+  rapidjson::Reader reader;
+  if (!reader.Parse(in, handler)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot parse list response at offset ", reader.GetErrorOffset()));
+  }
+  page.items.clear();
+  for (size_t i = 0; i < handler.starts_.size(); ++i) {
+    page.items.push_back(body.substr(handler.starts_[i], handler.ends_[i] - handler.starts_[i]));
+  }
+  if (page.kind.size() > 4 && page.kind.compare(page.kind.size() - 4, 4, "List") == 0) {
+    return page;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("not a list: kind \"", page.kind, "\""));
+}
+
+std::string ItemToEventForm(std::string_view item, std::string_view kind,
+                            std::string_view api_version) {
+  if (item.rfind("{\"kind\":", 0) == 0 || item.size() < 2) return std::string(item);
+  return absl::StrCat("{\"kind\":\"", ToAbsl(kind), "\",\"apiVersion\":\"", ToAbsl(api_version),
+                      "\",", ToAbsl(item.substr(1)));
+}
+
+absl::StatusOr<WatchLine> ParseWatchLine(std::string_view line) {
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+  rapidjson::Document doc;
+  doc.Parse(line.data(), line.size());
+  if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("type") ||
+      !doc["type"].IsString() || !doc.HasMember("object") || !doc["object"].IsObject()) {
+    return absl::InvalidArgumentError("malformed watch event");
+  }
+  WatchLine out;
+  out.type = doc["type"].GetString();
+  // Go writes {"type":"X","object":<object>}: the object is everything after "object": up to
+  // the final brace.
+  constexpr std::string_view kObject = ",\"object\":";
+  const size_t at = line.find(kObject);
+  if (at == std::string_view::npos || line.back() != '}') {
+    return absl::InvalidArgumentError("unexpected watch event layout");
+  }
+  out.object = line.substr(at + kObject.size(), line.size() - 1 - (at + kObject.size()));
+  const rapidjson::Value& obj = doc["object"];
+  if (auto meta = obj.FindMember("metadata"); meta != obj.MemberEnd() && meta->value.IsObject()) {
+    if (auto rv = meta->value.FindMember("resourceVersion");
+        rv != meta->value.MemberEnd() && rv->value.IsString()) {
+      (void)absl::SimpleAtoi(rv->value.GetString(), &out.resource_version);
+    }
+  }
+  if (out.type == "ERROR") {
+    if (auto c = obj.FindMember("code"); c != obj.MemberEnd() && c->value.IsInt()) {
+      out.error_code = c->value.GetInt();
+    }
+    if (auto m = obj.FindMember("message"); m != obj.MemberEnd() && m->value.IsString()) {
+      out.error_message = m->value.GetString();
+    }
+  }
+  return out;
+}
+
+}  // namespace kf

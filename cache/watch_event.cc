@@ -1,0 +1,37 @@
+#include "cache/watch_event.h"
+
+namespace kf {
+
+ObjectPtr WatchEvent::PrevAtEventVersion() const {
+  std::call_once(prev_at_rv_once_, [this] {
+    if (prev_ != nullptr) prev_at_rv_ = prev_->WithResourceVersion(resource_version());
+  });
+  return prev_at_rv_;
+}
+
+std::string_view EventTypeName(EventType type) {
+  switch (type) {
+    case EventType::kAdded: return "ADDED";
+    case EventType::kModified: return "MODIFIED";
+    case EventType::kDeleted: return "DELETED";
+  }
+  return "MODIFIED";
+}
+
+void AppendFrame(std::string_view type, const ObjectPtr& object, std::vector<Piece>* out) {
+  // Go's json.Encoder writes metav1.WatchEvent as {"type":...,"object":...} and a newline.
+  static constexpr std::string_view kAdded = "{\"type\":\"ADDED\",\"object\":";
+  static constexpr std::string_view kModified = "{\"type\":\"MODIFIED\",\"object\":";
+  static constexpr std::string_view kDeleted = "{\"type\":\"DELETED\",\"object\":";
+  static constexpr std::string_view kBookmark = "{\"type\":\"BOOKMARK\",\"object\":";
+  static constexpr std::string_view kEnd = "}\n";
+  std::string_view prefix = type == "ADDED"      ? kAdded
+                            : type == "MODIFIED" ? kModified
+                            : type == "DELETED"  ? kDeleted
+                                                 : kBookmark;
+  out->push_back(Piece{nullptr, prefix});
+  out->push_back(Piece{object, object->json()});
+  out->push_back(Piece{nullptr, kEnd});
+}
+
+}  // namespace kf

@@ -1,0 +1,67 @@
+#include "proxy/access_review.h"
+
+#include "absl/strings/str_cat.h"
+#include "proxy/upstream_client.h"
+#include "rapidjson/document.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
+
+namespace kf {
+
+std::string AccessReview::ReviewBody(const RequestInfo& info) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  auto str = [&w](const char* k, const std::string& v) {
+    w.Key(k);
+    w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
+  };
+  w.StartObject();
+  str("apiVersion", "authorization.k8s.io/v1");
+  str("kind", "SelfSubjectAccessReview");
+  w.Key("spec");
+  w.StartObject();
+  w.Key("resourceAttributes");
+  w.StartObject();
+  str("namespace", info.namespace_);
+  str("verb", info.verb);
+  str("group", info.api_group);
+  str("version", info.api_version);
+  str("resource", info.resource);
+  str("name", info.name);
+  w.EndObject();
+  w.EndObject();
+  w.EndObject();
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+asio::awaitable<bool> AccessReview::Allowed(UpstreamPool& pool, const std::string& authorization,
+                                            const RequestInfo& info) {
+  if (authorization.empty()) co_return false;
+  const std::string key = absl::StrCat(authorization, "\n", info.verb, "\n", info.api_group, "\n",
+                                       info.resource, "\n", info.namespace_, "\n", info.name);
+  const auto now = std::chrono::steady_clock::now();
+  if (auto it = entries_.find(key); it != entries_.end()) {
+    if (it->second.expires > now) co_return it->second.allowed;
+    entries_.erase(it);
+  }
+  ++reviews_;
+  auto res = co_await UpstreamCall(pool, http::verb::post,
+                                   "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                                   authorization, ReviewBody(info), std::chrono::seconds(10));
+  bool allowed = false;
+  if (res.ok() && res->status == 201) {
+    rapidjson::Document doc;
+    doc.Parse(res->body.data(), res->body.size());
+    if (!doc.HasParseError() && doc.IsObject() && doc.HasMember("status") &&
+        doc["status"].IsObject() && doc["status"].HasMember("allowed") &&
+        doc["status"]["allowed"].IsBool()) {
+      allowed = doc["status"]["allowed"].GetBool();
+    }
+  }
+  if (!res.ok()) co_return false;  // Not cached: the upstream was unreachable.
+  if (entries_.size() >= max_entries_) entries_.clear();  // Crude but bounded.
+  entries_[key] = Entry{allowed, now + (allowed ? allowed_ttl_ : denied_ttl_)};
+  co_return allowed;
+}
+
+}  // namespace kf

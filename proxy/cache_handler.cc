@@ -1,0 +1,496 @@
+#include "proxy/cache_handler.h"
+
+#include <array>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <random>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "cache/selectable_fields.h"
+#include "cache/upstream_list.h"
+#include "common/strings.h"
+#include "proxy/status_response.h"
+#include "proxy/upstream_client.h"
+
+namespace kf {
+namespace {
+
+namespace http = beast::http;
+constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+constexpr auto kWriteTimeout = std::chrono::seconds(60);
+// How long a read waits for the cache to reach a resourceVersion before the apiserver is asked
+// instead. Short: the cache's RV moves only with this resource's events and the upstream's
+// bookmarks (about once a minute), so a quiet resource often cannot prove it is current; the
+// apiserver then answers (correctly, uncached).
+constexpr auto kCatchUpTimeout = std::chrono::milliseconds(250);
+constexpr auto kBookmarkInterval = std::chrono::seconds(60);
+
+std::string HttpDate() {
+  return absl::FormatTime("%a, %d %b %Y %H:%M:%S GMT", absl::Now(), absl::UTCTimeZone());
+}
+
+std::string ResponseHead(int code, std::string_view reason, std::optional<size_t> length) {
+  std::string head = absl::StrCat("HTTP/1.1 ", code, " ", ToAbsl(reason),
+                                  "\r\nCache-Control: no-cache, private\r\nContent-Type: "
+                                  "application/json\r\nDate: ",
+                                  HttpDate(), "\r\n");
+  if (length) {
+    absl::StrAppend(&head, "Content-Length: ", *length, "\r\n\r\n");
+  } else {
+    absl::StrAppend(&head, "Transfer-Encoding: chunked\r\n\r\n");
+  }
+  return head;
+}
+
+// Which requests the cache can answer exactly; everything else passes through.
+bool Eligible(const RequestInfo& info, const http::fields& headers) {
+  if (info.subresource != "" || (info.verb != "list" && info.verb != "get" && info.verb != "watch")) {
+    return false;
+  }
+  if (info.verb_via_path_prefix) return false;  // Legacy /watch/ paths: passthrough for now.
+  const std::string accept = absl::AsciiStrToLower(ToAbsl(headers[http::field::accept]));
+  if (!accept.empty() && accept.find("application/json") == std::string::npos &&
+      accept.find("*/*") == std::string::npos) {
+    return false;  // Protobuf-only, YAML, ...
+  }
+  if (accept.find(";as=") != std::string::npos || accept.find("; as=") != std::string::npos) {
+    return false;  // Table, PartialObjectMetadata.
+  }
+  // The apiserver pretty-prints for curl, wget and browsers, and on ?pretty.
+  const std::string ua(headers[http::field::user_agent]);
+  for (const char* p : {"curl", "Wget", "Mozilla/"}) {
+    if (ua.rfind(p, 0) == 0) return false;
+  }
+  if (info.query.Has("pretty")) return false;
+  for (const auto& f : headers) {
+    if (absl::StartsWithIgnoreCase(ToAbsl(f.name_string()), "impersonate-")) return false;
+  }
+  const Query& q = info.query;
+  if (q.Has("continue") || (q.Has("resourceVersionMatch") && info.verb == "get")) return false;
+  const auto rvm = q.First("resourceVersionMatch");
+  const auto rv = q.First("resourceVersion");
+  const bool send_initial = q.Has("sendInitialEvents");
+  if (info.verb == "list") {
+    if (send_initial || q.Has("watch")) return false;
+    if (rvm && *rvm != "NotOlderThan") return false;       // Exact needs a snapshot.
+    if (rvm && (!rv || rv->empty())) return false;           // The apiserver's 422.
+    if (q.Has("limit") && (!rv || *rv != "0")) return false;  // Pagination: apiserver.
+  }
+  if (info.verb == "watch") {
+    if (send_initial) {
+      auto si = ParseGoBool(*q.First("sendInitialEvents"));
+      if (!si || !*si || !rvm || *rvm != "NotOlderThan") return false;
+      auto bm = q.First("allowWatchBookmarks");
+      if (!bm || ParseGoBool(*bm) != true) return false;
+    } else if (rvm) {
+      return false;
+    }
+  }
+  for (const char* k : {"timeoutSeconds", "limit"}) {
+    if (auto v = q.First(k)) {
+      int64_t n = 0;
+      if (!absl::SimpleAtoi(ToAbsl(*v), &n) || n < 0) return false;
+    }
+  }
+  if (auto v = q.First("allowWatchBookmarks"); v && !ParseGoBool(*v)) return false;
+  if (rv && !rv->empty()) {
+    uint64_t n = 0;
+    if (!absl::SimpleAtoi(ToAbsl(*rv), &n)) return false;
+  }
+  return true;
+}
+
+std::optional<WatchFilter> MakeFilter(const RequestInfo& info, const ResourceType& type) {
+  WatchFilter f;
+  f.namespace_ = info.namespace_;
+  auto labels = LabelSelector::Parse(info.label_selector);
+  if (!labels.ok()) return std::nullopt;
+  auto parsed = FieldSelector::Parse(info.field_selector);
+  if (!parsed.ok()) return std::nullopt;
+  // The fields this kind accepts, renamed as the apiserver renames them (spec.host → ...).
+  auto fields = type.Fields().Convert(*parsed);
+  if (!fields.ok()) return std::nullopt;
+  f.labels = *std::move(labels);
+  f.fields = *std::move(fields);
+  f.name = f.fields.RequiresExactMatch("metadata.name");
+  return f;
+}
+
+// Waits (bounded) until the cache's RV reaches `rv`.
+asio::awaitable<bool> CatchUp(Cacher& cacher, uint64_t rv, std::chrono::milliseconds timeout) {
+  if (cacher.resource_version() >= rv) co_return true;
+  auto exec = co_await asio::this_coro::executor;
+  auto timer = std::make_shared<asio::steady_timer>(exec);
+  auto done = std::make_shared<bool>(false);
+  timer->expires_after(timeout);
+  cacher.WaitForVersion(rv, [exec, weak = std::weak_ptr<asio::steady_timer>(timer), done] {
+    asio::post(exec, [weak, done] {
+      *done = true;
+      if (auto t = weak.lock()) t->cancel();
+    });
+  });
+  if (!*done) co_await timer->async_wait(use_nothrow);
+  co_return cacher.resource_version() >= rv;
+}
+
+// The upstream's current resourceVersion, from the cheapest consistent read of this resource.
+asio::awaitable<std::optional<uint64_t>> ProbeUpstreamRv(CacheRequest& r) {
+  const ResourceType& t = r.cacher.type();
+  const std::string path = t.group.empty()
+                               ? absl::StrCat("/api/", t.version, "/", t.resource)
+                               : absl::StrCat("/apis/", t.group, "/", t.version, "/", t.resource);
+  auto res = co_await UpstreamCall(r.own_pool, http::verb::get, absl::StrCat(path, "?limit=1"),
+                                   r.own_credentials(), "", std::chrono::seconds(10));
+  if (!res.ok() || res->status != 200) co_return std::nullopt;
+  auto page = ParseListPage(res->body);
+  if (!page.ok()) co_return std::nullopt;
+  co_return page->resource_version;
+}
+
+// The RV a read must reflect: the upstream's current one for "" (consistent read), N for N,
+// nothing for "0". nullopt: the cache cannot promise it in time; pass through.
+asio::awaitable<std::optional<uint64_t>> RequiredVersion(CacheRequest& r) {
+  const auto rv = r.info.query.First("resourceVersion");
+  if (rv && *rv == "0") co_return 0;
+  uint64_t need = 0;
+  if (rv && !rv->empty()) {
+    (void)absl::SimpleAtoi(ToAbsl(*rv), &need);
+  } else {
+    auto probed = co_await ProbeUpstreamRv(r);
+    if (!probed) co_return std::nullopt;
+    need = *probed;
+  }
+  if (!co_await CatchUp(r.cacher, need, kCatchUpTimeout)) co_return std::nullopt;
+  co_return need;
+}
+
+asio::awaitable<beast::error_code> WriteAll(AnyStream& s, const std::vector<asio::const_buffer>& b) {
+  s.tcp().expires_after(kWriteTimeout);
+  auto [ec, n] = co_await asio::async_write(s, b, use_nothrow);
+  co_return ec;
+}
+
+std::string ChunkHeader(size_t n) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s;
+  do {
+    s.insert(s.begin(), kHex[n & 15]);
+    n >>= 4;
+  } while (n > 0);
+  s += "\r\n";
+  return s;
+}
+
+// Writes a whole response. Framed as Go's net/http frames a handler's output: Content-Length
+// when the body fits its 2 KiB buffer, else chunked (here: one chunk, then the last chunk).
+asio::awaitable<beast::error_code> WriteResponse(AnyStream& client, int code,
+                                                 std::string_view reason,
+                                                 std::vector<asio::const_buffer> body,
+                                                 size_t length) {
+  constexpr size_t kGoChunkingThreshold = 2048;
+  static constexpr std::string_view kTail = "\r\n0\r\n\r\n";
+  const bool chunked = length > kGoChunkingThreshold;
+  const std::string head = ResponseHead(code, reason, chunked ? std::nullopt
+                                                              : std::optional<size_t>(length));
+  const std::string chunk = chunked ? ChunkHeader(length) : std::string();
+  body.insert(body.begin(), {asio::buffer(head), asio::buffer(chunk)});
+  if (chunked) body.push_back(asio::buffer(kTail));
+  // Large lists go out in slices of buffers; the caller keeps the items alive meanwhile.
+  for (size_t i = 0; i < body.size(); i += 512) {
+    std::vector<asio::const_buffer> slice(body.begin() + static_cast<std::ptrdiff_t>(i),
+                                          body.begin() + static_cast<std::ptrdiff_t>(
+                                                             std::min(body.size(), i + 512)));
+    if (auto ec = co_await WriteAll(client, slice)) co_return ec;
+  }
+  co_return beast::error_code{};
+}
+
+asio::awaitable<CacheOutcome> ServeList(CacheRequest& r, const WatchFilter& filter) {
+  const ResourceType& t = r.cacher.type();
+  Cacher::ListResult list = r.cacher.List(filter);
+  const std::string open = absl::StrCat("{\"kind\":\"", t.kind, "List\",\"apiVersion\":\"",
+                                        t.ApiVersion(), "\",\"metadata\":{\"resourceVersion\":\"",
+                                        list.resource_version, "\"},\"items\":[");
+  static constexpr std::string_view kComma = ",";
+  static constexpr std::string_view kClose = "]}\n";
+  std::vector<asio::const_buffer> body;
+  body.reserve(list.items.size() * 3 + 2);
+  body.emplace_back(open.data(), open.size());
+  size_t length = open.size() + kClose.size();
+  for (size_t i = 0; i < list.items.size(); ++i) {
+    if (i > 0) body.emplace_back(kComma.data(), kComma.size());
+    auto [prefix, rest] = list.items[i]->list_item();
+    if (!prefix.empty()) body.emplace_back(prefix.data(), prefix.size());
+    body.emplace_back(rest.data(), rest.size());
+    length += (i > 0 ? 1 : 0) + prefix.size() + rest.size();
+  }
+  body.emplace_back(kClose.data(), kClose.size());
+  ++r.stats.lists;
+  CacheOutcome out{200, length, true, ""};
+  if (auto ec = co_await WriteResponse(r.client, 200, "OK", std::move(body), length)) {
+    out.error = ec.message();
+    out.keep_alive = false;
+  }
+  r.stats.bytes_written += length;
+  co_return out;
+}
+
+asio::awaitable<CacheOutcome> ServeGet(CacheRequest& r) {
+  const ResourceType& t = r.cacher.type();
+  auto [obj, rv] = r.cacher.Get(CachedObject::Key(t.namespaced ? r.info.namespace_ : "", r.info.name));
+  (void)rv;
+  std::string body;
+  int code = 200;
+  std::vector<asio::const_buffer> out;
+  static constexpr std::string_view kNewline = "\n";
+  size_t length = 0;
+  if (obj) {
+    length = obj->json().size() + 1;
+  } else {
+    // The apiserver's NotFound: "<resource>[.<group>] \"<name>\" not found".
+    code = 404;
+    std::string details = absl::StrCat("{\"name\":\"", r.info.name, "\"");
+    if (!t.group.empty()) absl::StrAppend(&details, ",\"group\":\"", t.group, "\"");
+    absl::StrAppend(&details, ",\"kind\":\"", t.resource, "\"}");
+    body = absl::StrCat("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":"
+                        "\"Failure\",\"message\":\"",
+                        t.GroupResource(), " \\\"", r.info.name,
+                        "\\\" not found\",\"reason\":\"NotFound\",\"details\":", details,
+                        ",\"code\":404}\n");
+    length = body.size();
+  }
+  if (obj) {
+    out.emplace_back(obj->json().data(), obj->json().size());
+    out.emplace_back(kNewline.data(), kNewline.size());
+  } else {
+    out.emplace_back(body.data(), body.size());
+  }
+  ++r.stats.gets;
+  CacheOutcome result{code, length, true, ""};
+  if (auto ec = co_await WriteResponse(r.client, code, code == 200 ? "OK" : "Not Found",
+                                       std::move(out), length)) {
+    result.error = ec.message();
+    result.keep_alive = false;
+  }
+  r.stats.bytes_written += length;
+  co_return result;
+}
+
+// Wakes a waiting watch loop from any thread (posted to its executor), without lost wakeups.
+struct Wakeup {
+  explicit Wakeup(asio::any_io_executor e) : exec(e), timer(e) {}
+  asio::any_io_executor exec;
+  asio::steady_timer timer;
+  bool woken = false;
+};
+
+
+struct WatchParams {
+  Cacher::Start start = Cacher::Start::kInitialState;
+  uint64_t rv = 0;
+  bool bookmarks = false;
+  bool initial_events_end = false;
+  std::chrono::steady_clock::time_point deadline;
+};
+
+asio::awaitable<CacheOutcome> WatchLoop(CacheRequest& r, WatchFilter filter, WatchParams p,
+                                        std::shared_ptr<Wakeup> wake, bool* stop_requested) {
+  CacheOutcome out{200, 0, false, ""};
+  static constexpr std::string_view kCrlf = "\r\n";
+  static constexpr std::string_view kLastChunk = "0\r\n\r\n";
+  auto notify = [weak = std::weak_ptr<Wakeup>(wake), exec = wake->exec] {
+    asio::post(exec, [weak] {
+      if (auto w = weak.lock()) {
+        w->woken = true;
+        w->timer.cancel();
+      }
+    });
+  };
+  auto watcher = r.cacher.Watch(Cacher::WatchRequest{std::move(filter), p.start, p.rv,
+                                                     r.watcher_max_queue_bytes, notify});
+  const std::string head = ResponseHead(200, "OK", std::nullopt);
+  if (!watcher.ok()) {
+    // Like the apiserver: HTTP 200, one ERROR event carrying the 410 Status, then the end.
+    const std::string event = absl::StrCat(
+        "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":"
+        "{},\"status\":\"Failure\",\"message\":\"",
+        watcher.status().message(), "\",\"reason\":\"Expired\",\"code\":410}}\n");
+    const std::string size = ChunkHeader(event.size());
+    const std::vector<asio::const_buffer> bufs{asio::buffer(head), asio::buffer(size),
+                                               asio::buffer(event), asio::buffer(kCrlf),
+                                               asio::buffer(kLastChunk)};
+    co_await WriteAll(r.client, bufs);
+    co_return out;
+  }
+  std::shared_ptr<CacheWatcher> w = *std::move(watcher);
+  struct Unregister {
+    Cacher& c;
+    CacheWatcher* w;
+    ~Unregister() { c.RemoveWatcher(w); }
+  } unregister{r.cacher, w.get()};
+  ++r.stats.open_watches;
+  struct OpenWatch {
+    std::atomic<int64_t>& n;
+    ~OpenWatch() { --n; }
+  } open_watch{r.stats.open_watches};
+  const std::vector<asio::const_buffer> head_buf{asio::buffer(head)};
+  if (auto ec = co_await WriteAll(r.client, head_buf)) co_return out;
+
+  uint64_t last_rv = std::max(w->start_rv, p.rv);
+  bool first = true;
+  auto next_bookmark = std::chrono::steady_clock::now() + kBookmarkInterval;
+  for (;;) {
+    const uint64_t cache_rv = r.cacher.resource_version();
+    CacheWatcher::Batch batch = w->Take();
+    std::vector<asio::const_buffer> bufs;
+    std::string size;
+    std::shared_ptr<const std::string> bookmark;
+    size_t n = 0;
+    for (const Piece& piece : batch.pieces) n += piece.bytes.size();
+    if (batch.last_rv > 0) last_rv = batch.last_rv;
+    const auto now = std::chrono::steady_clock::now();
+    if (first && p.initial_events_end) {
+      bookmark = r.cacher.BookmarkFrame(w->start_rv, /*initial_events_end=*/true);
+      last_rv = std::max(last_rv, w->start_rv);
+    } else if (p.bookmarks && now >= next_bookmark) {
+      last_rv = std::max(last_rv, cache_rv);
+      bookmark = r.cacher.BookmarkFrame(last_rv);
+      next_bookmark = now + kBookmarkInterval;
+    }
+    first = false;
+    if (bookmark) n += bookmark->size();
+    if (n > 0) {
+      size = ChunkHeader(n);
+      bufs.push_back(asio::buffer(size));
+      for (const Piece& piece : batch.pieces) bufs.emplace_back(piece.bytes.data(), piece.bytes.size());
+      if (bookmark) bufs.push_back(asio::buffer(*bookmark));
+      bufs.push_back(asio::buffer(kCrlf));
+      if (auto ec = co_await WriteAll(r.client, bufs)) {
+        out.error = ec.message();
+        co_return out;
+      }
+      out.bytes += n;
+      r.stats.bytes_written += n;
+    }
+    if (batch.closed) {
+      if (batch.close_reason == "too slow") ++r.stats.watchers_cut;
+      break;
+    }
+    if (*stop_requested || r.stopping || now >= p.deadline) break;
+    if (!wake->woken) {
+      auto until = p.deadline;
+      if (p.bookmarks) until = std::min(until, next_bookmark);
+      wake->timer.expires_at(until);
+      co_await wake->timer.async_wait(use_nothrow);
+    }
+    wake->woken = false;
+  }
+  const std::vector<asio::const_buffer> last{asio::buffer(kLastChunk)};
+  co_await WriteAll(r.client, last);
+  co_return out;
+}
+
+// Completes when the client closes its end (or sends something unexpected).
+asio::awaitable<void> ClientGone(AnyStream& client, beast::flat_buffer& buffer) {
+  for (;;) {
+    client.tcp().expires_never();
+    auto [ec, n] = co_await client.async_read_some(buffer.prepare(4096), use_nothrow);
+    if (ec) co_return;
+    buffer.commit(n);
+  }
+}
+
+asio::awaitable<CacheOutcome> ServeWatch(CacheRequest& r, WatchFilter filter,
+                                         std::function<void()>& stop_hook) {
+  using namespace asio::experimental::awaitable_operators;
+  const Query& q = r.info.query;
+  WatchParams p;
+  p.bookmarks = q.First("allowWatchBookmarks").has_value() &&
+                ParseGoBool(*q.First("allowWatchBookmarks")) == true;
+  const bool send_initial = q.Has("sendInitialEvents");
+  const auto rv = q.First("resourceVersion");
+  int64_t timeout = 0;
+  if (auto t = q.First("timeoutSeconds")) (void)absl::SimpleAtoi(ToAbsl(*t), &timeout);
+  if (timeout <= 0) {
+    // The apiserver's default: a random duration in [MinRequestTimeout, 2*MinRequestTimeout).
+    std::mt19937 rng(std::random_device{}());
+    timeout = std::uniform_int_distribution<int64_t>(1800, 3599)(rng);
+  }
+  p.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
+  if (send_initial) {
+    // WatchList: the state at (at least) the requested RV, its end marked by a bookmark.
+    auto need = co_await RequiredVersion(r);
+    if (!need) co_return CacheOutcome{0, 0, false, "declined"};
+    p.start = Cacher::Start::kInitialState;
+    p.initial_events_end = true;
+  } else if (!rv || rv->empty() || *rv == "0") {
+    p.start = Cacher::Start::kInitialState;
+  } else {
+    (void)absl::SimpleAtoi(ToAbsl(*rv), &p.rv);
+    p.start = Cacher::Start::kAfterVersion;
+  }
+  ++r.stats.watches;
+  auto wake = std::make_shared<Wakeup>(co_await asio::this_coro::executor);
+  bool stop_requested = false;
+  stop_hook = [&stop_requested, weak = std::weak_ptr<Wakeup>(wake)] {
+    stop_requested = true;
+    if (auto w = weak.lock()) {
+      w->woken = true;
+      w->timer.cancel();
+    }
+  };
+  struct ClearHook {
+    std::function<void()>& h;
+    ~ClearHook() { h = nullptr; }
+  } clear{stop_hook};
+  auto result = co_await (WatchLoop(r, std::move(filter), p, wake, &stop_requested) ||
+                          ClientGone(r.client, r.client_buffer));
+  if (result.index() == 0) co_return std::get<0>(result);
+  co_return CacheOutcome{200, 0, false, "client closed"};
+}
+
+}  // namespace
+
+asio::awaitable<std::optional<CacheOutcome>> ServeFromCache(CacheRequest& r,
+                                                            std::function<void()>& stop_hook) {
+  if (!r.cacher.synced() || !Eligible(r.info, r.headers)) {
+    ++r.stats.declined;
+    co_return std::nullopt;
+  }
+  auto filter = MakeFilter(r.info, r.cacher.type());
+  if (!filter) {
+    ++r.stats.declined;
+    co_return std::nullopt;  // The apiserver words selector errors itself.
+  }
+  const std::string authorization(r.headers[http::field::authorization]);
+  if (!co_await r.access.Allowed(r.passthrough_pool, authorization, r.info)) {
+    ++r.stats.declined;
+    co_return std::nullopt;
+  }
+  if (r.info.verb == "watch") {
+    CacheOutcome out = co_await ServeWatch(r, *std::move(filter), stop_hook);
+    if (out.status == 0) {
+      ++r.stats.declined;
+      co_return std::nullopt;
+    }
+    co_return out;
+  }
+  if (!co_await RequiredVersion(r)) {
+    ++r.stats.declined;
+    co_return std::nullopt;
+  }
+  if (r.info.verb == "get") co_return co_await ServeGet(r);
+  co_return co_await ServeList(r, *filter);
+}
+
+}  // namespace kf

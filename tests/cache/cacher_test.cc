@@ -1,0 +1,224 @@
+#include "cache/cacher.h"
+
+#include <catch2/catch.hpp>
+
+#include "rapidjson/document.h"
+#include "tests/cache/test_objects.h"
+
+namespace kf {
+namespace {
+
+using testing::Pod;
+using testing::PodsType;
+
+struct Seen {
+  std::string type;
+  std::string name;
+  uint64_t rv;
+};
+
+// Decodes what a watcher has queued into (type, name, RV) per event.
+std::vector<Seen> Drain(CacheWatcher& w) {
+  std::string bytes;
+  for (const Piece& p : w.Take().pieces) bytes.append(p.bytes);
+  std::vector<Seen> out;
+  size_t start = 0;
+  while (start < bytes.size()) {
+    const size_t nl = bytes.find('\n', start);
+    REQUIRE(nl != std::string::npos);
+    rapidjson::Document d;
+    d.Parse(bytes.data() + start, nl - start);
+    REQUIRE_FALSE(d.HasParseError());
+    const auto& meta = d["object"]["metadata"];
+    out.push_back({d["type"].GetString(), meta.HasMember("name") ? meta["name"].GetString() : "",
+                   std::stoull(meta["resourceVersion"].GetString())});
+    start = nl + 1;
+  }
+  return out;
+}
+
+WatchFilter Filter(const std::string& ns = "", const std::string& labels = "",
+                   const std::string& fields = "") {
+  WatchFilter f;
+  f.namespace_ = ns;
+  f.labels = *LabelSelector::Parse(labels);
+  f.fields = *FieldSelector::Parse(fields);
+  f.name = f.fields.RequiresExactMatch("metadata.name");
+  return f;
+}
+
+struct Fixture {
+  Cacher cacher{PodsType(), EventRingLimits{}, [] { return std::chrono::steady_clock::now(); }};
+  int notified = 0;
+  std::shared_ptr<CacheWatcher> Watch(WatchFilter f, Cacher::Start start = Cacher::Start::kInitialState,
+                                      uint64_t rv = 0, size_t budget = 1 << 20) {
+    auto w = cacher.Watch({std::move(f), start, rv, budget, [this] { ++notified; }});
+    REQUIRE(w.ok());
+    return *w;
+  }
+};
+
+bool operator==(const Seen& a, const Seen& b) {
+  return a.type == b.type && a.name == b.name && a.rv == b.rv;
+}
+std::ostream& operator<<(std::ostream& os, const Seen& s) {
+  return os << s.type << " " << s.name << "@" << s.rv;
+}
+
+TEST_CASE("Cacher starts a watch with the current state by key, then live events, no gap") {
+  Fixture f;
+  f.cacher.Replace({Pod("b", "x", 5), Pod("a", "y", 7), Pod("a-b", "z", 6)}, 10);
+  auto w = f.Watch(Filter());
+  CHECK(Drain(*w) == std::vector<Seen>{{"ADDED", "z", 6}, {"ADDED", "y", 7}, {"ADDED", "x", 5}});
+  f.cacher.Apply(EventType::kModified, Pod("b", "x", 11));
+  f.cacher.Apply(EventType::kDeleted, Pod("a", "y", 12));
+  CHECK(f.notified >= 1);
+  CHECK(Drain(*w) == std::vector<Seen>{{"MODIFIED", "x", 11}, {"DELETED", "y", 12}});
+  CHECK(f.cacher.resource_version() == 12);
+}
+
+TEST_CASE("Cacher turns selector transitions into ADDED and DELETED with the new RV") {
+  Fixture f;
+  f.cacher.Replace({Pod("n", "p", 5, "", "web")}, 10);
+  auto web = f.Watch(Filter("", "app=web"));
+  CHECK(Drain(*web).size() == 1);
+  f.cacher.Apply(EventType::kModified, Pod("n", "p", 11, "", "db"));  // Leaves app=web.
+  const auto left = Drain(*web);
+  REQUIRE(left.size() == 1);
+  CHECK(left[0] == Seen{"DELETED", "p", 11});
+  f.cacher.Apply(EventType::kModified, Pod("n", "p", 12, "", "web"));  // Comes back.
+  CHECK(Drain(*web) == std::vector<Seen>{{"ADDED", "p", 12}});
+}
+
+TEST_CASE("Cacher delivers a pod to its node's watch when it is bound, and only there") {
+  Fixture f;
+  f.cacher.Replace({Pod("n", "p", 5)}, 10);
+  auto node1 = f.Watch(Filter("", "", "spec.nodeName=node-1"));
+  auto node2 = f.Watch(Filter("", "", "spec.nodeName=node-2"));
+  CHECK(Drain(*node1).empty());
+  f.cacher.Apply(EventType::kModified, Pod("n", "p", 11, "node-1"));
+  CHECK(Drain(*node1) == std::vector<Seen>{{"ADDED", "p", 11}});
+  CHECK(Drain(*node2).empty());
+  f.cacher.Apply(EventType::kModified, Pod("n", "p", 12, "node-2"));  // Moves (for the test).
+  CHECK(Drain(*node1) == std::vector<Seen>{{"DELETED", "p", 12}});
+  CHECK(Drain(*node2) == std::vector<Seen>{{"ADDED", "p", 12}});
+}
+
+TEST_CASE("Cacher resumes a watch from a resourceVersion out of its window") {
+  Fixture f;
+  f.cacher.Replace({}, 10);
+  for (uint64_t rv = 11; rv <= 15; ++rv) {
+    f.cacher.Apply(EventType::kAdded, Pod("n", "p" + std::to_string(rv), rv));
+  }
+  auto w = f.Watch(Filter(), Cacher::Start::kAfterVersion, 13);
+  CHECK(Drain(*w) == std::vector<Seen>{{"ADDED", "p14", 14}, {"ADDED", "p15", 15}});
+  auto single = f.Watch(Filter("n", "", "metadata.name=p12"), Cacher::Start::kAfterVersion, 10);
+  CHECK(Drain(*single) == std::vector<Seen>{{"ADDED", "p12", 12}});
+}
+
+TEST_CASE("Cacher answers 410 once the window no longer reaches back to the RV") {
+  EventRingLimits limits;
+  limits.max_events = 2;
+  limits.min_history = std::chrono::seconds(0);
+  Cacher cacher(PodsType(), limits, [] { return std::chrono::steady_clock::now(); });
+  cacher.Replace({}, 10);
+  for (uint64_t rv = 11; rv <= 15; ++rv) {
+    cacher.Apply(EventType::kAdded, Pod("n", "p" + std::to_string(rv), rv));
+  }
+  auto w = cacher.Watch({WatchFilter{}, Cacher::Start::kAfterVersion, 11, 1 << 20, [] {}});
+  CHECK(w.status().code() == absl::StatusCode::kOutOfRange);
+  CHECK(w.status().message() == "too old resource version: 11 (13)");
+}
+
+TEST_CASE("Cacher turns a relist's differences into events for open watches") {
+  Fixture f;
+  f.cacher.Replace({Pod("n", "keep", 5), Pod("n", "gone", 6), Pod("n", "changed", 7)}, 10);
+  auto w = f.Watch(Filter());
+  Drain(*w);
+  f.cacher.Replace({Pod("n", "keep", 5), Pod("n", "changed", 30), Pod("n", "new", 25)}, 40);
+  CHECK(Drain(*w) == std::vector<Seen>{{"ADDED", "new", 25},
+                                       {"MODIFIED", "changed", 30},
+                                       {"DELETED", "gone", 40}});
+  CHECK(f.cacher.resource_version() == 40);
+}
+
+TEST_CASE("Cacher cuts a watcher past its byte budget without touching the others") {
+  Fixture f;
+  f.cacher.Replace({}, 10);
+  auto slow = f.Watch(Filter(), Cacher::Start::kInitialState, 0, /*budget=*/3000);
+  auto fast = f.Watch(Filter());
+  for (uint64_t rv = 11; rv <= 30; ++rv) {
+    f.cacher.Apply(EventType::kAdded, Pod("n", "p" + std::to_string(rv), rv));
+    Drain(*fast);  // The fast one keeps up.
+  }
+  CacheWatcher::Batch b = slow->Take();
+  CHECK(b.closed);
+  CHECK(b.close_reason == "too slow");
+  CHECK_FALSE(fast->closed());
+  CHECK(f.cacher.watcher_count() == 1);
+}
+
+TEST_CASE("Cacher ignores an upstream event it has already seen") {
+  Fixture f;
+  f.cacher.Replace({Pod("n", "p", 5)}, 10);
+  auto w = f.Watch(Filter(), Cacher::Start::kAfterVersion, 10);
+  f.cacher.Apply(EventType::kModified, Pod("n", "p", 9));
+  CHECK(Drain(*w).empty());
+}
+
+TEST_CASE("Cacher calls version waiters once its RV reaches theirs") {
+  Fixture f;
+  f.cacher.Replace({}, 10);
+  int ready = 0;
+  f.cacher.WaitForVersion(10, [&] { ++ready; });
+  CHECK(ready == 1);
+  f.cacher.WaitForVersion(12, [&] { ++ready; });
+  f.cacher.Bookmark(11);
+  CHECK(ready == 1);
+  f.cacher.Apply(EventType::kAdded, Pod("n", "p", 12));
+  CHECK(ready == 2);
+}
+
+TEST_CASE("Cacher builds bookmarks from the upstream's template at the requested RV") {
+  Fixture f;
+  f.cacher.SetBookmarkTemplate(
+      "{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"1\"},"
+      "\"spec\":{\"containers\":null},\"status\":{}}");
+  CHECK(*f.cacher.BookmarkFrame(77) ==
+        "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{"
+        "\"resourceVersion\":\"77\"},\"spec\":{\"containers\":null},\"status\":{}}}\n");
+  CHECK(*f.cacher.BookmarkFrame(78, true) ==
+        "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{"
+        "\"resourceVersion\":\"78\",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}},"
+        "\"spec\":{\"containers\":null},\"status\":{}}}\n");
+}
+
+TEST_CASE("Cacher lists one namespace in key order with selectors applied") {
+  Fixture f;
+  f.cacher.Replace({Pod("a", "z", 5, "", "web"), Pod("a", "y", 6, "", "db"),
+                    Pod("ab", "x", 7, "", "web"), Pod("a", "w", 8, "", "web")},
+                   10);
+  auto list = f.cacher.List(Filter("a", "app=web"));
+  REQUIRE(list.items.size() == 2);
+  CHECK(list.items[0]->name() == "w");
+  CHECK(list.items[1]->name() == "z");
+  CHECK(list.resource_version == 10);
+}
+
+}  // namespace
+}  // namespace kf
+
+namespace kf {
+namespace {
+
+TEST_CASE("Cacher starts a watch from an RV it has not reached after that RV") {
+  Fixture f;
+  f.cacher.Replace({}, 10);
+  auto w = f.Watch(Filter(), Cacher::Start::kAfterVersion, 20);
+  f.cacher.Apply(EventType::kAdded, Pod("n", "early", 15));  // In flight, below the RV.
+  f.cacher.Apply(EventType::kAdded, Pod("n", "late", 21));
+  CHECK(Drain(*w) == std::vector<Seen>{{"ADDED", "late", 21}});
+}
+
+}  // namespace
+}  // namespace kf

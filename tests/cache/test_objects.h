@@ -1,0 +1,35 @@
+// Shared helpers for cache tests: objects in the apiserver's JSON form.
+#ifndef KUBE_FANOUT_TESTS_CACHE_TEST_OBJECTS_H_
+#define KUBE_FANOUT_TESTS_CACHE_TEST_OBJECTS_H_
+
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "cache/cached_object.h"
+
+namespace kf::testing {
+
+inline ResourceType PodsType() { return ResourceType{"", "v1", "pods", "Pod", true, false}; }
+
+// A pod as the apiserver writes it in a watch event.
+inline std::string PodJson(const std::string& ns, const std::string& name, uint64_t rv,
+                           const std::string& node = "", const std::string& app = "web") {
+  return absl::StrCat(
+      "{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"", name,
+      "\",\"namespace\":\"", ns, "\",\"uid\":\"u-", name, "\",\"resourceVersion\":\"", rv,
+      "\",\"creationTimestamp\":\"2026-11-22T00:00:00Z\",\"labels\":{\"app\":\"", app,
+      "\"}},\"spec\":{", node.empty() ? "" : absl::StrCat("\"nodeName\":\"", node, "\","),
+      "\"containers\":[{\"name\":\"c\",\"image\":\"busybox\"}]},\"status\":{\"phase\":\"Pending\"}}");
+}
+
+inline ObjectPtr Pod(const std::string& ns, const std::string& name, uint64_t rv,
+                     const std::string& node = "", const std::string& app = "web") {
+  auto o = CachedObject::FromJson(PodsType(), PodJson(ns, name, rv, node, app));
+  REQUIRE(o.ok());
+  return *o;
+}
+
+}  // namespace kf::testing
+
+#endif  // KUBE_FANOUT_TESTS_CACHE_TEST_OBJECTS_H_

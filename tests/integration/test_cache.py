@@ -1,0 +1,286 @@
+"""kube-fanout serving LIST, GET and WATCH from its cache, compared with the real apiserver.
+
+Each case sends the same request to the apiserver and to kube-fanout and compares status and
+body bytes (headers: see ALLOWED_HEADER_DIFFERENCES), and checks from kube-fanout's request log
+that the answer really came from the cache.
+"""
+import itertools
+import json
+import threading
+import time
+
+import pytest
+
+from kfrig import Proxy
+
+# Headers only the apiserver sends (per-request audit and priority-and-fairness identifiers).
+ALLOWED_HEADER_DIFFERENCES = {"audit-id", "x-kubernetes-pf-flowschema-uid",
+                              "x-kubernetes-pf-prioritylevel-uid", "date"}
+
+_case = itertools.count()
+
+
+def routed(proxy, marker):
+    """The route kube-fanout's log gives for the request carrying `marker`."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        for line in proxy.log_lines():
+            if marker in line and '"msg":"request"' in line:
+                return json.loads(line)["route"]
+        time.sleep(0.02)
+    return None
+
+
+def compare(cluster, proxy, path, identity="admin", expect_route="cache"):
+    marker = f"kfcase={next(_case)}"
+    sep = "&" if "?" in path else "?"
+    marked = f"{path}{sep}{marker}"
+    headers = {"User-Agent": "kube-fanout-tests"}
+    direct = cluster.request("GET", marked, identity=identity, headers=headers)
+    cached = cluster.request("GET", marked, identity=identity, headers=headers,
+                             port=proxy.secure_port)
+    assert cached.status == direct.status, (path, cached.body[:300], direct.body[:300])
+    assert cached.body == direct.body, path
+    strip = lambda h: {k: v for k, v in h.items()
+                       if k not in ALLOWED_HEADER_DIFFERENCES}
+    assert strip(cached.headers) == strip(direct.headers), path
+    assert routed(proxy, marker) == expect_route, path
+    return cached
+
+
+@pytest.fixture(scope="module")
+def objects(cluster, namespace_factory):
+    """Objects to list: pods bound to two nodes and unbound, with labels; configmaps; a node."""
+    ns = namespace_factory()
+    k = lambda *a, **kw: cluster.kubectl(*a, **kw)
+    manifests = []
+    for i, (node, app, tier) in enumerate([("node-a", "web", "front"), ("node-a", "db", "back"),
+                                           ("node-b", "web", "back"), ("", "web", None)]):
+        labels = {"app": app}
+        if tier:
+            labels["tier"] = tier
+        spec = {"containers": [{"name": "c", "image": "busybox"}]}
+        if node:
+            spec["nodeName"] = node
+        manifests.append({"apiVersion": "v1", "kind": "Pod",
+                          "metadata": {"name": f"p{i}", "namespace": ns, "labels": labels},
+                          "spec": spec})
+    for i in range(3):
+        manifests.append({"apiVersion": "v1", "kind": "ConfigMap",
+                          "metadata": {"name": f"cm{i}", "namespace": ns,
+                                       "labels": {"idx": str(i)}}, "data": {"i": str(i)}})
+    manifests.append({"apiVersion": "v1", "kind": "Node",
+                      "metadata": {"name": "node-a", "labels": {"kubernetes.io/hostname": "node-a"}}})
+    k("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                            "items": manifests}))
+    return ns
+
+
+@pytest.fixture(scope="module")
+def namespace_factory(cluster):
+    made = []
+
+    def make():
+        name = f"kf-cache-{len(made)}-{int(time.time() * 1000) % 100000}"
+        cluster.kubectl("create", "namespace", name)
+        cluster.kubectl("create", "serviceaccount", "default", "-n", name)
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        cluster.kubectl("delete", "namespace", name, "--wait=false")
+
+
+def test_list_from_cache_matches_the_apiserver_byte_for_byte(cluster, cached_proxy, objects):
+    ns = objects
+    for path in [
+        f"/api/v1/namespaces/{ns}/pods?resourceVersion=0",
+        f"/api/v1/namespaces/{ns}/configmaps?resourceVersion=0",
+        f"/api/v1/namespaces/{ns}/pods?resourceVersion=0&limit=500",  # limit ignored at RV 0
+        "/api/v1/pods?resourceVersion=0&fieldSelector=spec.nodeName%3Dnode-a",
+        "/api/v1/pods?resourceVersion=0&fieldSelector=spec.nodeName%3D",
+        f"/api/v1/namespaces/{ns}/pods?resourceVersion=0&labelSelector=app%3Dweb",
+        f"/api/v1/namespaces/{ns}/pods?resourceVersion=0&labelSelector=app%3Dweb%2Ctier",
+        f"/api/v1/namespaces/{ns}/pods?resourceVersion=0&labelSelector=!tier",
+        f"/api/v1/namespaces/{ns}/pods?resourceVersion=0&labelSelector=tier%20in%20(front%2Cx)",
+        f"/api/v1/namespaces/{ns}/pods?resourceVersion=0&labelSelector=tier%20notin%20(front)",
+        f"/api/v1/namespaces/{ns}/pods?resourceVersion=0&labelSelector=tier!%3Dback",
+        f"/api/v1/namespaces/{ns}/pods?resourceVersion=0&fieldSelector=metadata.name%3Dp1",
+        f"/api/v1/namespaces/{ns}/pods?resourceVersion=0&fieldSelector=status.phase!%3DRunning",
+        f"/api/v1/namespaces/{ns}/configmaps?resourceVersion=0&labelSelector=idx%3E0",
+        "/api/v1/namespaces/no-such-namespace/pods?resourceVersion=0",  # items: []
+        "/api/v1/nodes?resourceVersion=0",
+        "/api/v1/namespaces?resourceVersion=0",
+        "/apis/discovery.k8s.io/v1/endpointslices?resourceVersion=0",
+    ]:
+        compare(cluster, cached_proxy, path)
+
+
+def test_get_from_cache_matches_the_apiserver(cluster, cached_proxy, objects):
+    ns = objects
+    for path in [f"/api/v1/namespaces/{ns}/pods/p0?resourceVersion=0",
+                 f"/api/v1/namespaces/{ns}/configmaps/cm1?resourceVersion=0",
+                 f"/api/v1/namespaces/{ns}/configmaps/missing?resourceVersion=0",
+                 "/api/v1/nodes/node-a?resourceVersion=0",
+                 "/api/v1/nodes/missing?resourceVersion=0",
+                 "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/x?resourceVersion=0"]:
+        compare(cluster, cached_proxy, path)
+
+
+def test_consistent_reads_are_never_stale(cluster, cached_proxy, objects):
+    # RV "" must reflect a write made just before: from the cache when it has caught up,
+    # else from the apiserver.
+    ns = objects
+    for i in range(5):
+        cluster.kubectl("create", "configmap", f"fresh{i}", "-n", ns)
+        got = cluster.request("GET", f"/api/v1/namespaces/{ns}/configmaps/fresh{i}",
+                              port=cached_proxy.secure_port)
+        assert got.status == 200
+        listed = json.loads(cluster.request("GET", f"/api/v1/namespaces/{ns}/configmaps",
+                                            port=cached_proxy.secure_port).body)
+        assert f"fresh{i}" in [o["metadata"]["name"] for o in listed["items"]]
+
+
+def test_requests_the_cache_cannot_answer_exactly_go_to_the_apiserver(cluster, cached_proxy,
+                                                                     objects):
+    ns = objects
+    for path in [f"/api/v1/namespaces/{ns}/pods?limit=1",  # pagination
+                 f"/api/v1/namespaces/{ns}/pods?resourceVersion=1&resourceVersionMatch=Exact",
+                 f"/api/v1/namespaces/{ns}/pods?labelSelector=a%20b",  # apiserver's own 400
+                 f"/api/v1/namespaces/{ns}/pods?fieldSelector=foo%3Dbar",
+                 f"/api/v1/namespaces/{ns}/configmaps?fieldSelector=data.x%3D1",
+                 f"/api/v1/namespaces/{ns}/pods?watch=1&sendInitialEvents=true"]:  # 422
+        compare(cluster, cached_proxy, path, expect_route="passthrough")
+
+
+def test_unauthorized_clients_get_the_apiservers_own_answer(cluster, cached_proxy, objects):
+    for who in ("alice", "anonymous"):
+        compare(cluster, cached_proxy, f"/api/v1/namespaces/{objects}/pods?resourceVersion=0",
+                identity=who, expect_route="passthrough")
+
+
+def read_events(resp, n, timeout=10):
+    lines = []
+    deadline = time.monotonic() + timeout
+    while len(lines) < n and time.monotonic() < deadline:
+        line = resp.readline()
+        if not line:
+            break
+        lines.append(line)
+    return lines
+
+
+def open_watch(cluster, port, path):
+    conn = cluster.connection(port, timeout=15)
+    conn.request("GET", path, headers={"Authorization": f"Bearer {cluster.token('admin')}",
+                                       "Accept": "application/json",
+                                       "User-Agent": "kube-fanout-tests"})
+    return conn, conn.getresponse()
+
+
+def test_watch_from_cache_streams_the_apiservers_events(cluster, cached_proxy, namespace_factory):
+    ns = namespace_factory()
+    cluster.kubectl("create", "configmap", "seed", "-n", ns, "--from-literal=k=0")
+    rv = json.loads(cluster.request("GET", f"/api/v1/namespaces/{ns}/configmaps").body)[
+        "metadata"]["resourceVersion"]
+    # Wait until the cache has the seed, so both watches start from the same state.
+    compare(cluster, cached_proxy, f"/api/v1/namespaces/{ns}/configmaps?resourceVersion={rv}")
+    watches = {}
+    for name, port in (("direct", cluster.port), ("cached", cached_proxy.secure_port)):
+        for variant, query in (("from-rv", f"resourceVersion={rv}"),
+                               ("labels", f"resourceVersion={rv}&labelSelector=keep%3Dyes"),
+                               ("initial", "resourceVersion=0")):
+            watches[(name, variant)] = open_watch(
+                cluster, port, f"/api/v1/namespaces/{ns}/configmaps?watch=1&{query}")
+    k = lambda *a: cluster.kubectl(*a, "-n", ns)
+    k("create", "configmap", "a", "--from-literal=k=1")
+    k("label", "configmap", "a", "keep=yes")       # enters the label selection: ADDED
+    k("patch", "configmap", "a", "-p", '{"data":{"k":"2"}}')
+    k("label", "configmap", "a", "keep-")          # leaves it: DELETED with the old state
+    k("delete", "configmap", "a")
+    k("delete", "configmap", "seed")
+    expected = {"from-rv": 6, "labels": 2, "initial": 7}
+    for variant, n in expected.items():
+        direct = read_events(watches[("direct", variant)][1], n)
+        cached = read_events(watches[("cached", variant)][1], n)
+        assert len(direct) == n, variant
+        assert cached == direct, variant
+    for conn, _ in watches.values():
+        conn.close()
+    # A watch is logged when it ends.
+    assert routed(cached_proxy, f"namespaces/{ns}/configmaps?watch=1") == "cache"
+
+
+def test_watch_list_initial_events_end_with_the_bookmark(cluster, cached_proxy, objects):
+    path = (f"/api/v1/namespaces/{objects}/configmaps?watch=1&sendInitialEvents=true"
+            "&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&resourceVersion=0")
+    n = len(json.loads(cluster.request(
+        "GET", f"/api/v1/namespaces/{objects}/configmaps").body)["items"])
+    streams = {}
+    for name, port in (("direct", cluster.port), ("cached", cached_proxy.secure_port)):
+        conn, resp = open_watch(cluster, port, path)
+        streams[name] = [json.loads(l) for l in read_events(resp, n + 1)]
+        conn.close()
+    direct, cached = streams["direct"], streams["cached"]
+    assert [e["type"] for e in cached] == ["ADDED"] * n + ["BOOKMARK"]
+    assert cached[:n] == direct[:n]  # Same objects, same order.
+    # The end marker: the apiserver's bookmark object, at the cache's RV.
+    bookmark, expected = cached[n]["object"], direct[n]["object"]
+    assert int(bookmark["metadata"].pop("resourceVersion")) >= max(
+        int(e["object"]["metadata"]["resourceVersion"]) for e in cached[:n])
+    expected["metadata"].pop("resourceVersion")
+    assert bookmark == expected
+    assert bookmark["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+
+
+def test_watch_from_an_rv_older_than_the_window_gets_410_in_band(cluster, tmp_path):
+    # A tiny window: a few events push the start past RV 1.
+    p = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=configmaps",
+                                                   "--watch-cache-window-bytes=1"])
+    try:
+        ns = "default"
+        for i in range(3):
+            cluster.kubectl("create", "configmap", f"w410-{i}", "-n", ns)
+        time.sleep(0.5)
+        conn, resp = open_watch(cluster, p.secure_port,
+                                f"/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion=2")
+        assert resp.status == 200
+        line = json.loads(resp.readline())
+        assert line["type"] == "ERROR"
+        status = line["object"]
+        assert (status["kind"], status["reason"], status["code"]) == ("Status", "Expired", 410)
+        assert status["message"].startswith("too old resource version: 2 (")
+        assert resp.read() == b""  # Then the stream ends cleanly.
+        conn.close()
+    finally:
+        for i in range(3):
+            cluster.kubectl("delete", "configmap", f"w410-{i}", "-n", "default", check=False)
+        assert p.stop() == 0
+
+
+def test_kubectl_get_and_watch_through_the_cache(cluster, cached_proxy, namespace_factory):
+    ns = namespace_factory()
+    out = cluster.kubectl("get", "configmaps", "-n", ns, "-o", "name", server=cached_proxy.server)
+    assert out.returncode == 0
+    import subprocess
+    watch = subprocess.Popen(
+        [cluster.env["KF_KUBECTL"], f"--server={cached_proxy.server}",
+         f"--certificate-authority={cluster.env['KF_CA_FILE']}", "--kubeconfig=/dev/null",
+         f"--token={cluster.token('admin')}", "-n", ns, "get", "configmaps", "-w",
+         "--output-watch-events", "-o", "custom-columns=E:.type,N:.object.metadata.name",
+         "--no-headers"], stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1)
+        cluster.kubectl("create", "configmap", "kw", "-n", ns)
+        cluster.kubectl("delete", "configmap", "kw", "-n", ns)
+        seen = []
+        deadline = time.monotonic() + 10
+        while len(seen) < 2 and time.monotonic() < deadline:
+            line = watch.stdout.readline().split()
+            if line and line[1] == "kw":
+                seen.append(line[0])
+    finally:
+        watch.terminate()
+        watch.wait(timeout=10)
+    assert seen == ["ADDED", "DELETED"]
