@@ -27,6 +27,7 @@ void Cacher::Finish(const std::vector<CacheWatcher*>& notify,
 }
 
 void Cacher::AdvanceLocked(uint64_t rv, std::vector<std::function<void()>>* ready) {
+  last_update_ = now_();
   if (rv > rv_) rv_ = rv;
   while (!waiters_.empty() && waiters_.begin()->first <= rv_) {
     ready->push_back(std::move(waiters_.begin()->second));
@@ -64,8 +65,12 @@ void Cacher::DispatchLocked(const EventPtr& e, std::vector<CacheWatcher*>* notif
     if (pieces.empty()) continue;
     size_t bytes = 0;
     for (const Piece& p : pieces) bytes += p.bytes.size();
+    ++dispatched_;
     if (w->Push(std::move(pieces), bytes, e->resource_version())) notify->push_back(w.get());
-    if (w->closed()) watchers_.Remove(w.get());  // Cut for slowness; the session sees it.
+    if (w->closed()) {  // Cut for slowness; the session sees it.
+      ++watchers_cut_;
+      watchers_.Remove(w.get());
+    }
   }
 }
 
@@ -169,6 +174,22 @@ uint64_t Cacher::resource_version() const {
 size_t Cacher::object_count() const {
   absl::MutexLock lock(&mu_);
   return store_.size();
+}
+
+Cacher::Stats Cacher::GetStats() const {
+  absl::MutexLock lock(&mu_);
+  Stats s;
+  s.objects = store_.size();
+  s.watchers = watchers_.size();
+  s.window_events = ring_.size();
+  s.window_bytes = ring_.bytes();
+  watchers_.ForEach([&s](const std::shared_ptr<CacheWatcher>& w) { s.queued_bytes += w->queued_bytes(); });
+  s.dispatched = dispatched_;
+  s.watchers_cut = watchers_cut_;
+  s.resource_version = rv_;
+  s.synced = synced_;
+  s.last_update = last_update_;
+  return s;
 }
 
 size_t Cacher::watcher_count() const {

@@ -52,6 +52,21 @@ class Cacher {
   size_t object_count() const;
   size_t watcher_count() const;
 
+  struct Stats {
+    size_t objects = 0;
+    size_t watchers = 0;
+    size_t window_events = 0;
+    size_t window_bytes = 0;
+    size_t queued_bytes = 0;     // Across watchers, waiting to be written.
+    uint64_t dispatched = 0;     // Events queued to watchers, counted per watcher.
+    uint64_t watchers_cut = 0;   // Watchers closed for exceeding their byte budget.
+    uint64_t resource_version = 0;
+    bool synced = false;
+    Clock::time_point last_update;  // Last upstream event, bookmark or list.
+  };
+  // A consistent snapshot of the counters (walks the watchers: for scrapes, not hot paths).
+  Stats GetStats() const;
+
   // --- Readers --------------------------------------------------------------------------------
   struct ListResult {
     uint64_t resource_version = 0;
@@ -109,6 +124,9 @@ class Cacher {
   mutable std::shared_ptr<const std::string> last_bookmark_ ABSL_GUARDED_BY(mu_);
   mutable uint64_t last_bookmark_rv_ ABSL_GUARDED_BY(mu_) = 0;
   std::multimap<uint64_t, std::function<void()>> waiters_ ABSL_GUARDED_BY(mu_);
+  uint64_t dispatched_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t watchers_cut_ ABSL_GUARDED_BY(mu_) = 0;
+  Clock::time_point last_update_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kf

@@ -288,10 +288,20 @@ asio::awaitable<CacheOutcome> ServeGet(CacheRequest& r) {
 
 // Wakes a waiting watch loop from any thread (posted to its executor), without lost wakeups.
 struct Wakeup {
-  explicit Wakeup(asio::any_io_executor e) : exec(e), timer(e) {}
+  Wakeup(asio::any_io_executor e, AnyStream& c) : exec(e), timer(e), client(c) {}
   asio::any_io_executor exec;
   asio::steady_timer timer;
+  AnyStream& client;
+  std::shared_ptr<CacheWatcher> watcher;  // Set once registered.
   bool woken = false;
+
+  // On the session's thread: wake the loop; a watcher cut for slowness also aborts a write
+  // stuck on its client, so the connection is dropped at once.
+  void Wake() {
+    woken = true;
+    timer.cancel();
+    if (watcher && watcher->closed()) client.Cancel();
+  }
 };
 
 
@@ -310,10 +320,7 @@ asio::awaitable<CacheOutcome> WatchLoop(CacheRequest& r, WatchFilter filter, Wat
   static constexpr std::string_view kLastChunk = "0\r\n\r\n";
   auto notify = [weak = std::weak_ptr<Wakeup>(wake), exec = wake->exec] {
     asio::post(exec, [weak] {
-      if (auto w = weak.lock()) {
-        w->woken = true;
-        w->timer.cancel();
-      }
+      if (auto w = weak.lock()) w->Wake();
     });
   };
   auto watcher = r.cacher.Watch(Cacher::WatchRequest{std::move(filter), p.start, p.rv,
@@ -333,6 +340,7 @@ asio::awaitable<CacheOutcome> WatchLoop(CacheRequest& r, WatchFilter filter, Wat
     co_return out;
   }
   std::shared_ptr<CacheWatcher> w = *std::move(watcher);
+  wake->watcher = w;
   struct Unregister {
     Cacher& c;
     CacheWatcher* w;
@@ -383,7 +391,12 @@ asio::awaitable<CacheOutcome> WatchLoop(CacheRequest& r, WatchFilter filter, Wat
       r.stats.bytes_written += n;
     }
     if (batch.closed) {
-      if (batch.close_reason == "too slow") ++r.stats.watchers_cut;
+      if (batch.close_reason == "too slow") {
+        // The client is not reading: no polite end can reach it. Drop the connection; the
+        // client re-watches from the last RV it received.
+        out.error = "watcher too slow";
+        co_return out;
+      }
       break;
     }
     if (*stop_requested || r.stopping || now >= p.deadline) break;
@@ -440,7 +453,7 @@ asio::awaitable<CacheOutcome> ServeWatch(CacheRequest& r, WatchFilter filter,
     p.start = Cacher::Start::kAfterVersion;
   }
   ++r.stats.watches;
-  auto wake = std::make_shared<Wakeup>(co_await asio::this_coro::executor);
+  auto wake = std::make_shared<Wakeup>(co_await asio::this_coro::executor, r.client);
   bool stop_requested = false;
   stop_hook = [&stop_requested, weak = std::weak_ptr<Wakeup>(wake)] {
     stop_requested = true;

@@ -22,7 +22,7 @@
 namespace kf {
 
 struct CacheServeStats {
-  std::atomic<uint64_t> lists{0}, gets{0}, watches{0}, declined{0}, watchers_cut{0};
+  std::atomic<uint64_t> lists{0}, gets{0}, watches{0}, declined{0};
   std::atomic<uint64_t> bytes_written{0}, events_written{0};
   std::atomic<int64_t> open_watches{0};
 };

@@ -130,6 +130,11 @@ asio::awaitable<bool> HttpSession::ServeOne() {
 
   if (!info->is_resource_request && (req.method() == http::verb::get ||
                                      req.method() == http::verb::head)) {
+    if (info->path == "/metrics") {
+      log.route = "local";
+      co_return co_await WriteSimple(200, "text/plain; version=0.0.4; charset=utf-8",
+                                     env_.metrics(), keep_alive && parser.is_done(), log);
+    }
     if (auto health = env_.health.Handle(info->path, info->query)) {
       log.route = "local";
       // Nothing is expected after a GET header; anything that is there closes the connection.
@@ -191,6 +196,19 @@ asio::awaitable<bool> HttpSession::ServeOne() {
 }
 
 void HttpSession::LogRequest(const RequestLog& log) const {
+  RouteStats& r = env_.routes;
+  if (log.route == "cache") {
+    ++r.cache;
+  } else if (log.route == "passthrough") {
+    ++r.passthrough;
+  } else if (log.route == "tunnel") {
+    ++r.tunnel;
+  } else if (log.route == "local") {
+    ++r.local;
+  } else {
+    ++r.rejected;
+  }
+  if (log.status == 503 && log.upstream.empty()) ++r.upstream_unavailable;
   env_.log.Info("request", {{"remote", remote_},       {"method", log.method},
                             {"uri", log.uri},          {"verb", log.verb},
                             {"resource", log.resource}, {"status", log.status},

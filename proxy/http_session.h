@@ -20,6 +20,7 @@
 #include "proxy/cache_handler.h"
 #include "proxy/cached_resources.h"
 #include "proxy/health.h"
+#include "proxy/metrics.h"
 #include "proxy/status_response.h"
 
 namespace kf {
@@ -35,6 +36,8 @@ struct SessionEnv {
   CacheServeStats& cache_stats;
   std::function<std::string()> own_credentials;
   size_t watcher_max_queue_bytes;
+  RouteStats& routes;
+  std::function<std::string()> metrics;  // The /metrics body.
 };
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {

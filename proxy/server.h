@@ -56,6 +56,7 @@ class Server {
   HealthChecks health_;
   std::atomic<int64_t> active_sessions_{0};
   CacheServeStats cache_stats_;
+  RouteStats route_stats_;
   std::unique_ptr<OwnCredentials> own_credentials_;
   std::unique_ptr<CachedResources> cache_;
   std::unique_ptr<SessionEnv> env_;

@@ -284,3 +284,115 @@ def test_kubectl_get_and_watch_through_the_cache(cluster, cached_proxy, namespac
         watch.terminate()
         watch.wait(timeout=10)
     assert seen == ["ADDED", "DELETED"]
+
+
+def metric_values(text, name):
+    """{labels: value} for one metric family in Prometheus text."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            key, _, value = line.rpartition(" ")
+            out[key[len(name):]] = float(value)
+    return out
+
+
+def apiserver_watches(cluster, resource):
+    text = cluster.request("GET", "/metrics").body.decode()
+    return sum(v for k, v in metric_values(text, "apiserver_longrunning_requests").items()
+               if 'verb="WATCH"' in k and f'resource="{resource}"' in k)
+
+
+def test_many_watchers_cost_the_apiserver_one_watch(cluster, cached_proxy):
+    before = apiserver_watches(cluster, "pods")
+    conns = [open_watch(cluster, cached_proxy.secure_port,
+                        f"/api/v1/pods?watch=1&fieldSelector=spec.nodeName%3Dnode-{i}")
+             for i in range(50)]
+    assert all(resp.status == 200 for _, resp in conns)
+    metrics = cluster.request("GET", "/metrics", port=cached_proxy.port, tls=False).body.decode()
+    assert metric_values(metrics, "kube_fanout_watchers")['{resource="pods"}'] >= 50
+    assert apiserver_watches(cluster, "pods") == before  # Not one more upstream watch.
+    upstream = metric_values(metrics, "kube_fanout_upstream_watches_total")
+    assert upstream['{resource="pods"}'] >= 1
+    assert metric_values(metrics, "kube_fanout_cache_synced")['{resource="pods"}'] == 1
+    for conn, _ in conns:
+        conn.close()
+
+
+def test_a_client_that_stops_reading_is_cut_and_others_are_unaffected(cluster, tmp_path,
+                                                                     namespace_factory):
+    import socket
+    ns = namespace_factory()
+    p = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=configmaps",
+                                                   "--watcher-max-queue-bytes=2097152"])
+    try:
+        path = f"/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion=0"
+        # The stalled client: a tiny receive buffer and it never reads.
+        stalled = socket.socket()
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.connect(("127.0.0.1", p.port))
+        stalled.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                        f"{cluster.token('admin')}\r\nUser-Agent: stalled\r\n\r\n".encode())
+        conn, healthy = open_watch(cluster, p.secure_port, path)
+        got = []
+        reader = threading.Thread(target=lambda: got.extend(read_events(healthy, 30, 60)))
+        reader.start()
+        for i in range(30):
+            cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"big{i}"},
+                  "data": {"v": "x" * (400 * 1024)}}
+            assert cluster.request("POST", f"/api/v1/namespaces/{ns}/configmaps",
+                                   body=json.dumps(cm).encode(),
+                                   headers={"Content-Type": "application/json"}).status == 201
+        reader.join(timeout=60)
+        assert [json.loads(l)["object"]["metadata"]["name"] for l in got] == [
+            f"big{i}" for i in range(30)]
+        metrics = cluster.request("GET", "/metrics", port=p.port, tls=False).body.decode()
+        assert metric_values(metrics, "kube_fanout_watchers_cut_total")[
+            '{resource="configmaps"}'] >= 1
+        assert metric_values(metrics, "kube_fanout_watch_queue_bytes")[
+            '{resource="configmaps"}'] <= 2097152
+        conn.close()
+        stalled.close()
+    finally:
+        assert p.stop() == 0
+
+
+def test_python_client_watch_sees_the_same_events_through_the_cache(cluster, cached_proxy,
+                                                                     namespace_factory):
+    kubernetes = pytest.importorskip("kubernetes")
+    ns = namespace_factory()
+
+    def client(host):
+        cfg = kubernetes.client.Configuration()
+        cfg.host = host
+        cfg.ssl_ca_cert = cluster.env["KF_CA_FILE"]
+        cfg.api_key = {"authorization": f"Bearer {cluster.token('admin')}"}
+        return kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(cfg))
+
+    direct, cached = client(cluster.url), client(cached_proxy.server)
+    rv = direct.list_namespaced_config_map(ns).metadata.resource_version
+    results = {}
+
+    def watch(name, api):
+        w = kubernetes.watch.Watch()
+        seen = []
+        for ev in w.stream(api.list_namespaced_config_map, ns, resource_version=rv,
+                           timeout_seconds=20):
+            seen.append((ev["type"], ev["object"].metadata.name,
+                         ev["object"].metadata.resource_version))
+            if len(seen) == 4:
+                w.stop()
+        results[name] = seen
+
+    threads = [threading.Thread(target=watch, args=a) for a in (("direct", direct),
+                                                                ("cached", cached))]
+    for t in threads:
+        t.start()
+    time.sleep(1)
+    cluster.kubectl("create", "configmap", "py", "-n", ns)
+    cluster.kubectl("label", "configmap", "py", "-n", ns, "a=b")
+    cluster.kubectl("create", "configmap", "py2", "-n", ns)
+    cluster.kubectl("delete", "configmap", "py", "-n", ns)
+    for t in threads:
+        t.join(timeout=30)
+    assert len(results["direct"]) == 4
+    assert results["cached"] == results["direct"]
