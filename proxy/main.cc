@@ -1,4 +1,6 @@
 // kube-fanout: entry point. Parses flags, resolves the upstream, starts the server.
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <iostream>
 
@@ -28,6 +30,11 @@ int main(int argc, char** argv) {
   if (auto s = kf::Validate(*options); !s.ok()) {
     std::fprintf(stderr, "Error: %s\n", std::string(s.message()).c_str());
     return 2;
+  }
+  // Thousands of watchers are thousands of sockets: use all the descriptors allowed.
+  if (rlimit nofile{}; getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
   }
   const kf::Logger log(2, options->verbosity >= 4 ? kf::Logger::Level::kDebug
                                                   : kf::Logger::Level::kInfo);

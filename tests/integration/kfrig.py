@@ -98,6 +98,36 @@ class Cluster:
                                                context=self.ssl_context())
         return http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
 
+    def restart_apiserver(self, down_seconds=2.0, timeout=60):
+        """Kills kube-apiserver (SIGKILL, as a crash would), keeps it down a moment, starts it
+        again with the same command line (same port, same flags), and waits until it is
+        ready."""
+        pid = int((self.directory / "run" / "kube-apiserver.pid").read_text())
+        argv = (pathlib.Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")[:-1]
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                state = (pathlib.Path("/proc") / str(pid) / "stat").read_text().split()[2]
+            except FileNotFoundError:
+                break
+            if state == "Z":  # Exited; nothing reaps it here.
+                break
+            time.sleep(0.05)
+        time.sleep(down_seconds)
+        log = open(self.directory / "logs" / "kube-apiserver.log", "ab")
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                start_new_session=True, close_fds=True)
+        (self.directory / "run" / "kube-apiserver.pid").write_text(f"{proc.pid}\n")
+        while time.monotonic() < deadline:
+            try:
+                if self.request("GET", "/readyz", timeout=2).status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("kube-apiserver did not come back")
+
     def issue_serving_cert(self, directory):
         """A serving certificate for 127.0.0.1 signed by the cluster CA (for kube-fanout)."""
         key, csr, crt = (directory / n for n in ("tls.key", "tls.csr", "tls.crt"))
