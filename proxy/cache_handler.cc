@@ -33,7 +33,6 @@ constexpr auto kWriteTimeout = std::chrono::seconds(60);
 // bookmarks (about once a minute), so a quiet resource often cannot prove it is current; the
 // apiserver then answers (correctly, uncached).
 constexpr auto kCatchUpTimeout = std::chrono::milliseconds(250);
-constexpr auto kBookmarkInterval = std::chrono::seconds(60);
 
 std::string HttpDate() {
   return absl::FormatTime("%a, %d %b %Y %H:%M:%S GMT", absl::Now(), absl::UTCTimeZone());
@@ -356,7 +355,16 @@ asio::awaitable<CacheOutcome> WatchLoop(CacheRequest& r, WatchFilter filter, Wat
 
   uint64_t last_rv = std::max(w->start_rv, p.rv);
   bool first = true;
-  auto next_bookmark = std::chrono::steady_clock::now() + kBookmarkInterval;
+  // As the apiserver's cacher schedules them (cache_watcher.go, nextBookmarkTime): every
+  // interval, and 2 s before the watch's deadline so the client can resume from a fresh RV.
+  const auto bookmark_interval = std::chrono::milliseconds(r.bookmark_interval_ms);
+  auto next_bookmark_after = [&p, bookmark_interval](std::chrono::steady_clock::time_point now) {
+    auto next = now + bookmark_interval;
+    const auto before_deadline = p.deadline - std::chrono::seconds(2);
+    if (before_deadline > now && before_deadline < next) next = before_deadline;
+    return next;
+  };
+  auto next_bookmark = next_bookmark_after(std::chrono::steady_clock::now());
   for (;;) {
     const uint64_t cache_rv = r.cacher.resource_version();
     CacheWatcher::Batch batch = w->Take();
@@ -373,7 +381,7 @@ asio::awaitable<CacheOutcome> WatchLoop(CacheRequest& r, WatchFilter filter, Wat
     } else if (p.bookmarks && now >= next_bookmark) {
       last_rv = std::max(last_rv, cache_rv);
       bookmark = r.cacher.BookmarkFrame(last_rv);
-      next_bookmark = now + kBookmarkInterval;
+      next_bookmark = next_bookmark_after(now);
     }
     first = false;
     if (bookmark) n += bookmark->size();

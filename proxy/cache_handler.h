@@ -40,6 +40,7 @@ struct CacheRequest {
   const bool& stopping;
   std::function<std::string()> own_credentials;
   size_t watcher_max_queue_bytes;
+  int64_t bookmark_interval_ms;
 };
 
 struct CacheOutcome {

@@ -160,7 +160,8 @@ asio::awaitable<bool> HttpSession::ServeOne() {
                       *cacher,         worker_.own_pool(),
                       worker_.upstream_pool(), worker_.access_review(),
                       env_.cache_stats, stopping_,
-                      env_.own_credentials, env_.watcher_max_queue_bytes};
+                      env_.own_credentials, env_.watcher_max_queue_bytes,
+                      env_.bookmark_interval_ms};
     std::optional<CacheOutcome> served = co_await ServeFromCache(creq, stop_hook_);
     state_ = State::kBusy;
     if (served) {

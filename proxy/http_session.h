@@ -36,6 +36,7 @@ struct SessionEnv {
   CacheServeStats& cache_stats;
   std::function<std::string()> own_credentials;
   size_t watcher_max_queue_bytes;
+  int64_t bookmark_interval_ms;
   RouteStats& routes;
   std::function<std::string()> metrics;  // The /metrics body.
 };

@@ -17,7 +17,8 @@ namespace po = boost::program_options;
 namespace {
 
 
-po::options_description Describe(ProxyOptions* o, std::string* grace, std::string* dial) {
+po::options_description Describe(ProxyOptions* o, std::string* grace, std::string* dial,
+                                 std::string* bookmark) {
   po::options_description d("Flags", /*line_length=*/100, /*min_description_length=*/50);
   // clang-format off
   d.add_options()
@@ -60,6 +61,9 @@ po::options_description Describe(ProxyOptions* o, std::string* grace, std::strin
          ->default_value(8u << 20),
      "Per watcher, the bytes that may wait unsent; a watch past it is closed and its client "
      "resumes from its last resourceVersion.")
+    ("watch-bookmark-interval", po::value(bookmark)->value_name("DURATION")->default_value("1m"),
+     "How often watches that allow bookmarks get one (the apiserver's cadence is 1m); one also "
+     "goes 2s before a watch's timeout.")
     ("threads", po::value(&o->threads)->value_name("N")->default_value(0),
      "I/O threads; 0 means one per core.")
     ("shutdown-grace-period", po::value(grace)->value_name("DURATION")->default_value("30s"),
@@ -105,8 +109,8 @@ absl::StatusOr<HostPort> HostPort::Parse(std::string_view text) {
 
 absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv) {
   ProxyOptions o;
-  std::string grace, dial;
-  po::options_description desc = Describe(&o, &grace, &dial);
+  std::string grace, dial, bookmark;
+  po::options_description desc = Describe(&o, &grace, &dial, &bookmark);
   // "--name=" (an empty value, as Kubernetes flags allow) becomes "--name", which Boost reads
   // as the option's implicit value; Boost rejects the former.
   std::vector<std::string> args;
@@ -145,19 +149,26 @@ absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv) {
       !s.ok()) {
     return s;
   }
+  if (auto s = ParseDurationFlag("watch-bookmark-interval", bookmark, &o.watch_bookmark_interval);
+      !s.ok()) {
+    return s;
+  }
+  if (o.watch_bookmark_interval < absl::Milliseconds(100)) {
+    return absl::InvalidArgumentError("--watch-bookmark-interval must be at least 100ms");
+  }
   if (o.listen.empty() && o.secure_listen.empty()) o.listen = "127.0.0.1:8001";
   return o;
 }
 
 std::string HelpText() {
   ProxyOptions o;
-  std::string grace, dial;
+  std::string grace, dial, bookmark;
   std::ostringstream out;
   out << "kube-fanout: a watch-caching proxy for the Kubernetes API server.\n\n"
       << "Usage:\n  kube-fanout [flags]\n\n"
       << "Upstream: --upstream URLs, else --kubeconfig, else the in-cluster ServiceAccount,\n"
       << "else $KUBECONFIG. Clients' requests pass through with their own credentials.\n\n"
-      << Describe(&o, &grace, &dial);
+      << Describe(&o, &grace, &dial, &bookmark);
   return out.str();
 }
 

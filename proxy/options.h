@@ -39,6 +39,7 @@ struct ProxyOptions {
   bool cache_resources_set = false;          // --cache-resources given (may be "" = none).
   uint64_t watch_cache_window_bytes = 256u << 20;
   uint64_t watcher_max_queue_bytes = 8u << 20;
+  absl::Duration watch_bookmark_interval = absl::Minutes(1);
   int verbosity = 0;
   bool help = false;
   bool version = false;

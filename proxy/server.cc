@@ -81,7 +81,8 @@ absl::Status Server::Start() {
   env_ = std::make_unique<SessionEnv>(SessionEnv{
       log_, health_, active_sessions_, cache_.get(), cache_stats_,
       [creds = own_credentials_.get()] { return creds->Header(); },
-      static_cast<size_t>(options_.watcher_max_queue_bytes), route_stats_,
+      static_cast<size_t>(options_.watcher_max_queue_bytes),
+      absl::ToInt64Milliseconds(options_.watch_bookmark_interval), route_stats_,
       [this] {
         return RenderMetrics(cache_.get(), cache_stats_, route_stats_, active_sessions_.load());
       }});

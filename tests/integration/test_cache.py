@@ -430,3 +430,41 @@ def test_watches_continue_across_an_apiserver_restart(cluster, tmp_path, namespa
         conn.close()
     finally:
         assert p.stop() == 0
+
+
+def test_bookmarks_come_periodically_and_before_the_timeout(cluster, tmp_path, namespace_factory):
+    ns = namespace_factory()
+    p = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=configmaps",
+                                                   "--watch-bookmark-interval=1s"])
+    try:
+        cluster.kubectl("create", "configmap", "b1", "-n", ns)
+        base = f"/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion=0"
+        # The apiserver's own bookmark object for this kind, to compare shapes with.
+        dconn, direct = open_watch(cluster, cluster.port,
+                                   f"/api/v1/namespaces/{ns}/configmaps?watch=1"
+                                   "&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+                                   "&allowWatchBookmarks=true&timeoutSeconds=3")
+        reference = [json.loads(l) for l in read_events(direct, 2)][1]["object"]
+        dconn.close()
+        conn, watch = open_watch(cluster, p.secure_port,
+                                 base + "&allowWatchBookmarks=true&timeoutSeconds=4")
+        started = time.monotonic()
+        events = [json.loads(l) for l in read_events(watch, 10, timeout=8)]
+        assert watch.read() == b""  # Closed cleanly at the timeout.
+        elapsed = time.monotonic() - started
+        assert 3.5 < elapsed < 6
+        assert events[0]["type"] == "ADDED"
+        bookmarks = [e["object"] for e in events if e["type"] == "BOOKMARK"]
+        assert len(bookmarks) >= 2  # ~1/s, and one 2 s before the timeout.
+        rv = int(events[0]["object"]["metadata"]["resourceVersion"])
+        for b in bookmarks:
+            assert int(b["metadata"].pop("resourceVersion")) >= rv
+            expected = dict(reference, metadata={})
+            assert b == expected
+        conn.close()
+        # Without allowWatchBookmarks, none.
+        conn, watch = open_watch(cluster, p.secure_port, base + "&timeoutSeconds=3")
+        assert all(json.loads(l)["type"] != "BOOKMARK" for l in read_events(watch, 10, 5))
+        conn.close()
+    finally:
+        assert p.stop() == 0

@@ -62,7 +62,8 @@ TEST_CASE("The help text lists every flag") {
        {"--listen", "--secure-listen", "--tls-cert-file", "--tls-private-key-file", "--kubeconfig",
         "--context", "--upstream", "--upstream-ca-file", "--upstream-token-file",
         "--upstream-insecure-skip-tls-verify", "--upstream-dial-timeout", "--threads",
-        "--shutdown-grace-period", "--v", "--version", "--help"}) {
+        "--shutdown-grace-period", "--v", "--version", "--help", "--cache-resources",
+        "--watch-cache-window-bytes", "--watcher-max-queue-bytes", "--watch-bookmark-interval"}) {
     INFO(flag);
     CHECK(help.find(flag) != std::string::npos);
   }
