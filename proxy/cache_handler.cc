@@ -111,7 +111,15 @@ bool Eligible(const RequestInfo& info, const http::fields& headers) {
 
 std::optional<WatchFilter> MakeFilter(const RequestInfo& info, const ResourceType& type) {
   WatchFilter f;
-  f.namespace_ = info.namespace_;
+  if (!type.namespaced && !info.namespace_.empty()) {
+    // A namespaced path to a cluster-scoped kind is the apiserver's 404 to give; the one
+    // exception is the namespaces resource itself, whose name RequestInfo reads as namespace.
+    if (!(type.group.empty() && type.resource == "namespaces" && info.namespace_ == info.name)) {
+      return std::nullopt;
+    }
+  } else {
+    f.namespace_ = info.namespace_;
+  }
   auto labels = LabelSelector::Parse(info.label_selector);
   if (!labels.ok()) return std::nullopt;
   auto parsed = FieldSelector::Parse(info.field_selector);
@@ -454,7 +462,11 @@ asio::awaitable<CacheOutcome> ServeWatch(CacheRequest& r, WatchFilter filter,
     if (!need) co_return CacheOutcome{0, 0, false, "declined"};
     p.start = Cacher::Start::kInitialState;
     p.initial_events_end = true;
-  } else if (!rv || rv->empty() || *rv == "0") {
+  } else if (!rv || rv->empty()) {
+    // "Get state and start at most recent": the state must be at least the upstream's now.
+    if (!co_await RequiredVersion(r)) co_return CacheOutcome{0, 0, false, "declined"};
+    p.start = Cacher::Start::kInitialState;
+  } else if (*rv == "0") {
     p.start = Cacher::Start::kInitialState;
   } else {
     (void)absl::SimpleAtoi(ToAbsl(*rv), &p.rv);

@@ -468,3 +468,10 @@ def test_bookmarks_come_periodically_and_before_the_timeout(cluster, tmp_path, n
         conn.close()
     finally:
         assert p.stop() == 0
+
+
+def test_odd_paths_of_cached_kinds_get_the_apiservers_answer(cluster, cached_proxy):
+    compare(cluster, cached_proxy, "/api/v1/namespaces/default/nodes?resourceVersion=0",
+            expect_route="passthrough")
+    compare(cluster, cached_proxy, "/api/v1/namespaces/default?resourceVersion=0")
+    compare(cluster, cached_proxy, "/api/v1/namespaces/nope?resourceVersion=0")
