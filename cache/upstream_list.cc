@@ -47,11 +47,9 @@ class ListHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, ListH
   }
   bool StartArray() {
     if (depth_ == 1 && key_ == "items") in_items_ = true;
-    ++array_depth_;
     return true;
   }
   bool EndArray(rapidjson::SizeType) {
-    --array_depth_;
     if (depth_ == 1 && in_items_) in_items_ = false;
     return true;
   }
@@ -62,7 +60,6 @@ class ListHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, ListH
   const rapidjson::StringStream& in_;
   ListPage* page_;
   int depth_ = 0;
-  int array_depth_ = 0;
   bool in_items_ = false;
   bool in_metadata_ = false;
   size_t item_start_ = 0;

@@ -254,8 +254,8 @@ asio::awaitable<CacheOutcome> ServeList(CacheRequest& r, const WatchFilter& filt
 
 asio::awaitable<CacheOutcome> ServeGet(CacheRequest& r) {
   const ResourceType& t = r.cacher.type();
-  auto [obj, rv] = r.cacher.Get(CachedObject::Key(t.namespaced ? r.info.namespace_ : "", r.info.name));
-  (void)rv;
+  const ObjectPtr obj =
+      r.cacher.Get(CachedObject::Key(t.namespaced ? r.info.namespace_ : "", r.info.name)).first;
   std::string body;
   int code = 200;
   std::vector<asio::const_buffer> out;

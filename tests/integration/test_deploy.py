@@ -1,0 +1,33 @@
+"""The in-cluster manifest (deploy/kubernetes/kube-fanout.yaml) against the real apiserver."""
+import json
+import pathlib
+
+from kfrig import Proxy
+
+MANIFEST = pathlib.Path(__file__).resolve().parents[2] / "deploy/kubernetes/kube-fanout.yaml"
+
+
+def test_manifest_is_accepted_by_the_apiserver(cluster):
+    out = cluster.kubectl("apply", "--dry-run=server", "-f", str(MANIFEST))
+    assert out.stdout.count("(server dry run)") == 5
+
+
+def test_the_manifests_rbac_is_enough_for_every_cache(cluster, tmp_path):
+    # kube-fanout running as the manifest's ServiceAccount, with only its ClusterRole, syncs
+    # every default cache (and is ready), and serves a cached read.
+    cluster.kubectl("apply", "-f", str(MANIFEST))
+    token = cluster.kubectl("create", "token", "kube-fanout", "-n", "kube-system").stdout.strip()
+    token_file = tmp_path / "token"
+    token_file.write_text(token)
+    p = Proxy.start(cluster, tmp_path, upstream_args=[
+        f"--upstream={cluster.url}", f"--upstream-ca-file={cluster.env['KF_CA_FILE']}",
+        f"--upstream-token-file={token_file}"])
+    try:
+        ready = cluster.request("GET", "/readyz?verbose", port=p.port, tls=False)
+        assert ready.status == 200
+        assert b"[+]cache-sync ok" in ready.body
+        got = cluster.request("GET", "/api/v1/namespaces?resourceVersion=0", port=p.secure_port)
+        assert got.status == 200 and json.loads(got.body)["kind"] == "NamespaceList"
+        assert not any('"level":"error"' in l or "list failed" in l for l in p.log_lines())
+    finally:
+        assert p.stop() == 0
