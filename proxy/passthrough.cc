@@ -124,6 +124,95 @@ asio::awaitable<beast::error_code> SendRequest(RelayRequest& r, AnyStream& up,
   co_return beast::error_code{};
 }
 
+// The response body relay of one request, piece by piece.
+struct BodyRelay {
+  RelayRequest& r;
+  AnyStream& up;
+  beast::flat_buffer& up_buf;
+  http::response_parser<http::buffer_body>& rp;
+  http::response<http::buffer_body>& res;
+  http::response_serializer<http::buffer_body>& sr;
+  bool watch;
+  RelayOutcome& out;
+  WatchFraming framing{WatchFraming::Format::kUnframed};
+  bool upstream_clean = true;  // The upstream connection may be reused.
+  bool failed = false;         // The relay ended early; the client connection must close.
+};
+
+asio::awaitable<void> PumpBody(BodyRelay& b) {
+  RelayRequest& r = b.r;
+  std::array<char, kPiece> buf;
+  while (!b.rp.is_done()) {
+    if (r.stopping && b.watch && b.framing.AtBoundary()) {
+      b.upstream_clean = false;  // The rest of the upstream stream is abandoned.
+      break;
+    }
+    b.rp.get().body().data = buf.data();
+    b.rp.get().body().size = buf.size();
+    b.up.tcp().expires_after(!b.watch ? std::chrono::seconds(kBodyIdleTimeout)
+                             : r.stopping ? std::chrono::seconds(kStopFinishEventTimeout)
+                                          : std::chrono::seconds(kWatchIdleTimeout));
+    auto [rec, rn] = co_await http::async_read_some(b.up, b.up_buf, b.rp, use_nothrow);
+    if (!IgnoreNeedBuffer(rec)) {
+      if (r.stopping && b.watch && b.framing.AtBoundary()) {
+        b.upstream_clean = false;
+        break;
+      }
+      // The upstream failed mid-body: the client sees its stream cut, as it would have.
+      b.out.error = absl::StrCat("upstream ", b.out.upstream, ": ", rec.message());
+      b.failed = true;
+      co_return;
+    }
+    std::string_view piece(buf.data(), buf.size() - b.rp.get().body().size);
+    if (piece.empty()) continue;
+    if (r.stopping && b.watch) {
+      if (const size_t end = b.framing.PrefixToBoundary(piece); end != std::string_view::npos) {
+        piece = piece.substr(0, end);
+        b.upstream_clean = false;
+      }
+    }
+    b.res.body().data = const_cast<char*>(piece.data());
+    b.res.body().size = piece.size();
+    b.res.body().more = true;
+    r.client.tcp().expires_after(kWriteTimeout);
+    auto [bec, bn] = co_await http::async_write(r.client, b.sr, use_nothrow);
+    if (!IgnoreNeedBuffer(bec)) {
+      b.out.error = absl::StrCat("client: ", bec.message());
+      b.failed = true;
+      co_return;
+    }
+    b.framing.Consume(piece);
+    b.out.bytes_out += piece.size();
+    if (!b.upstream_clean) break;
+  }
+  b.res.body().data = nullptr;
+  b.res.body().more = false;
+  r.client.tcp().expires_after(kWriteTimeout);
+  auto [fec, fn] = co_await http::async_write(r.client, b.sr, use_nothrow);
+  if (!IgnoreNeedBuffer(fec)) {
+    b.out.error = absl::StrCat("client: ", fec.message());
+    b.failed = true;
+  }
+}
+
+// Completes when the client ends its side (or fails), after cancelling the upstream stream.
+// Bytes the client sends meanwhile (a pipelined request) are kept in `buffer`.
+asio::awaitable<void> CancelWhenClientLeaves(AnyStream& client, beast::flat_buffer& buffer,
+                                             AnyStream& up, bool* left) {
+  for (;;) {
+    client.tcp().expires_never();
+    auto [ec, n] = co_await client.async_read_some(buffer.prepare(4096), use_nothrow);
+    if (ec) {
+      if (ec != asio::error::operation_aborted) {
+        *left = true;
+        up.Cancel();
+      }
+      co_return;
+    }
+    buffer.commit(n);
+  }
+}
+
 }  // namespace
 
 asio::awaitable<RelayOutcome> Relay(RelayRequest& r) {
@@ -220,74 +309,36 @@ asio::awaitable<RelayOutcome> Relay(RelayRequest& r) {
     co_return out;
   }
 
-  bool upstream_clean = true;
+  BodyRelay b{r, up, up_buf, *rp, res, sr, watch, out};
   if (body) {
     // On a graceful stop a watch ends between two events: at once when the stream is at an
     // event boundary (the pending upstream read is cancelled), else after forwarding the rest
     // of the event in flight.
-    WatchFraming framing(WatchFraming::ForContentType(upres[http::field::content_type]));
     if (watch) {
-      r.stop_hook = [&framing, &up] {
-        if (framing.AtBoundary()) up.Cancel();
+      r.stop_hook = [&b, &up] {
+        if (b.framing.AtBoundary()) up.Cancel();
       };
     }
     struct ClearHook {
       std::function<void()>& hook;
       ~ClearHook() { hook = nullptr; }
     } clear_hook{r.stop_hook};
-    std::array<char, kPiece> buf;
-    while (!rp->is_done()) {
-      if (r.stopping && watch && framing.AtBoundary()) {
-        upstream_clean = false;  // The rest of the upstream stream is abandoned.
-        break;
-      }
-      rp->get().body().data = buf.data();
-      rp->get().body().size = buf.size();
-      up.tcp().expires_after(!watch ? std::chrono::seconds(kBodyIdleTimeout)
-                             : r.stopping ? std::chrono::seconds(kStopFinishEventTimeout)
-                                          : std::chrono::seconds(kWatchIdleTimeout));
-      auto [rec, rn] = co_await http::async_read_some(up, up_buf, *rp, use_nothrow);
-      if (!IgnoreNeedBuffer(rec)) {
-        if (r.stopping && watch && framing.AtBoundary()) {
-          upstream_clean = false;
-          break;
-        }
-        // The upstream failed mid-body: the client sees its stream cut, as it would have.
-        out.error = absl::StrCat("upstream ", out.upstream, ": ", rec.message());
-        co_return out;
-      }
-      std::string_view piece(buf.data(), buf.size() - rp->get().body().size);
-      if (piece.empty()) continue;
-      if (r.stopping && watch) {
-        if (const size_t end = framing.PrefixToBoundary(piece); end != std::string_view::npos) {
-          piece = piece.substr(0, end);
-          upstream_clean = false;
-        }
-      }
-      res.body().data = const_cast<char*>(piece.data());
-      res.body().size = piece.size();
-      res.body().more = true;
-      r.client.tcp().expires_after(kWriteTimeout);
-      auto [bec, bn] = co_await http::async_write(r.client, sr, use_nothrow);
-      if (!IgnoreNeedBuffer(bec)) {
-        out.error = absl::StrCat("client: ", bec.message());
-        co_return out;
-      }
-      framing.Consume(piece);
-      out.bytes_out += piece.size();
-      if (!upstream_clean) break;
+    b.framing = WatchFraming(WatchFraming::ForContentType(upres[http::field::content_type]));
+    if (watch) {
+      // A quiet watch whose client went away must not hold its upstream watch open until the
+      // next event happens to fail the write: notice the client's end and cancel.
+      using namespace asio::experimental::awaitable_operators;
+      bool client_left = false;
+      co_await (PumpBody(b) || CancelWhenClientLeaves(r.client, r.client_buffer, up, &client_left));
+      if (client_left) out.error = "client closed";
+      keep_alive = false;  // The client's read side was in use; start afresh.
+    } else {
+      co_await PumpBody(b);
     }
-    res.body().data = nullptr;
-    res.body().more = false;
-    r.client.tcp().expires_after(kWriteTimeout);
-    auto [fec, fn] = co_await http::async_write(r.client, sr, use_nothrow);
-    if (!IgnoreNeedBuffer(fec)) {
-      out.error = absl::StrCat("client: ", fec.message());
-      co_return out;
-    }
+    if (b.failed) co_return out;
   }
   out.client_reusable = keep_alive;  // False already for a close-delimited body.
-  if (upstream_clean && rp->is_done() && upres.keep_alive()) {
+  if (b.upstream_clean && rp->is_done() && upres.keep_alive()) {
     up.tcp().expires_never();
     r.pool.Release(std::move(lease));
   }

@@ -305,7 +305,8 @@ def apiserver_watches(cluster, resource):
 def test_many_watchers_cost_the_apiserver_one_watch(cluster, cached_proxy):
     before = apiserver_watches(cluster, "pods")
     conns = [open_watch(cluster, cached_proxy.secure_port,
-                        f"/api/v1/pods?watch=1&fieldSelector=spec.nodeName%3Dnode-{i}")
+                        f"/api/v1/pods?watch=1&resourceVersion=0"
+                        f"&fieldSelector=spec.nodeName%3Dnode-{i}")
              for i in range(50)]
     assert all(resp.status == 200 for _, resp in conns)
     metrics = cluster.request("GET", "/metrics", port=cached_proxy.port, tls=False).body.decode()

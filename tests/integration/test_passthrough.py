@@ -334,3 +334,29 @@ def test_upgrade_is_tunnelled_byte_for_byte(cluster, tmp_path):
     finally:
         assert p.stop() == 0
         listener.close()
+
+
+def test_a_passthrough_watch_ends_upstream_when_its_client_leaves(cluster, proxy):
+    # Quiet watches: nothing will fail a write, so kube-fanout must notice the client's end.
+    def upstream_watches():
+        text = cluster.request("GET", "/metrics").body.decode()
+        return sum(float(l.rpartition(" ")[2]) for l in text.splitlines()
+                   if l.startswith("apiserver_longrunning_requests{") and 'verb="WATCH"' in l
+                   and 'resource="secrets"' in l)
+
+    before = upstream_watches()
+    conns = []
+    for _ in range(5):
+        conn, resp = open_watch(cluster, proxy.secure_port, "/api/v1/namespaces/default/secrets?watch=1&resourceVersion=0")
+        assert resp.status == 200
+        conns.append(conn)
+    deadline = time.monotonic() + 5
+    while upstream_watches() < before + 5 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert upstream_watches() == before + 5
+    for conn in conns:
+        conn.close()
+    deadline = time.monotonic() + 5
+    while upstream_watches() > before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert upstream_watches() == before
