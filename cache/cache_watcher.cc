@@ -8,8 +8,7 @@ bool WatchFilter::Matches(const CachedObject& object) const {
   return labels.Matches(object.labels()) && fields.Matches(object.fields());
 }
 
-CacheWatcher::CacheWatcher(WatchFilter filter, size_t max_queue_bytes,
-                           std::function<void()> notify)
+CacheWatcher::CacheWatcher(WatchFilter filter, size_t max_queue_bytes, std::function<void()> notify)
     : filter_(std::move(filter)), max_queue_bytes_(max_queue_bytes), notify_(std::move(notify)) {}
 
 CacheWatcher::Batch CacheWatcher::Take() {

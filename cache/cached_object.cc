@@ -41,8 +41,8 @@ std::string CachedObject::Key(std::string_view ns, std::string_view name) {
   return ns.empty() ? std::string(name) : absl::StrCat(ToAbsl(ns), "/", ToAbsl(name));
 }
 
-absl::StatusOr<std::shared_ptr<const CachedObject>> CachedObject::FromJson(
-    const ResourceType& type, std::string json) {
+absl::StatusOr<std::shared_ptr<const CachedObject>> CachedObject::FromJson(const ResourceType& type,
+                                                                           std::string json) {
   rapidjson::Document doc;
   doc.Parse(json.data(), json.size());
   if (doc.HasParseError() || !doc.IsObject()) {

@@ -183,7 +183,8 @@ Cacher::Stats Cacher::GetStats() const {
   s.watchers = watchers_.size();
   s.window_events = ring_.size();
   s.window_bytes = ring_.bytes();
-  watchers_.ForEach([&s](const std::shared_ptr<CacheWatcher>& w) { s.queued_bytes += w->queued_bytes(); });
+  watchers_.ForEach(
+      [&s](const std::shared_ptr<CacheWatcher>& w) { s.queued_bytes += w->queued_bytes(); });
   s.dispatched = dispatched_;
   s.watchers_cut = watchers_cut_;
   s.resource_version = rv_;

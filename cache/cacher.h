@@ -57,9 +57,9 @@ class Cacher {
     size_t watchers = 0;
     size_t window_events = 0;
     size_t window_bytes = 0;
-    size_t queued_bytes = 0;     // Across watchers, waiting to be written.
-    uint64_t dispatched = 0;     // Events queued to watchers, counted per watcher.
-    uint64_t watchers_cut = 0;   // Watchers closed for exceeding their byte budget.
+    size_t queued_bytes = 0;    // Across watchers, waiting to be written.
+    uint64_t dispatched = 0;    // Events queued to watchers, counted per watcher.
+    uint64_t watchers_cut = 0;  // Watchers closed for exceeding their byte budget.
     uint64_t resource_version = 0;
     bool synced = false;
     Clock::time_point last_update;  // Last upstream event, bookmark or list.

@@ -39,9 +39,9 @@ absl::StatusOr<std::vector<EventPtr>> EventRing::Since(uint64_t rv) const {
     return absl::OutOfRangeError(
         absl::StrCat("too old resource version: ", rv, " (", oldest_minus_one, ")"));
   }
-  auto first = std::upper_bound(
-      events_.begin(), events_.end(), rv,
-      [](uint64_t v, const EventPtr& e) { return v < e->resource_version(); });
+  auto first =
+      std::upper_bound(events_.begin(), events_.end(), rv,
+                       [](uint64_t v, const EventPtr& e) { return v < e->resource_version(); });
   return std::vector<EventPtr>(first, events_.end());
 }
 

@@ -100,8 +100,8 @@ absl::StatusOr<WatchLine> ParseWatchLine(std::string_view line) {
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
   rapidjson::Document doc;
   doc.Parse(line.data(), line.size());
-  if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("type") ||
-      !doc["type"].IsString() || !doc.HasMember("object") || !doc["object"].IsObject()) {
+  if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("type") || !doc["type"].IsString() ||
+      !doc.HasMember("object") || !doc["object"].IsObject()) {
     return absl::InvalidArgumentError("malformed watch event");
   }
   WatchLine out;

@@ -11,9 +11,12 @@ ObjectPtr WatchEvent::PrevAtEventVersion() const {
 
 std::string_view EventTypeName(EventType type) {
   switch (type) {
-    case EventType::kAdded: return "ADDED";
-    case EventType::kModified: return "MODIFIED";
-    case EventType::kDeleted: return "DELETED";
+    case EventType::kAdded:
+      return "ADDED";
+    case EventType::kModified:
+      return "MODIFIED";
+    case EventType::kDeleted:
+      return "DELETED";
   }
   return "MODIFIED";
 }

@@ -14,10 +14,14 @@ namespace {
 
 const char* LevelName(Logger::Level level) {
   switch (level) {
-    case Logger::Level::kDebug: return "debug";
-    case Logger::Level::kInfo: return "info";
-    case Logger::Level::kWarning: return "warning";
-    case Logger::Level::kError: return "error";
+    case Logger::Level::kDebug:
+      return "debug";
+    case Logger::Level::kInfo:
+      return "info";
+    case Logger::Level::kWarning:
+      return "warning";
+    case Logger::Level::kError:
+      return "error";
   }
   return "info";
 }

@@ -53,7 +53,8 @@ std::string ResponseHead(int code, std::string_view reason, std::optional<size_t
 
 // Which requests the cache can answer exactly; everything else passes through.
 bool Eligible(const RequestInfo& info, const http::fields& headers) {
-  if (info.subresource != "" || (info.verb != "list" && info.verb != "get" && info.verb != "watch")) {
+  if (info.subresource != "" ||
+      (info.verb != "list" && info.verb != "get" && info.verb != "watch")) {
     return false;
   }
   if (info.verb_via_path_prefix) return false;  // Legacy /watch/ paths: passthrough for now.
@@ -81,8 +82,8 @@ bool Eligible(const RequestInfo& info, const http::fields& headers) {
   const bool send_initial = q.Has("sendInitialEvents");
   if (info.verb == "list") {
     if (send_initial || q.Has("watch")) return false;
-    if (rvm && *rvm != "NotOlderThan") return false;       // Exact needs a snapshot.
-    if (rvm && (!rv || rv->empty())) return false;           // The apiserver's 422.
+    if (rvm && *rvm != "NotOlderThan") return false;          // Exact needs a snapshot.
+    if (rvm && (!rv || rv->empty())) return false;            // The apiserver's 422.
     if (q.Has("limit") && (!rv || *rv != "0")) return false;  // Pagination: apiserver.
   }
   if (info.verb == "watch") {
@@ -181,7 +182,8 @@ asio::awaitable<std::optional<uint64_t>> RequiredVersion(CacheRequest& r) {
   co_return need;
 }
 
-asio::awaitable<beast::error_code> WriteAll(AnyStream& s, const std::vector<asio::const_buffer>& b) {
+asio::awaitable<beast::error_code> WriteAll(AnyStream& s,
+                                            const std::vector<asio::const_buffer>& b) {
   s.tcp().expires_after(kWriteTimeout);
   auto [ec, n] = co_await asio::async_write(s, b, use_nothrow);
   co_return ec;
@@ -207,16 +209,16 @@ asio::awaitable<beast::error_code> WriteResponse(AnyStream& client, int code,
   constexpr size_t kGoChunkingThreshold = 2048;
   static constexpr std::string_view kTail = "\r\n0\r\n\r\n";
   const bool chunked = length > kGoChunkingThreshold;
-  const std::string head = ResponseHead(code, reason, chunked ? std::nullopt
-                                                              : std::optional<size_t>(length));
+  const std::string head =
+      ResponseHead(code, reason, chunked ? std::nullopt : std::optional<size_t>(length));
   const std::string chunk = chunked ? ChunkHeader(length) : std::string();
   body.insert(body.begin(), {asio::buffer(head), asio::buffer(chunk)});
   if (chunked) body.push_back(asio::buffer(kTail));
   // Large lists go out in slices of buffers; the caller keeps the items alive meanwhile.
   for (size_t i = 0; i < body.size(); i += 512) {
-    std::vector<asio::const_buffer> slice(body.begin() + static_cast<std::ptrdiff_t>(i),
-                                          body.begin() + static_cast<std::ptrdiff_t>(
-                                                             std::min(body.size(), i + 512)));
+    std::vector<asio::const_buffer> slice(
+        body.begin() + static_cast<std::ptrdiff_t>(i),
+        body.begin() + static_cast<std::ptrdiff_t>(std::min(body.size(), i + 512)));
     if (auto ec = co_await WriteAll(client, slice)) co_return ec;
   }
   co_return beast::error_code{};
@@ -269,11 +271,11 @@ asio::awaitable<CacheOutcome> ServeGet(CacheRequest& r) {
     std::string details = absl::StrCat("{\"name\":\"", r.info.name, "\"");
     if (!t.group.empty()) absl::StrAppend(&details, ",\"group\":\"", t.group, "\"");
     absl::StrAppend(&details, ",\"kind\":\"", t.resource, "\"}");
-    body = absl::StrCat("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":"
-                        "\"Failure\",\"message\":\"",
-                        t.GroupResource(), " \\\"", r.info.name,
-                        "\\\" not found\",\"reason\":\"NotFound\",\"details\":", details,
-                        ",\"code\":404}\n");
+    body = absl::StrCat(
+        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":"
+        "\"Failure\",\"message\":\"",
+        t.GroupResource(), " \\\"", r.info.name,
+        "\\\" not found\",\"reason\":\"NotFound\",\"details\":", details, ",\"code\":404}\n");
     length = body.size();
   }
   if (obj) {
@@ -311,7 +313,6 @@ struct Wakeup {
   }
 };
 
-
 struct WatchParams {
   Cacher::Start start = Cacher::Start::kInitialState;
   uint64_t rv = 0;
@@ -330,8 +331,8 @@ asio::awaitable<CacheOutcome> WatchLoop(CacheRequest& r, WatchFilter filter, Wat
       if (auto w = weak.lock()) w->Wake();
     });
   };
-  auto watcher = r.cacher.Watch(Cacher::WatchRequest{std::move(filter), p.start, p.rv,
-                                                     r.watcher_max_queue_bytes, notify});
+  auto watcher = r.cacher.Watch(
+      Cacher::WatchRequest{std::move(filter), p.start, p.rv, r.watcher_max_queue_bytes, notify});
   const std::string head = ResponseHead(200, "OK", std::nullopt);
   if (!watcher.ok()) {
     // Like the apiserver: HTTP 200, one ERROR event carrying the 410 Status, then the end.
@@ -396,7 +397,8 @@ asio::awaitable<CacheOutcome> WatchLoop(CacheRequest& r, WatchFilter filter, Wat
     if (n > 0) {
       size = ChunkHeader(n);
       bufs.push_back(asio::buffer(size));
-      for (const Piece& piece : batch.pieces) bufs.emplace_back(piece.bytes.data(), piece.bytes.size());
+      for (const Piece& piece : batch.pieces)
+        bufs.emplace_back(piece.bytes.data(), piece.bytes.size());
       if (bookmark) bufs.push_back(asio::buffer(*bookmark));
       bufs.push_back(asio::buffer(kCrlf));
       if (auto ec = co_await WriteAll(r.client, bufs)) {

@@ -2,11 +2,11 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/post.hpp>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -29,8 +29,8 @@ absl::StatusOr<ResourceSpec> ResourceSpec::Parse(std::string_view text) {
   if (dot != std::string_view::npos) s.group = std::string(rest.substr(dot + 1));
   if (s.version.empty()) {
     if (!s.group.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cached resource \"", ToAbsl(text), "\" needs a version: RESOURCE.GROUP/VERSION"));
+      return absl::InvalidArgumentError(absl::StrCat("cached resource \"", ToAbsl(text),
+                                                     "\" needs a version: RESOURCE.GROUP/VERSION"));
     }
     s.version = "v1";
   }
@@ -41,8 +41,10 @@ absl::StatusOr<ResourceSpec> ResourceSpec::Parse(std::string_view text) {
 }
 
 std::vector<std::string> DefaultCachedResources() {
-  return {"pods", "nodes", "services", "namespaces", "configmaps",
-          "endpointslices.discovery.k8s.io/v1", "events", "events.events.k8s.io/v1"};
+  return {"pods",       "nodes",
+          "services",   "namespaces",
+          "configmaps", "endpointslices.discovery.k8s.io/v1",
+          "events",     "events.events.k8s.io/v1"};
 }
 
 CachedResources::CachedResources(std::vector<ResourceSpec> specs, EventRingLimits limits,
@@ -96,12 +98,22 @@ asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
       }
     }
     // Built-in groups encode list items without type fields; custom resources keep them.
-    static const char* kBuiltinGroups[] = {"", "apps", "batch", "discovery.k8s.io",
-                                           "events.k8s.io", "networking.k8s.io", "policy",
-                                           "rbac.authorization.k8s.io", "storage.k8s.io",
-                                           "coordination.k8s.io", "autoscaling", "node.k8s.io",
-                                           "scheduling.k8s.io", "admissionregistration.k8s.io",
-                                           "certificates.k8s.io", "resource.k8s.io"};
+    static const char* kBuiltinGroups[] = {"",
+                                           "apps",
+                                           "batch",
+                                           "discovery.k8s.io",
+                                           "events.k8s.io",
+                                           "networking.k8s.io",
+                                           "policy",
+                                           "rbac.authorization.k8s.io",
+                                           "storage.k8s.io",
+                                           "coordination.k8s.io",
+                                           "autoscaling",
+                                           "node.k8s.io",
+                                           "scheduling.k8s.io",
+                                           "admissionregistration.k8s.io",
+                                           "certificates.k8s.io",
+                                           "resource.k8s.io"};
     type.list_items_have_type_meta = true;
     for (const char* g : kBuiltinGroups) {
       if (type.group == g) type.list_items_have_type_meta = false;
@@ -112,7 +124,8 @@ asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
       continue;
     }
     auto e = std::make_unique<Entry>();
-    e->cacher = std::make_unique<Cacher>(type, limits_, [] { return std::chrono::steady_clock::now(); });
+    e->cacher =
+        std::make_unique<Cacher>(type, limits_, [] { return std::chrono::steady_clock::now(); });
     e->reflector = std::make_unique<Reflector>(*e->cacher, pool, cred, log_);
     entries.push_back(std::move(e));
   }
@@ -127,8 +140,7 @@ Cacher* CachedResources::Find(const RequestInfo& info) const {
   if (!started_.load()) return nullptr;
   for (const auto& e : entries_) {
     const ResourceType& t = e->cacher->type();
-    if (t.resource == info.resource && t.group == info.api_group &&
-        t.version == info.api_version) {
+    if (t.resource == info.resource && t.group == info.api_group && t.version == info.api_version) {
       return e->cacher.get();
     }
   }

@@ -13,8 +13,7 @@ HealthChecks::HealthChecks() {
   Add("ping", {Endpoint::kHealthz, Endpoint::kLivez, Endpoint::kReadyz},
       [] { return absl::OkStatus(); });
   Add("shutdown", {Endpoint::kReadyz}, [this] {
-    return shutting_down() ? absl::UnavailableError("process is shutting down")
-                           : absl::OkStatus();
+    return shutting_down() ? absl::UnavailableError("process is shutting down") : absl::OkStatus();
   });
 }
 
@@ -70,11 +69,13 @@ HealthChecks::Response HealthChecks::Run(Endpoint endpoint, std::string_view end
   }
   if (!found) return Response{404, "404 page not found\n"};
   if (!only.empty()) {
-    return failed ? Response{500, absl::StrCat("internal server error: ", ToAbsl(only), " check failed\n")}
+    return failed ? Response{500, absl::StrCat("internal server error: ", ToAbsl(only),
+                                               " check failed\n")}
                   : Response{200, "ok"};
   }
   if (failed) return Response{500, absl::StrCat(listing, ToAbsl(endpoint_name), " check failed\n")};
-  if (verbose) return Response{200, absl::StrCat(listing, ToAbsl(endpoint_name), " check passed\n")};
+  if (verbose)
+    return Response{200, absl::StrCat(listing, ToAbsl(endpoint_name), " check passed\n")};
   return Response{200, "ok"};
 }
 

@@ -13,15 +13,21 @@ namespace http = boost::beast::http;
 namespace {
 
 constexpr std::string_view kHopByHop[] = {
-    "connection",  "keep-alive", "proxy-connection",  "proxy-authenticate", "proxy-authorization",
-    "te",          "trailer",    "transfer-encoding", "upgrade",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
 };
 
 std::vector<std::string> ConnectionTokens(const http::fields& fields) {
   std::vector<std::string> tokens;
-  for (auto it = fields.find(http::field::connection); it != fields.end() &&
-                                                       it->name() == http::field::connection;
-       ++it) {
+  for (auto it = fields.find(http::field::connection);
+       it != fields.end() && it->name() == http::field::connection; ++it) {
     for (absl::string_view t : absl::StrSplit(ToAbsl(it->value()), ',')) {
       t = absl::StripAsciiWhitespace(t);
       if (!t.empty()) tokens.push_back(absl::AsciiStrToLower(t));
@@ -46,8 +52,8 @@ void CopyEndToEndFields(const http::fields& from, http::fields& to) {
     bool drop = false;
     for (std::string_view h : kHopByHop) drop = drop || name == h;
     for (const std::string& n : named) drop = drop || name == n;
-    if (name == "expect" && absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(ToAbsl(f.value())),
-                                                   "100-continue")) {
+    if (name == "expect" &&
+        absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(ToAbsl(f.value())), "100-continue")) {
       drop = true;
     }
     if (!drop) to.insert(f.name_string(), f.value());

@@ -65,8 +65,8 @@ HttpSession::~HttpSession() {
 }
 
 void HttpSession::Start() {
-  asio::co_spawn(worker_.ioc(), [self = shared_from_this()] { return self->Run(); },
-                 asio::detached);
+  asio::co_spawn(
+      worker_.ioc(), [self = shared_from_this()] { return self->Run(); }, asio::detached);
 }
 
 void HttpSession::Stop() {
@@ -102,8 +102,9 @@ asio::awaitable<bool> HttpSession::ServeOne() {
   if (ec) {
     // Only a malformed request is answered (as Go's server does, then the connection closes);
     // a peer that went away, a timeout or a stop just ends the connection.
-    const bool malformed = ec != http::error::end_of_stream && ec != http::error::partial_message &&
-                           &ec.category() == &http::make_error_code(http::error::bad_target).category();
+    const bool malformed =
+        ec != http::error::end_of_stream && ec != http::error::partial_message &&
+        &ec.category() == &http::make_error_code(http::error::bad_target).category();
     if (malformed) {
       RequestLog log;
       log.route = "reject";
@@ -128,8 +129,8 @@ asio::awaitable<bool> HttpSession::ServeOne() {
   log.verb = info->verb;
   log.resource = info->GroupResource();
 
-  if (!info->is_resource_request && (req.method() == http::verb::get ||
-                                     req.method() == http::verb::head)) {
+  if (!info->is_resource_request &&
+      (req.method() == http::verb::get || req.method() == http::verb::head)) {
     if (info->path == "/metrics") {
       log.route = "local";
       co_return co_await WriteSimple(200, "text/plain; version=0.0.4; charset=utf-8",
@@ -139,8 +140,7 @@ asio::awaitable<bool> HttpSession::ServeOne() {
       log.route = "local";
       // Nothing is expected after a GET header; anything that is there closes the connection.
       co_return co_await WriteSimple(health->code, "text/plain; charset=utf-8",
-                                     std::move(health->body), keep_alive && parser.is_done(),
-                                     log);
+                                     std::move(health->body), keep_alive && parser.is_done(), log);
     }
   }
 
@@ -155,12 +155,18 @@ asio::awaitable<bool> HttpSession::ServeOne() {
   if (Cacher* cacher = env_.cache ? env_.cache->Find(*info) : nullptr;
       cacher != nullptr && req.method() == http::verb::get && parser.is_done()) {
     if (info->verb == "watch") state_ = State::kWatching;
-    CacheRequest creq{*client_,        buffer_,
-                      req.base(),      *info,
-                      *cacher,         worker_.own_pool(),
-                      worker_.upstream_pool(), worker_.access_review(),
-                      env_.cache_stats, stopping_,
-                      env_.own_credentials, env_.watcher_max_queue_bytes,
+    CacheRequest creq{*client_,
+                      buffer_,
+                      req.base(),
+                      *info,
+                      *cacher,
+                      worker_.own_pool(),
+                      worker_.upstream_pool(),
+                      worker_.access_review(),
+                      env_.cache_stats,
+                      stopping_,
+                      env_.own_credentials,
+                      env_.watcher_max_queue_bytes,
                       env_.bookmark_interval_ms};
     std::optional<CacheOutcome> served = co_await ServeFromCache(creq, stop_hook_);
     state_ = State::kBusy;
@@ -170,24 +176,24 @@ asio::awaitable<bool> HttpSession::ServeOne() {
       log.bytes = served->bytes;
       log.error = served->error;
       LogRequest(log);
-      co_return served->keep_alive && keep_alive && !stopping_;
+      co_return served->keep_alive&& keep_alive && !stopping_;
     }
   }
 
   log.route = IsUpgradeRequest(req.base()) ? "tunnel" : "passthrough";
   if (info->verb == "watch") state_ = State::kWatching;
-  RelayRequest relay{*client_, buffer_, parser, *info, std::string(IpOf(remote_)),
-                     worker_.upstream_pool(), stop_hook_, stopping_};
+  RelayRequest relay{
+      *client_,   buffer_,  parser, *info, std::string(IpOf(remote_)), worker_.upstream_pool(),
+      stop_hook_, stopping_};
   RelayOutcome outcome = co_await Relay(relay);
   state_ = State::kBusy;
   log.upstream = outcome.upstream;
   log.error = outcome.error;
   if (outcome.status == 0) {
     // Nothing reached the client yet: say why, as a Status.
-    KubeStatus status{503, "ServiceUnavailable",
-                      absl::StrCat("kube-fanout could not reach the upstream apiserver: ",
-                                   outcome.error),
-                      1};
+    KubeStatus status{
+        503, "ServiceUnavailable",
+        absl::StrCat("kube-fanout could not reach the upstream apiserver: ", outcome.error), 1};
     co_return co_await WriteKubeStatus(status, false, log);
   }
   log.status = outcome.status;
@@ -210,18 +216,23 @@ void HttpSession::LogRequest(const RequestLog& log) const {
     ++r.rejected;
   }
   if (log.status == 503 && log.upstream.empty()) ++r.upstream_unavailable;
-  env_.log.Info("request", {{"remote", remote_},       {"method", log.method},
-                            {"uri", log.uri},          {"verb", log.verb},
-                            {"resource", log.resource}, {"status", log.status},
-                            {"bytes", log.bytes},      {"route", log.route},
-                            {"upstream", log.upstream}, {"error", log.error},
+  env_.log.Info("request", {{"remote", remote_},
+                            {"method", log.method},
+                            {"uri", log.uri},
+                            {"verb", log.verb},
+                            {"resource", log.resource},
+                            {"status", log.status},
+                            {"bytes", log.bytes},
+                            {"route", log.route},
+                            {"upstream", log.upstream},
+                            {"error", log.error},
                             {"user_agent", log.user_agent},
                             {"latency_ms", absl::ToDoubleMilliseconds(absl::Now() - log.start)}});
 }
 
 asio::awaitable<bool> HttpSession::WriteSimple(int code, std::string_view content_type,
-                                               std::string body, bool keep_alive,
-                                               RequestLog& log, std::optional<int> retry_after) {
+                                               std::string body, bool keep_alive, RequestLog& log,
+                                               std::optional<int> retry_after) {
   http::response<http::string_body> res;
   res.result(static_cast<unsigned>(code));
   res.version(11);

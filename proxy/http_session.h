@@ -65,8 +65,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
                                     bool keep_alive, RequestLog& log,
                                     std::optional<int> retry_after = std::nullopt);
   void LogRequest(const RequestLog& log) const;
-  asio::awaitable<bool> WriteKubeStatus(const KubeStatus& status, bool keep_alive,
-                                        RequestLog& log);
+  asio::awaitable<bool> WriteKubeStatus(const KubeStatus& status, bool keep_alive, RequestLog& log);
 
   std::unique_ptr<AnyStream> client_;
   std::string remote_;

@@ -32,15 +32,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   // Thousands of watchers are thousands of sockets: use all the descriptors allowed.
-  if (rlimit nofile{}; getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+  if (rlimit nofile{};
+      getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
     nofile.rlim_cur = nofile.rlim_max;
     setrlimit(RLIMIT_NOFILE, &nofile);
   }
-  const kf::Logger log(2, options->verbosity >= 4 ? kf::Logger::Level::kDebug
-                                                  : kf::Logger::Level::kInfo);
+  const kf::Logger log(
+      2, options->verbosity >= 4 ? kf::Logger::Level::kDebug : kf::Logger::Level::kInfo);
   auto upstream = kf::ResolveUpstream(*options);
   if (!upstream.ok()) {
-    log.Error("cannot configure the upstream", {{"error", std::string(upstream.status().message())}});
+    log.Error("cannot configure the upstream",
+              {{"error", std::string(upstream.status().message())}});
     return 1;
   }
   kf::Server server(*std::move(options), *std::move(upstream), log);

@@ -37,23 +37,30 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
                           {"tunnel", routes.tunnel.load()},
                           {"local", routes.local.load()},
                           {"rejected", routes.rejected.load()}}) {
-    w.Sample("kube_fanout_requests_total", absl::StrCat("route=\"", route, "\""), static_cast<double>(n));
+    w.Sample("kube_fanout_requests_total", absl::StrCat("route=\"", route, "\""),
+             static_cast<double>(n));
   }
   w.Family("kube_fanout_upstream_unavailable_total", "counter",
            "Requests answered 503 because no upstream endpoint answered.");
-  w.Sample("kube_fanout_upstream_unavailable_total", "", static_cast<double>(routes.upstream_unavailable.load()));
+  w.Sample("kube_fanout_upstream_unavailable_total", "",
+           static_cast<double>(routes.upstream_unavailable.load()));
   w.Family("kube_fanout_open_connections", "gauge", "Client connections open.");
   w.Sample("kube_fanout_open_connections", "", static_cast<double>(open_connections));
 
-  w.Family("kube_fanout_cache_requests_total", "counter", "Reads answered from the cache, by verb.");
-  w.Sample("kube_fanout_cache_requests_total", "verb=\"list\"", static_cast<double>(serve.lists.load()));
-  w.Sample("kube_fanout_cache_requests_total", "verb=\"get\"", static_cast<double>(serve.gets.load()));
-  w.Sample("kube_fanout_cache_requests_total", "verb=\"watch\"", static_cast<double>(serve.watches.load()));
+  w.Family("kube_fanout_cache_requests_total", "counter",
+           "Reads answered from the cache, by verb.");
+  w.Sample("kube_fanout_cache_requests_total", "verb=\"list\"",
+           static_cast<double>(serve.lists.load()));
+  w.Sample("kube_fanout_cache_requests_total", "verb=\"get\"",
+           static_cast<double>(serve.gets.load()));
+  w.Sample("kube_fanout_cache_requests_total", "verb=\"watch\"",
+           static_cast<double>(serve.watches.load()));
   w.Family("kube_fanout_cache_declined_total", "counter",
            "Reads of cached resources passed through (not answerable exactly, or not allowed).");
   w.Sample("kube_fanout_cache_declined_total", "", static_cast<double>(serve.declined.load()));
   w.Family("kube_fanout_cache_bytes_written_total", "counter", "Bytes written from the cache.");
-  w.Sample("kube_fanout_cache_bytes_written_total", "", static_cast<double>(serve.bytes_written.load()));
+  w.Sample("kube_fanout_cache_bytes_written_total", "",
+           static_cast<double>(serve.bytes_written.load()));
 
   if (cache == nullptr || !cache->started()) return w.Take();
   struct Row {

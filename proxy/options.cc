@@ -16,7 +16,6 @@ namespace kf {
 namespace po = boost::program_options;
 namespace {
 
-
 po::options_description Describe(ProxyOptions* o, std::string* grace, std::string* dial,
                                  std::string* bookmark) {
   po::options_description d("Flags", /*line_length=*/100, /*min_description_length=*/50);
@@ -80,8 +79,8 @@ po::options_description Describe(ProxyOptions* o, std::string* grace, std::strin
 absl::Status ParseDurationFlag(std::string_view name, const std::string& text,
                                absl::Duration* out) {
   if (!absl::ParseDuration(text, out) || *out < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("invalid argument \"", text, "\" for \"--", ToAbsl(name), "\" flag: not a duration"));
+    return absl::InvalidArgumentError(absl::StrCat("invalid argument \"", text, "\" for \"--",
+                                                   ToAbsl(name), "\" flag: not a duration"));
   }
   return absl::OkStatus();
 }
@@ -91,17 +90,20 @@ absl::Status ParseDurationFlag(std::string_view name, const std::string& text,
 absl::StatusOr<HostPort> HostPort::Parse(std::string_view text) {
   const size_t colon = text.rfind(':');
   if (colon == std::string_view::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("address \"", ToAbsl(text), "\" is not HOST:PORT"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("address \"", ToAbsl(text), "\" is not HOST:PORT"));
   }
   HostPort hp;
   absl::string_view host = ToAbsl(text.substr(0, colon));
   if (absl::ConsumePrefix(&host, "[") && !absl::ConsumeSuffix(&host, "]")) {
-    return absl::InvalidArgumentError(absl::StrCat("address \"", ToAbsl(text), "\" has a bad IPv6 host"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("address \"", ToAbsl(text), "\" has a bad IPv6 host"));
   }
   hp.host = host.empty() ? "0.0.0.0" : std::string(host);
   uint32_t port = 0;
   if (!absl::SimpleAtoi(ToAbsl(text.substr(colon + 1)), &port) || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("address \"", ToAbsl(text), "\" has a bad port"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("address \"", ToAbsl(text), "\" has a bad port"));
   }
   hp.port = static_cast<uint16_t>(port);
   return hp;
@@ -116,25 +118,24 @@ absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv) {
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=' &&
-        a.find('=') == a.size() - 1) {
+    if (a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=' && a.find('=') == a.size() - 1) {
       a.pop_back();
     }
     args.push_back(std::move(a));
   }
   try {
     po::variables_map vm;
-    po::store(po::command_line_parser(args)
-                  .options(desc)
-                  .style(po::command_line_style::unix_style |
-                         po::command_line_style::allow_long_disguise)
-                  .run(),
-              vm);
+    po::store(
+        po::command_line_parser(args)
+            .options(desc)
+            .style(po::command_line_style::unix_style | po::command_line_style::allow_long_disguise)
+            .run(),
+        vm);
     po::notify(vm);
     if (vm.count("cache-resources")) {
       o.cache_resources_set = true;
-      for (absl::string_view r : absl::StrSplit(vm["cache-resources"].as<std::string>(), ',',
-                                                absl::SkipWhitespace())) {
+      for (absl::string_view r :
+           absl::StrSplit(vm["cache-resources"].as<std::string>(), ',', absl::SkipWhitespace())) {
         o.cache_resources.emplace_back(absl::StripAsciiWhitespace(r));
       }
     }
@@ -182,7 +183,8 @@ absl::Status Validate(const ProxyOptions& o) {
         "--secure-listen needs --tls-cert-file and --tls-private-key-file");
   }
   if (o.secure_listen.empty() && (!o.tls_cert_file.empty() || !o.tls_private_key_file.empty())) {
-    return absl::InvalidArgumentError("--tls-cert-file/--tls-private-key-file need --secure-listen");
+    return absl::InvalidArgumentError(
+        "--tls-cert-file/--tls-private-key-file need --secure-listen");
   }
   if (o.threads < 0) return absl::InvalidArgumentError("--threads must be 0 or more");
   return absl::OkStatus();
@@ -202,8 +204,8 @@ absl::StatusOr<UpstreamConfig> ResolveUpstream(const ProxyOptions& o) {
             "$KUBECONFIG");
       }
       // Like kubectl, the first file of a colon-separated $KUBECONFIG.
-      cfg = LoadKubeconfig(std::string(std::string_view(env).substr(0, std::string_view(env).find(':'))),
-                           o.context);
+      cfg = LoadKubeconfig(
+          std::string(std::string_view(env).substr(0, std::string_view(env).find(':'))), o.context);
     }
   } else {
     cfg = UpstreamConfig{};

@@ -24,7 +24,8 @@ class OwnCredentials {
     absl::MutexLock lock(&mu_);
     const auto now = std::chrono::steady_clock::now();
     if (!token_file_.empty() && now >= next_read_) {
-      if (auto t = ReadFile(token_file_); t.ok()) token_ = std::string(absl::StripAsciiWhitespace(*t));
+      if (auto t = ReadFile(token_file_); t.ok())
+        token_ = std::string(absl::StripAsciiWhitespace(*t));
       next_read_ = now + std::chrono::minutes(1);
     }
     return token_.empty() ? std::string() : "Bearer " + token_;

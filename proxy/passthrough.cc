@@ -104,7 +104,8 @@ asio::awaitable<beast::error_code> SendRequest(RelayRequest& r, AnyStream& up,
     r.parser.get().body().data = buf.data();
     r.parser.get().body().size = buf.size();
     r.client.tcp().expires_after(kBodyIdleTimeout);
-    auto [rec, rn] = co_await http::async_read_some(r.client, r.client_buffer, r.parser, use_nothrow);
+    auto [rec, rn] =
+        co_await http::async_read_some(r.client, r.client_buffer, r.parser, use_nothrow);
     if (!IgnoreNeedBuffer(rec)) co_return rec;
     req.body().data = buf.data();
     req.body().size = buf.size() - r.parser.get().body().size;
@@ -149,7 +150,7 @@ asio::awaitable<void> PumpBody(BodyRelay& b) {
     }
     b.rp.get().body().data = buf.data();
     b.rp.get().body().size = buf.size();
-    b.up.tcp().expires_after(!b.watch ? std::chrono::seconds(kBodyIdleTimeout)
+    b.up.tcp().expires_after(!b.watch     ? std::chrono::seconds(kBodyIdleTimeout)
                              : r.stopping ? std::chrono::seconds(kStopFinishEventTimeout)
                                           : std::chrono::seconds(kWatchIdleTimeout));
     auto [rec, rn] = co_await http::async_read_some(b.up, b.up_buf, b.rp, use_nothrow);

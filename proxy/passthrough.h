@@ -23,12 +23,12 @@ namespace kf {
 namespace http = beast::http;
 
 struct RelayOutcome {
-  int status = 0;            // HTTP status sent to the client; 0 if nothing was sent.
-  uint64_t bytes_out = 0;    // Response body bytes sent to the client.
+  int status = 0;                // HTTP status sent to the client; 0 if nothing was sent.
+  uint64_t bytes_out = 0;        // Response body bytes sent to the client.
   bool client_reusable = false;  // The client connection may serve another request.
-  bool upgraded = false;     // A tunnel ran after a 101.
-  std::string upstream;      // Endpoint URL used.
-  std::string error;         // Why the relay ended early, if it did.
+  bool upgraded = false;         // A tunnel ran after a 101.
+  std::string upstream;          // Endpoint URL used.
+  std::string error;             // Why the relay ended early, if it did.
 };
 
 struct RelayRequest {

@@ -67,7 +67,8 @@ std::optional<std::string_view> Query::First(std::string_view key) const {
 
 std::optional<bool> ParseGoBool(std::string_view s) {
   if (s == "1" || s == "t" || s == "T" || s == "TRUE" || s == "true" || s == "True") return true;
-  if (s == "0" || s == "f" || s == "F" || s == "FALSE" || s == "false" || s == "False") return false;
+  if (s == "0" || s == "f" || s == "F" || s == "FALSE" || s == "false" || s == "False")
+    return false;
   return std::nullopt;
 }
 

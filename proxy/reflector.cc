@@ -34,8 +34,8 @@ void Reflector::Stop() {
 
 asio::awaitable<void> Reflector::Backoff() {
   // Exponential from 250 ms to 30 s, with full jitter, as client-go's reflector backs off.
-  backoff_ = backoff_.count() == 0 ? std::chrono::milliseconds(250)
-                                   : std::min(backoff_ * 2, kMaxBackoff);
+  backoff_ =
+      backoff_.count() == 0 ? std::chrono::milliseconds(250) : std::min(backoff_ * 2, kMaxBackoff);
   std::uniform_int_distribution<int64_t> jitter(backoff_.count() / 2, backoff_.count());
   asio::steady_timer timer(co_await asio::this_coro::executor);
   timer.expires_after(std::chrono::milliseconds(jitter(rng_)));
@@ -50,8 +50,8 @@ asio::awaitable<void> Reflector::Run() {
       absl::Status s = co_await ListAll();
       if (!s.ok()) {
         ++stats_.errors;
-        log_.Warning("upstream list failed", {{"resource", cacher_.type().GroupResource()},
-                                              {"error", ToStd(s.message())}});
+        log_.Warning("upstream list failed",
+                     {{"resource", cacher_.type().GroupResource()}, {"error", ToStd(s.message())}});
         co_await Backoff();
         continue;
       }
@@ -86,9 +86,8 @@ asio::awaitable<absl::Status> Reflector::ListAll() {
       continue;
     }
     if (res->status != 200) {
-      co_return absl::UnavailableError(
-          absl::StrCat("LIST ", CollectionPath(), ": HTTP ", res->status, ": ",
-                       res->body.substr(0, 300)));
+      co_return absl::UnavailableError(absl::StrCat("LIST ", CollectionPath(), ": HTTP ",
+                                                    res->status, ": ", res->body.substr(0, 300)));
     }
     auto page = ParseListPage(res->body);
     if (!page.ok()) co_return page.status();
@@ -115,20 +114,20 @@ asio::awaitable<absl::Status> Reflector::ListAll() {
 asio::awaitable<Reflector::WatchEnd> Reflector::WatchOnce() {
   // client-go's reflector picks a timeout in [5, 10) minutes; so do we.
   std::uniform_int_distribution<int> timeout(300, 599);
-  const std::string target =
-      absl::StrCat(CollectionPath(), "?allowWatchBookmarks=true&resourceVersion=",
-                   cacher_.resource_version(), "&timeoutSeconds=", timeout(rng_), "&watch=true");
+  const std::string target = absl::StrCat(
+      CollectionPath(), "?allowWatchBookmarks=true&resourceVersion=", cacher_.resource_version(),
+      "&timeoutSeconds=", timeout(rng_), "&watch=true");
   ++stats_.watches;
-  auto opened = co_await UpstreamWatch::Open(pool_, target, credentials_(),
-                                             std::chrono::seconds(660));
+  auto opened =
+      co_await UpstreamWatch::Open(pool_, target, credentials_(), std::chrono::seconds(660));
   if (!opened.ok()) {
     log_.Warning("upstream watch failed", {{"resource", cacher_.type().GroupResource()},
                                            {"error", ToStd(opened.status().message())}});
     co_return WatchEnd::kFailed;
   }
   if (auto* res = std::get_if<UpstreamResponse>(&*opened)) {
-    log_.Warning("upstream watch refused", {{"resource", cacher_.type().GroupResource()},
-                                            {"status", res->status}});
+    log_.Warning("upstream watch refused",
+                 {{"resource", cacher_.type().GroupResource()}, {"status", res->status}});
     co_return res->status == 410 ? WatchEnd::kExpired : WatchEnd::kFailed;
   }
   std::unique_ptr<UpstreamWatch> watch = std::move(std::get<0>(*opened));
@@ -140,7 +139,8 @@ asio::awaitable<Reflector::WatchEnd> Reflector::WatchOnce() {
   const ResourceType& t = cacher_.type();
   for (;;) {
     auto line = co_await watch->NextLine();
-    if (!line.ok()) co_return absl::IsNotFound(line.status()) ? WatchEnd::kEnded : WatchEnd::kFailed;
+    if (!line.ok())
+      co_return absl::IsNotFound(line.status()) ? WatchEnd::kEnded : WatchEnd::kFailed;
     if (line->empty()) continue;
     auto ev = ParseWatchLine(*line);
     if (!ev.ok()) co_return WatchEnd::kFailed;
@@ -166,12 +166,12 @@ asio::awaitable<void> Reflector::ProbeBookmarkTemplate() {
   // A WatchList request selecting nothing ("-" is never a valid name) answers with just its
   // end-of-initial-events bookmark: the exact bookmark object the apiserver writes for this
   // kind, zero-value fields and all. Without the annotation it is our bookmark template.
-  const std::string target = absl::StrCat(
-      CollectionPath(),
-      "?allowWatchBookmarks=true&fieldSelector=metadata.name%3D-&resourceVersionMatch="
-      "NotOlderThan&sendInitialEvents=true&timeoutSeconds=5&watch=true");
-  auto opened = co_await UpstreamWatch::Open(pool_, target, credentials_(),
-                                             std::chrono::seconds(10));
+  const std::string target =
+      absl::StrCat(CollectionPath(),
+                   "?allowWatchBookmarks=true&fieldSelector=metadata.name%3D-&resourceVersionMatch="
+                   "NotOlderThan&sendInitialEvents=true&timeoutSeconds=5&watch=true");
+  auto opened =
+      co_await UpstreamWatch::Open(pool_, target, credentials_(), std::chrono::seconds(10));
   if (!opened.ok() || opened->index() != 0) co_return;
   auto line = co_await std::get<0>(*opened)->NextLine();
   if (!line.ok()) co_return;

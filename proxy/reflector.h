@@ -22,8 +22,8 @@ namespace kf {
 
 struct ReflectorStats {
   std::atomic<uint64_t> events{0};
-  std::atomic<uint64_t> watches{0};   // Upstream watch requests made.
-  std::atomic<uint64_t> relists{0};   // LISTs after the first.
+  std::atomic<uint64_t> watches{0};  // Upstream watch requests made.
+  std::atomic<uint64_t> relists{0};  // LISTs after the first.
   std::atomic<uint64_t> errors{0};
 };
 

@@ -55,7 +55,8 @@ bool ExactFieldMatch(std::string_view selector, std::string_view field, std::str
       if (t[i] == '!' && i + 1 < t.size() && t[i + 1] == '=') return false;
       if (t[i] == '=') {
         std::string_view key = std::string_view(t).substr(0, i);
-        std::string_view raw = std::string_view(t).substr(i + ((i + 1 < t.size() && t[i + 1] == '=') ? 2 : 1));
+        std::string_view raw =
+            std::string_view(t).substr(i + ((i + 1 < t.size() && t[i + 1] == '=') ? 2 : 1));
         if (key != field) return false;
         std::string unescaped;
         for (size_t j = 0; j < raw.size(); ++j) {
@@ -139,7 +140,8 @@ absl::StatusOr<RequestInfo> RequestInfo::Parse(std::string_view method, std::str
     info.query = Query::Parse(target.substr(q + 1));
   }
   auto path = PathUnescape(raw_path);
-  if (!path) return absl::InvalidArgumentError(absl::StrCat("invalid URL escape in ", ToAbsl(raw_path)));
+  if (!path)
+    return absl::InvalidArgumentError(absl::StrCat("invalid URL escape in ", ToAbsl(raw_path)));
   info.path = std::move(*path);
   info.verb = absl::AsciiStrToLower(ToAbsl(method));
 

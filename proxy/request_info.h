@@ -30,7 +30,7 @@ struct RequestInfo {
   std::string resource;
   std::string subresource;
   std::string name;
-  std::vector<std::string> parts;  // Path parts from the resource on.
+  std::vector<std::string> parts;     // Path parts from the resource on.
   bool verb_via_path_prefix = false;  // Legacy /watch/... or /proxy/... paths.
   bool name_from_field_selector = false;
   std::string label_selector;  // Raw, for list/watch/deletecollection requests.

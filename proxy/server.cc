@@ -43,7 +43,9 @@ absl::Status Server::Listen(const std::string& address, asio::ip::tcp::acceptor&
   if (!hp.ok()) return hp.status();
   beast::error_code ec;
   const auto ip = asio::ip::make_address(hp->host, ec);
-  if (ec) return absl::InvalidArgumentError(absl::StrCat("listen address \"", hp->host, "\": ", ec.message()));
+  if (ec)
+    return absl::InvalidArgumentError(
+        absl::StrCat("listen address \"", hp->host, "\": ", ec.message()));
   const asio::ip::tcp::endpoint ep(ip, hp->port);
   acceptor.open(ep.protocol(), ec);
   if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
@@ -64,8 +66,8 @@ absl::Status Server::Start() {
   own_credentials_ = std::make_unique<OwnCredentials>(upstream_);
 
   std::vector<ResourceSpec> specs;
-  for (const std::string& r : options_.cache_resources_set ? options_.cache_resources
-                                                           : DefaultCachedResources()) {
+  for (const std::string& r :
+       options_.cache_resources_set ? options_.cache_resources : DefaultCachedResources()) {
     auto spec = ResourceSpec::Parse(r);
     if (!spec.ok()) return spec.status();
     specs.push_back(*std::move(spec));
@@ -74,9 +76,9 @@ absl::Status Server::Start() {
     EventRingLimits limits;
     limits.max_bytes = options_.watch_cache_window_bytes;
     cache_ = std::make_unique<CachedResources>(std::move(specs), limits, log_);
-    health_.Add("cache-sync", {HealthChecks::Endpoint::kReadyz},
-                [this] { return cache_->AllSynced() ? absl::OkStatus()
-                                                    : absl::UnavailableError("caches not synced"); });
+    health_.Add("cache-sync", {HealthChecks::Endpoint::kReadyz}, [this] {
+      return cache_->AllSynced() ? absl::OkStatus() : absl::UnavailableError("caches not synced");
+    });
   }
   env_ = std::make_unique<SessionEnv>(SessionEnv{
       log_, health_, active_sessions_, cache_.get(), cache_stats_,
@@ -94,20 +96,26 @@ absl::Status Server::Start() {
                              asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
     beast::error_code ec;
     server_tls_->use_certificate_chain_file(options_.tls_cert_file, ec);
-    if (ec) return absl::InvalidArgumentError(absl::StrCat("--tls-cert-file ", options_.tls_cert_file, ": ", ec.message()));
+    if (ec)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tls-cert-file ", options_.tls_cert_file, ": ", ec.message()));
     server_tls_->use_private_key_file(options_.tls_private_key_file, asio::ssl::context::pem, ec);
-    if (ec) return absl::InvalidArgumentError(absl::StrCat("--tls-private-key-file ", options_.tls_private_key_file, ": ", ec.message()));
+    if (ec)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tls-private-key-file ", options_.tls_private_key_file, ": ", ec.message()));
   }
   if (!options_.listen.empty()) {
     if (auto s = Listen(options_.listen, plain_acceptor_, &listen_port_); !s.ok()) return s;
   }
   if (!options_.secure_listen.empty()) {
-    if (auto s = Listen(options_.secure_listen, tls_acceptor_, &secure_listen_port_); !s.ok()) return s;
+    if (auto s = Listen(options_.secure_listen, tls_acceptor_, &secure_listen_port_); !s.ok())
+      return s;
   }
 
   const unsigned threads = options_.threads > 0 ? static_cast<unsigned>(options_.threads)
                                                 : std::max(1u, std::thread::hardware_concurrency());
-  const auto dial = std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.upstream_dial_timeout));
+  const auto dial =
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.upstream_dial_timeout));
   for (unsigned i = 0; i < threads; ++i) {
     workers_.push_back(std::make_unique<Worker>(upstream_, *passthrough_tls_, *own_tls_, dial));
   }
@@ -124,12 +132,19 @@ absl::Status Server::Start() {
     asio::co_spawn(main_ioc_, AcceptLoop(tls_acceptor_, true), asio::detached);
   }
   std::string upstreams;
-  for (const auto& ep : upstream_.endpoints) absl::StrAppend(&upstreams, upstreams.empty() ? "" : ",", ep.Url());
-  log_.Info("serving", {{"listen", options_.listen.empty() ? "" : absl::StrCat(options_.listen, " (port ", listen_port_, ")")},
-                        {"secure_listen", options_.secure_listen.empty() ? "" : absl::StrCat(options_.secure_listen, " (port ", secure_listen_port_, ")")},
-                        {"upstream", upstreams},
-                        {"upstream_source", upstream_.source},
-                        {"threads", static_cast<int64_t>(threads)}});
+  for (const auto& ep : upstream_.endpoints)
+    absl::StrAppend(&upstreams, upstreams.empty() ? "" : ",", ep.Url());
+  log_.Info(
+      "serving",
+      {{"listen",
+        options_.listen.empty() ? "" : absl::StrCat(options_.listen, " (port ", listen_port_, ")")},
+       {"secure_listen",
+        options_.secure_listen.empty()
+            ? ""
+            : absl::StrCat(options_.secure_listen, " (port ", secure_listen_port_, ")")},
+       {"upstream", upstreams},
+       {"upstream_source", upstream_.source},
+       {"threads", static_cast<int64_t>(threads)}});
   return absl::OkStatus();
 }
 
@@ -159,9 +174,11 @@ asio::awaitable<void> Server::AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool
     asio::post(worker.ioc(), [this, &worker, tls, remote = std::move(remote),
                               socket = std::move(socket)]() mutable {
       beast::tcp_stream tcp(std::move(socket));
-      auto stream = tls ? std::make_unique<AnyStream>(AnyStream::TlsStream(std::move(tcp), *server_tls_))
-                        : std::make_unique<AnyStream>(std::move(tcp));
-      auto session = std::make_shared<HttpSession>(std::move(stream), std::move(remote), worker, *env_);
+      auto stream =
+          tls ? std::make_unique<AnyStream>(AnyStream::TlsStream(std::move(tcp), *server_tls_))
+              : std::make_unique<AnyStream>(std::move(tcp));
+      auto session =
+          std::make_shared<HttpSession>(std::move(stream), std::move(remote), worker, *env_);
       if (shutting_down_) return;
       session->Start();
     });
@@ -182,9 +199,10 @@ int Server::Run() {
 void Server::BeginShutdown(int signal) {
   shutting_down_ = true;
   health_.SetShuttingDown();
-  log_.Info("shutting down", {{"signal", signal},
-                              {"grace_period_s", absl::ToDoubleSeconds(options_.shutdown_grace_period)},
-                              {"open_connections", active_sessions_.load()}});
+  log_.Info("shutting down",
+            {{"signal", signal},
+             {"grace_period_s", absl::ToDoubleSeconds(options_.shutdown_grace_period)},
+             {"open_connections", active_sessions_.load()}});
   beast::error_code ignored;
   plain_acceptor_.close(ignored);
   tls_acceptor_.close(ignored);
@@ -196,8 +214,9 @@ void Server::BeginShutdown(int signal) {
 }
 
 asio::awaitable<void> Server::Drain() {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.shutdown_grace_period));
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.shutdown_grace_period));
   asio::steady_timer timer(main_ioc_);
   while (active_sessions_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
     timer.expires_after(std::chrono::milliseconds(20));
@@ -208,7 +227,8 @@ asio::awaitable<void> Server::Drain() {
     }
   }
   const int64_t left = active_sessions_.load();
-  if (left > 0) log_.Warning("grace period over, closing connections", {{"open_connections", left}});
+  if (left > 0)
+    log_.Warning("grace period over, closing connections", {{"open_connections", left}});
   for (auto& w : workers_) {
     if (left > 0) {
       w->StopNow();

@@ -10,19 +10,32 @@ namespace kf {
 StatusMapping MapStatusCode(absl::StatusCode code) {
   // Reasons and codes as k8s.io/apimachinery/pkg/api/errors constructs them.
   switch (code) {
-    case absl::StatusCode::kOk: return {200, ""};
-    case absl::StatusCode::kInvalidArgument: return {400, "BadRequest"};
-    case absl::StatusCode::kUnauthenticated: return {401, "Unauthorized"};
-    case absl::StatusCode::kPermissionDenied: return {403, "Forbidden"};
-    case absl::StatusCode::kNotFound: return {404, "NotFound"};
-    case absl::StatusCode::kUnimplemented: return {405, "MethodNotAllowed"};
-    case absl::StatusCode::kAlreadyExists: return {409, "AlreadyExists"};
-    case absl::StatusCode::kAborted: return {409, "Conflict"};
-    case absl::StatusCode::kOutOfRange: return {410, "Expired"};
-    case absl::StatusCode::kFailedPrecondition: return {422, "Invalid"};
-    case absl::StatusCode::kResourceExhausted: return {429, "TooManyRequests"};
-    case absl::StatusCode::kUnavailable: return {503, "ServiceUnavailable"};
-    case absl::StatusCode::kDeadlineExceeded: return {504, "Timeout"};
+    case absl::StatusCode::kOk:
+      return {200, ""};
+    case absl::StatusCode::kInvalidArgument:
+      return {400, "BadRequest"};
+    case absl::StatusCode::kUnauthenticated:
+      return {401, "Unauthorized"};
+    case absl::StatusCode::kPermissionDenied:
+      return {403, "Forbidden"};
+    case absl::StatusCode::kNotFound:
+      return {404, "NotFound"};
+    case absl::StatusCode::kUnimplemented:
+      return {405, "MethodNotAllowed"};
+    case absl::StatusCode::kAlreadyExists:
+      return {409, "AlreadyExists"};
+    case absl::StatusCode::kAborted:
+      return {409, "Conflict"};
+    case absl::StatusCode::kOutOfRange:
+      return {410, "Expired"};
+    case absl::StatusCode::kFailedPrecondition:
+      return {422, "Invalid"};
+    case absl::StatusCode::kResourceExhausted:
+      return {429, "TooManyRequests"};
+    case absl::StatusCode::kUnavailable:
+      return {503, "ServiceUnavailable"};
+    case absl::StatusCode::kDeadlineExceeded:
+      return {504, "Timeout"};
     case absl::StatusCode::kCancelled:
     case absl::StatusCode::kUnknown:
     case absl::StatusCode::kInternal:

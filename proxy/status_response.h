@@ -13,8 +13,8 @@
 namespace kf {
 
 struct KubeStatus {
-  int code = 500;               // HTTP status code, also the body's "code".
-  std::string reason;           // metav1.StatusReason, e.g. "NotFound"; empty for none.
+  int code = 500;      // HTTP status code, also the body's "code".
+  std::string reason;  // metav1.StatusReason, e.g. "NotFound"; empty for none.
   std::string message;
   std::optional<int> retry_after_seconds;  // details.retryAfterSeconds and Retry-After.
 };

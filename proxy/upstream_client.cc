@@ -52,9 +52,8 @@ asio::awaitable<absl::StatusOr<UpstreamResponse>> UpstreamCall(
     }
     if (ec) {
       if (lease->reused && attempt == 0) continue;  // A stale keep-alive connection.
-      co_return absl::UnavailableError(absl::StrCat("upstream ",
-                                                    pool.endpoint(lease->endpoint).Url(), ": ",
-                                                    ec.message()));
+      co_return absl::UnavailableError(
+          absl::StrCat("upstream ", pool.endpoint(lease->endpoint).Url(), ": ", ec.message()));
     }
     auto& res = parser.get();
     UpstreamResponse out{static_cast<int>(res.result_int()), std::move(res.body()),
@@ -73,10 +72,11 @@ UpstreamWatch::Open(UpstreamPool& pool, std::string target, std::string authoriz
   // A watch holds its connection for minutes: always a fresh one, never returned to the pool.
   auto lease = co_await pool.Acquire(/*allow_reuse=*/false);
   if (!lease.ok()) co_return lease.status();
-  auto watch = std::unique_ptr<UpstreamWatch>(
-      new UpstreamWatch(std::move(lease->stream), idle_timeout));
+  auto watch =
+      std::unique_ptr<UpstreamWatch>(new UpstreamWatch(std::move(lease->stream), idle_timeout));
   AnyStream& s = *watch->stream_;
-  auto req = MakeRequest(pool.endpoint(lease->endpoint), http::verb::get, target, authorization, "");
+  auto req =
+      MakeRequest(pool.endpoint(lease->endpoint), http::verb::get, target, authorization, "");
   s.tcp().expires_after(std::chrono::seconds(30));
   auto [wec, wn] = co_await http::async_write(s, req, use_nothrow);
   if (wec) co_return absl::UnavailableError(absl::StrCat("upstream watch: ", wec.message()));

@@ -40,8 +40,8 @@ asio::awaitable<absl::StatusOr<UpstreamResponse>> UpstreamCall(
 class UpstreamWatch {
  public:
   // Opens `target` (a watch URL). A non-200 answer comes back as a response, not a watch.
-  static asio::awaitable<absl::StatusOr<std::variant<std::unique_ptr<UpstreamWatch>,
-                                                     UpstreamResponse>>>
+  static asio::awaitable<
+      absl::StatusOr<std::variant<std::unique_ptr<UpstreamWatch>, UpstreamResponse>>>
   Open(UpstreamPool& pool, std::string target, std::string authorization,
        std::chrono::seconds idle_timeout);
 

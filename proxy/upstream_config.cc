@@ -76,8 +76,8 @@ absl::StatusOr<UpstreamConfig> FromKubeconfigNode(const YAML::Node& root, const 
   auto ca = PemFrom(cluster, "certificate-authority-data", "certificate-authority", dir);
   if (!ca.ok()) return ca.status();
   cfg.ca_pem = *std::move(ca);
-  cfg.insecure_skip_tls_verify = cluster["insecure-skip-tls-verify"] &&
-                                 cluster["insecure-skip-tls-verify"].as<bool>(false);
+  cfg.insecure_skip_tls_verify =
+      cluster["insecure-skip-tls-verify"] && cluster["insecure-skip-tls-verify"].as<bool>(false);
   cfg.tls_server_name = Str(cluster, "tls-server-name");
 
   const YAML::Node user = FindNamed(root["users"], Str(context, "user"), "user");
@@ -134,7 +134,8 @@ absl::StatusOr<UpstreamEndpoint> UpstreamEndpoint::Parse(std::string_view url) {
   } else {
     ep.host = std::string(authority);
   }
-  if (ep.host.empty()) return absl::InvalidArgumentError(absl::StrCat("no host in \"", ToAbsl(url), "\""));
+  if (ep.host.empty())
+    return absl::InvalidArgumentError(absl::StrCat("no host in \"", ToAbsl(url), "\""));
   if (!port_text.empty()) {
     uint32_t port = 0;
     if (!absl::SimpleAtoi(port_text, &port) || port == 0 || port > 65535) {
@@ -174,13 +175,13 @@ absl::StatusOr<UpstreamConfig> InClusterConfig(std::string_view sa_dir) {
   const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
   const std::string token_file = absl::StrCat(ToAbsl(sa_dir), "/token");
   if (host == nullptr || port == nullptr || !std::filesystem::exists(token_file)) {
-    return absl::NotFoundError("not running in a cluster (no KUBERNETES_SERVICE_HOST/PORT or "
-                               "ServiceAccount token)");
+    return absl::NotFoundError(
+        "not running in a cluster (no KUBERNETES_SERVICE_HOST/PORT or "
+        "ServiceAccount token)");
   }
   const std::string h(host);
-  auto endpoint = UpstreamEndpoint::Parse(
-      absl::StrCat("https://", h.find(':') != std::string::npos ? absl::StrCat("[", h, "]") : h,
-                   ":", port));
+  auto endpoint = UpstreamEndpoint::Parse(absl::StrCat(
+      "https://", h.find(':') != std::string::npos ? absl::StrCat("[", h, "]") : h, ":", port));
   if (!endpoint.ok()) return endpoint.status();
   UpstreamConfig cfg;
   cfg.source = "in-cluster";

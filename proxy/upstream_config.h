@@ -19,7 +19,7 @@ namespace kf {
 
 struct UpstreamEndpoint {
   bool tls = true;
-  std::string host;       // Without brackets for IPv6.
+  std::string host;  // Without brackets for IPv6.
   uint16_t port = 443;
   std::string base_path;  // "" or "/prefix" (no trailing slash), prepended to request targets.
 
@@ -33,13 +33,13 @@ struct UpstreamConfig {
   std::vector<UpstreamEndpoint> endpoints;  // Tried in order; failover to the next.
   std::string ca_pem;                       // Trust for the upstream; empty → system roots.
   bool insecure_skip_tls_verify = false;
-  std::string tls_server_name;              // Overrides the name checked and sent as SNI.
+  std::string tls_server_name;  // Overrides the name checked and sent as SNI.
   // The proxy's own identity (never lent to clients).
   std::string token;
   std::string token_file;  // Re-read by the user of the config, as client-go does.
   std::string client_cert_pem;
   std::string client_key_pem;
-  std::string source;      // "flags", "kubeconfig PATH", "in-cluster": for logs.
+  std::string source;  // "flags", "kubeconfig PATH", "in-cluster": for logs.
 };
 
 // Loads a kubeconfig: the given context (or current-context), its cluster and user. Relative

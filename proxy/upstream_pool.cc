@@ -56,7 +56,8 @@ absl::StatusOr<std::unique_ptr<asio::ssl::context>> MakeOwnTlsContext(
   if (!ctx.ok() || config.client_cert_pem.empty()) return ctx;
   beast::error_code ec;
   (*ctx)->use_certificate_chain(asio::buffer(config.client_cert_pem), ec);
-  if (!ec) (*ctx)->use_private_key(asio::buffer(config.client_key_pem), asio::ssl::context::pem, ec);
+  if (!ec)
+    (*ctx)->use_private_key(asio::buffer(config.client_key_pem), asio::ssl::context::pem, ec);
   if (ec) return absl::InvalidArgumentError(absl::StrCat("client certificate: ", ec.message()));
   return ctx;
 }
@@ -77,7 +78,8 @@ asio::awaitable<absl::StatusOr<UpstreamPool::Lease>> UpstreamPool::Acquire(bool 
     while (!idle.empty()) {
       Idle entry = std::move(idle.back());
       idle.pop_back();
-      if (now - entry.since < kMaxIdleAge) co_return Lease{std::move(entry.stream), preferred_, true};
+      if (now - entry.since < kMaxIdleAge)
+        co_return Lease{std::move(entry.stream), preferred_, true};
     }
   }
   absl::Status last = absl::UnavailableError("no upstream endpoints configured");
@@ -102,7 +104,8 @@ void UpstreamPool::Release(Lease lease) {
 asio::awaitable<absl::StatusOr<std::unique_ptr<AnyStream>>> UpstreamPool::Dial(
     const UpstreamEndpoint& ep) {
   asio::ip::tcp::resolver resolver(ioc_);
-  auto [rec, results] = co_await resolver.async_resolve(ep.host, std::to_string(ep.port), use_nothrow);
+  auto [rec, results] =
+      co_await resolver.async_resolve(ep.host, std::to_string(ep.port), use_nothrow);
   if (rec) {
     co_return absl::UnavailableError(absl::StrCat("resolve ", ep.host, ": ", rec.message()));
   }
@@ -122,10 +125,12 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<AnyStream>>> UpstreamPool::Dial(
   const std::string& name = config_.tls_server_name.empty() ? ep.host : config_.tls_server_name;
   // SNI carries host names only (RFC 6066), as Go's TLS client does.
   if (!IsIpLiteral(name)) SSL_set_tlsext_host_name(tls.native_handle(), name.c_str());
-  if (!config_.insecure_skip_tls_verify) tls.set_verify_callback(asio::ssl::host_name_verification(name));
+  if (!config_.insecure_skip_tls_verify)
+    tls.set_verify_callback(asio::ssl::host_name_verification(name));
   auto [hec] = co_await tls.async_handshake(asio::ssl::stream_base::client, use_nothrow);
   if (hec) {
-    co_return absl::UnavailableError(absl::StrCat("TLS handshake with ", ep.Url(), ": ", hec.message()));
+    co_return absl::UnavailableError(
+        absl::StrCat("TLS handshake with ", ep.Url(), ": ", hec.message()));
   }
   co_return std::make_unique<AnyStream>(std::move(tls));
 }

@@ -15,9 +15,12 @@ WatchFraming::Format WatchFraming::ForContentType(std::string_view content_type)
 
 bool WatchFraming::AtBoundary() const {
   switch (format_) {
-    case Format::kJsonLines: return !line_open_;
-    case Format::kLengthPrefixed: return header_bytes_ == 0 && payload_left_ == 0;
-    case Format::kUnframed: return true;
+    case Format::kJsonLines:
+      return !line_open_;
+    case Format::kLengthPrefixed:
+      return header_bytes_ == 0 && payload_left_ == 0;
+    case Format::kUnframed:
+      return true;
   }
   return true;
 }

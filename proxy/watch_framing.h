@@ -34,10 +34,10 @@ class WatchFraming {
 
  private:
   Format format_;
-  bool line_open_ = false;       // kJsonLines: bytes since the last '\n'.
-  uint8_t header_bytes_ = 0;     // kLengthPrefixed: length bytes seen of the current frame (0-4).
-  uint32_t length_ = 0;          // kLengthPrefixed: the current frame's length, once known.
-  uint64_t payload_left_ = 0;    // kLengthPrefixed: payload bytes still to come.
+  bool line_open_ = false;     // kJsonLines: bytes since the last '\n'.
+  uint8_t header_bytes_ = 0;   // kLengthPrefixed: length bytes seen of the current frame (0-4).
+  uint32_t length_ = 0;        // kLengthPrefixed: the current frame's length, once known.
+  uint64_t payload_left_ = 0;  // kLengthPrefixed: payload bytes still to come.
 };
 
 }  // namespace kf

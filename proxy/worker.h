@@ -23,9 +23,9 @@ class Worker {
          asio::ssl::context& own_tls, std::chrono::milliseconds dial_timeout);
   ~Worker();
 
-  void Start();      // Runs the io_context on a new thread.
-  void Release();    // Lets run() return once the work is done.
-  void StopNow();    // Abandons outstanding work.
+  void Start();    // Runs the io_context on a new thread.
+  void Release();  // Lets run() return once the work is done.
+  void StopNow();  // Abandons outstanding work.
   void Join();
 
   asio::io_context& ioc() { return ioc_; }

@@ -33,8 +33,9 @@ TEST_CASE("CachedObject's list item form drops kind and apiVersion, as built-in 
 TEST_CASE("CachedObject keeps type fields in list items of custom resources") {
   ResourceType crd{"example.com", "v1", "widgets", "Widget", true, true};
   auto o = CachedObject::FromJson(
-      crd, "{\"apiVersion\":\"example.com/v1\",\"kind\":\"Widget\",\"metadata\":{\"name\":\"w\","
-           "\"namespace\":\"n\",\"resourceVersion\":\"7\"}}");
+      crd,
+      "{\"apiVersion\":\"example.com/v1\",\"kind\":\"Widget\",\"metadata\":{\"name\":\"w\","
+      "\"namespace\":\"n\",\"resourceVersion\":\"7\"}}");
   REQUIRE(o.ok());
   auto [prefix, rest] = (*o)->list_item();
   CHECK(prefix.empty());

@@ -50,7 +50,8 @@ WatchFilter Filter(const std::string& ns = "", const std::string& labels = "",
 struct Fixture {
   Cacher cacher{PodsType(), EventRingLimits{}, [] { return std::chrono::steady_clock::now(); }};
   int notified = 0;
-  std::shared_ptr<CacheWatcher> Watch(WatchFilter f, Cacher::Start start = Cacher::Start::kInitialState,
+  std::shared_ptr<CacheWatcher> Watch(WatchFilter f,
+                                      Cacher::Start start = Cacher::Start::kInitialState,
                                       uint64_t rv = 0, size_t budget = 1 << 20) {
     auto w = cacher.Watch({std::move(f), start, rv, budget, [this] { ++notified; }});
     REQUIRE(w.ok());

@@ -11,8 +11,8 @@ using testing::Pod;
 using Clock = std::chrono::steady_clock;
 
 EventPtr Ev(uint64_t rv, Clock::time_point at) {
-  return std::make_shared<const WatchEvent>(EventType::kAdded, Pod("n", "p" + std::to_string(rv), rv),
-                                            nullptr, at);
+  return std::make_shared<const WatchEvent>(EventType::kAdded,
+                                            Pod("n", "p" + std::to_string(rv), rv), nullptr, at);
 }
 
 TEST_CASE("EventRing returns the events after a resourceVersion, oldest first") {

@@ -20,7 +20,8 @@ inline std::string PodJson(const std::string& ns, const std::string& name, uint6
       "\",\"namespace\":\"", ns, "\",\"uid\":\"u-", name, "\",\"resourceVersion\":\"", rv,
       "\",\"creationTimestamp\":\"2026-11-22T00:00:00Z\",\"labels\":{\"app\":\"", app,
       "\"}},\"spec\":{", node.empty() ? "" : absl::StrCat("\"nodeName\":\"", node, "\","),
-      "\"containers\":[{\"name\":\"c\",\"image\":\"busybox\"}]},\"status\":{\"phase\":\"Pending\"}}");
+      "\"containers\":[{\"name\":\"c\",\"image\":\"busybox\"}]},\"status\":{\"phase\":\"Pending\"}"
+      "}");
 }
 
 inline ObjectPtr Pod(const std::string& ns, const std::string& name, uint64_t rv,

@@ -18,8 +18,9 @@ TEST_CASE("ParseListPage splits a LIST body into the raw bytes of each item") {
   CHECK(page->kind == "ConfigMapList");
   CHECK(page->api_version == "v1");
   REQUIRE(page->items.size() == 2);
-  CHECK(page->items[0] ==
-        "{\"metadata\":{\"name\":\"c1\",\"resourceVersion\":\"202\"},\"data\":{\"k\":\"{[\\\"]}\"}}");
+  CHECK(
+      page->items[0] ==
+      "{\"metadata\":{\"name\":\"c1\",\"resourceVersion\":\"202\"},\"data\":{\"k\":\"{[\\\"]}\"}}");
   CHECK(page->items[1] == "{\"metadata\":{\"name\":\"c2\",\"resourceVersion\":\"203\"}}");
   CHECK(ItemToEventForm(page->items[1], "ConfigMap", "v1") ==
         "{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"c2\","

@@ -8,11 +8,9 @@ namespace kf {
 namespace {
 
 TEST_CASE("Logger writes one JSON object per line with typed fields") {
-  const std::string line = Logger::Format(Logger::Level::kWarning, "request",
-                                          {{"uri", "/api/v1/pods?x=\"y\""},
-                                           {"status", 200},
-                                           {"latency_ms", 1.5},
-                                           {"tls", true}});
+  const std::string line = Logger::Format(
+      Logger::Level::kWarning, "request",
+      {{"uri", "/api/v1/pods?x=\"y\""}, {"status", 200}, {"latency_ms", 1.5}, {"tls", true}});
   REQUIRE(line.back() == '\n');
   REQUIRE(line.find('\n') == line.size() - 1);
   rapidjson::Document doc;

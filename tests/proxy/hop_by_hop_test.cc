@@ -29,9 +29,9 @@ TEST_CASE("Hop-by-hop fields and the fields Connection names are not forwarded")
   CHECK(out[http::field::accept] == "application/json");
   CHECK(out[http::field::content_length] == "12");
   CHECK(out["Impersonate-User"] == "bob");
-  for (const char* dropped : {"Connection", "X-Hop", "Keep-Alive", "Proxy-Connection",
-                              "Proxy-Authorization", "TE", "Trailer", "Transfer-Encoding",
-                              "Upgrade", "Expect"}) {
+  for (const char* dropped :
+       {"Connection", "X-Hop", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "TE",
+        "Trailer", "Transfer-Encoding", "Upgrade", "Expect"}) {
     INFO(dropped);
     CHECK(out.count(dropped) == 0);
   }

@@ -58,12 +58,26 @@ TEST_CASE("HostPort accepts IPv4, bracketed IPv6 and an empty host") {
 
 TEST_CASE("The help text lists every flag") {
   const std::string help = HelpText();
-  for (const char* flag :
-       {"--listen", "--secure-listen", "--tls-cert-file", "--tls-private-key-file", "--kubeconfig",
-        "--context", "--upstream", "--upstream-ca-file", "--upstream-token-file",
-        "--upstream-insecure-skip-tls-verify", "--upstream-dial-timeout", "--threads",
-        "--shutdown-grace-period", "--v", "--version", "--help", "--cache-resources",
-        "--watch-cache-window-bytes", "--watcher-max-queue-bytes", "--watch-bookmark-interval"}) {
+  for (const char* flag : {"--listen",
+                           "--secure-listen",
+                           "--tls-cert-file",
+                           "--tls-private-key-file",
+                           "--kubeconfig",
+                           "--context",
+                           "--upstream",
+                           "--upstream-ca-file",
+                           "--upstream-token-file",
+                           "--upstream-insecure-skip-tls-verify",
+                           "--upstream-dial-timeout",
+                           "--threads",
+                           "--shutdown-grace-period",
+                           "--v",
+                           "--version",
+                           "--help",
+                           "--cache-resources",
+                           "--watch-cache-window-bytes",
+                           "--watcher-max-queue-bytes",
+                           "--watch-bookmark-interval"}) {
     INFO(flag);
     CHECK(help.find(flag) != std::string::npos);
   }

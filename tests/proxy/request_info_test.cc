@@ -17,8 +17,9 @@ struct Case {
   const char* subresource;
 };
 
-TEST_CASE("RequestInfo reads group, version, resource, namespace, name, subresource and verb "
-          "the way the apiserver does") {
+TEST_CASE(
+    "RequestInfo reads group, version, resource, namespace, name, subresource and verb "
+    "the way the apiserver does") {
   // Expectations follow k8s.io/apiserver/pkg/endpoints/request/requestinfo_test.go semantics.
   const Case cases[] = {
       {"GET", "/api/v1/namespaces", "list", "", "v1", "", "namespaces", "", ""},
