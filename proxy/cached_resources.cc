@@ -59,11 +59,16 @@ void CachedResources::Start(asio::io_context& ioc, UpstreamPool& pool,
 
 void CachedResources::Stop() {
   if (ioc_ == nullptr) return;
+  stopping_ = true;
   asio::post(*ioc_, [this] {
     for (auto& e : entries_) e->reflector->Stop();
   });
   for (auto& e : entries_) e->cacher->CloseAll("shutdown");
 }
+
+namespace {
+constexpr auto kMaxWait = std::chrono::milliseconds(5000);
+}  // namespace
 
 asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
                                                       std::function<std::string()> cred) {
@@ -73,11 +78,14 @@ asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
                                  ? absl::StrCat("/api/", spec.version)
                                  : absl::StrCat("/apis/", spec.group, "/", spec.version);
     absl::StatusOr<UpstreamResponse> res = absl::UnavailableError("");
-    for (int attempt = 0; attempt < 30; ++attempt) {
+    // An unreachable upstream is waited for (readyz stays failing meanwhile); only an answer
+    // that the resource is not served excludes it.
+    for (auto wait = std::chrono::milliseconds(250);; wait = std::min(wait * 2, kMaxWait)) {
       res = co_await UpstreamCall(pool, http::verb::get, path, cred());
-      if (res.ok()) break;
+      if (res.ok() && res->status < 500 && res->status != 429) break;
+      if (ioc_ == nullptr || stopping_) co_return;
       asio::steady_timer t(co_await asio::this_coro::executor);
-      t.expires_after(std::chrono::seconds(1));
+      t.expires_after(wait);
       co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
     }
     ResourceType type{spec.group, spec.version, spec.resource, "", true, !spec.group.empty()};

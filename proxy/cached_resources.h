@@ -58,6 +58,7 @@ class CachedResources {
   const Logger& log_;
   std::vector<std::unique_ptr<Entry>> entries_;  // Fixed once started_ is true.
   std::atomic<bool> started_{false};
+  std::atomic<bool> stopping_{false};
   asio::io_context* ioc_ = nullptr;
 };
 
