@@ -1,0 +1,85 @@
+#include "tests/bench/event_stream_parser.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+namespace kf::bench {
+namespace {
+
+const std::string kHead =
+    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+
+std::string Chunk(const std::string& data) {
+  char size[32];
+  std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+  return size + data + "\r\n";
+}
+
+std::vector<std::string> FeedInPieces(const std::string& wire, size_t piece, EventStreamParser& p) {
+  std::vector<std::string> lines;
+  for (size_t i = 0; i < wire.size(); i += piece) {
+    p.Feed(std::string_view(wire).substr(i, piece),
+           [&](std::string_view l) { lines.emplace_back(l); });
+  }
+  return lines;
+}
+
+TEST_CASE("EventStreamParser yields the same event lines however the bytes are split") {
+  const std::string a = R"({"type":"ADDED","object":{"metadata":{"name":"a"}}})";
+  const std::string b = R"({"type":"MODIFIED","object":{"metadata":{"name":"b"}}})";
+  // One chunk with two events, then an event split across two chunks, then the last chunk.
+  const std::string wire = kHead + Chunk(a + "\n" + b + "\n") + Chunk(a.substr(0, 10)) +
+                           Chunk(a.substr(10) + "\n") + "0\r\n\r\n";
+  for (size_t piece : {size_t{1}, size_t{2}, size_t{7}, wire.size()}) {
+    EventStreamParser p;
+    const auto lines = FeedInPieces(wire, piece, p);
+    CAPTURE(piece);
+    REQUIRE(lines == std::vector<std::string>{a, b, a});
+    CHECK(p.status() == 200);
+    CHECK(p.state() == EventStreamParser::State::kDone);
+  }
+}
+
+TEST_CASE("EventStreamParser accepts chunk extensions and upper-case hex sizes") {
+  EventStreamParser p;
+  std::vector<std::string> lines;
+  const std::string wire = kHead + "A;ext=1\r\n123456789\n\r\n0\r\n\r\n";
+  p.Feed(wire, [&](std::string_view l) { lines.emplace_back(l); });
+  CHECK(lines == std::vector<std::string>{"123456789"});
+}
+
+TEST_CASE("EventStreamParser reports a non-200 answer and a body that is not chunked") {
+  EventStreamParser forbidden;
+  CHECK_FALSE(forbidden.Feed("HTTP/1.1 403 Forbidden\r\nContent-Length: 2\r\n\r\n{}",
+                             [](std::string_view) {}));
+  CHECK(forbidden.state() == EventStreamParser::State::kError);
+  CHECK(forbidden.status() == 403);
+  EventStreamParser plain;
+  CHECK_FALSE(
+      plain.Feed("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", [](std::string_view) {}));
+  CHECK(plain.error() == "response is not chunked");
+}
+
+TEST_CASE("EventStreamParser rejects a malformed chunk size") {
+  EventStreamParser p;
+  CHECK_FALSE(p.Feed(kHead + "zz\r\n", [](std::string_view) {}));
+  CHECK(p.state() == EventStreamParser::State::kError);
+}
+
+TEST_CASE("EventFields finds the type and a numeric annotation but not its managedFields entry") {
+  const std::string line =
+      R"({"type":"MODIFIED","object":{"metadata":{"annotations":{"kube-fanout.bench/written-at":)"
+      R"("1700000000123456789"},"managedFields":[{"fieldsV1":{"f:metadata":{"f:annotations":)"
+      R"({"f:kube-fanout.bench/written-at":{}}}}}]}}})";
+  CHECK(EventFields::TypeLetter(line) == 'M');
+  CHECK(EventFields::Annotation(line, "\"kube-fanout.bench/written-at\":\"") ==
+        1700000000123456789);
+  CHECK_FALSE(EventFields::Annotation(R"({"type":"ADDED","object":{}})",
+                                      "\"kube-fanout.bench/written-at\":\"")
+                  .has_value());
+  CHECK(EventFields::TypeLetter("garbage") == 0);
+}
+
+}  // namespace
+}  // namespace kf::bench

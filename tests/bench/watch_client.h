@@ -1,0 +1,113 @@
+// WatchClient: the benchmark's watchers. Holds N watch connections to kube-fanout over plain
+// HTTP/1.1 on one or a few threads (one io_context each, no locks on the hot path), reads them
+// reactor-style into one buffer per thread, parses chunked newline-delimited events without
+// JSON parsing, and records for each event carrying the write-time annotation the delay from
+// that write to its receipt here.
+//
+// Half the watchers are kubelet-like (the pods of one node) and half kube-proxy-like (every
+// EndpointSlice); see WatchPlan.
+//
+// Thread contract: Open, CloseAll, MeasureFrom and Totals may be called from any thread; each
+// connection is touched only by its shard's thread. Latencies and PerWatch only after Join.
+#ifndef KUBE_FANOUT_TESTS_BENCH_WATCH_CLIENT_H_
+#define KUBE_FANOUT_TESTS_BENCH_WATCH_CLIENT_H_
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tests/bench/latency_histogram.h"
+
+namespace kf::bench {
+
+namespace asio = boost::asio;
+
+// The annotation the churn writes and the watchers read, in nanoseconds since the Unix epoch.
+inline constexpr std::string_view kWrittenAtAnnotation = "kube-fanout.bench/written-at";
+
+int64_t UnixNanos();
+
+// What each watcher asks for: half of them (rounded up) the pods of one node, the j-th of those
+// node-(j % nodes), the others every EndpointSlice. The order in which they connect is either
+// alternating (pods, slices, pods, ...) or a seeded shuffle.
+struct WatchPlan {
+  std::vector<int> node;  // Per watcher: its node, or -1 for all EndpointSlices.
+
+  static WatchPlan Make(int watchers, int nodes, bool shuffled, uint32_t seed);
+  bool pods(size_t i) const { return node[i] >= 0; }
+  size_t size() const { return node.size(); }
+};
+
+class WatchClient {
+ public:
+  struct Options {
+    asio::ip::tcp::endpoint proxy;
+    std::string token;
+    WatchPlan plan;
+    int threads = 1;
+  };
+
+  // Counters, summed over threads. "measured" events carry a write time at or after
+  // MeasureFrom(); "initial" ones carry none (the state sent when a watch starts).
+  struct Totals {
+    uint64_t opened = 0, connected = 0, failed = 0, ended = 0;
+    uint64_t bytes = 0, initial = 0, stale_stamps = 0, bookmarks = 0, errors = 0;
+    uint64_t measured_pods = 0, measured_slices = 0;
+    uint64_t added = 0, modified = 0, deleted = 0;
+    uint64_t measured() const { return measured_pods + measured_slices; }
+  };
+  struct PerWatch {
+    bool connected = false;
+    bool open = false;
+    uint64_t measured = 0;
+  };
+
+  explicit WatchClient(Options options);
+  ~WatchClient();
+  WatchClient(const WatchClient&) = delete;
+  WatchClient& operator=(const WatchClient&) = delete;
+
+  void Start();
+  void Open(int index);
+  void MeasureFrom(int64_t unix_ns) { measure_from_.store(unix_ns, std::memory_order_relaxed); }
+  // Resets every connection (RST, so no TIME_WAIT is left behind) and lets the threads finish.
+  void CloseAll();
+  // Waits for the threads to finish, stopping them after `limit`.
+  void Join(std::chrono::seconds limit);
+
+  Totals GetTotals() const;
+  // All measured events, or only those of the pods (or EndpointSlice) watchers.
+  LatencyHistogram Latencies() const;
+  LatencyHistogram Latencies(bool pods) const;
+  std::vector<PerWatch> PerWatchResults(int n) const;
+  std::vector<std::string> FailureSamples() const;
+
+ private:
+  struct Watch;
+  struct Shard;
+  void Connect(Shard& shard, Watch& watch);
+  void DoWait(Shard& shard, Watch& watch);
+  void OnReadable(Shard& shard, Watch& watch);
+  void OnEvent(Shard& shard, Watch& watch, std::string_view line, int64_t now);
+  void End(Shard& shard, Watch& watch, const std::string& reason);
+  void NoteFailure(const std::string& message);
+
+  const Options options_;
+  const std::string pod_path_prefix_;
+  const std::string slice_path_;
+  std::atomic<int64_t> measure_from_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  mutable std::mutex failures_mu_;
+  std::vector<std::string> failures_;  // The first few, for the report.
+  size_t failure_count_ = 0;
+};
+
+}  // namespace kf::bench
+
+#endif  // KUBE_FANOUT_TESTS_BENCH_WATCH_CLIENT_H_
