@@ -12,6 +12,37 @@ std::string IndexedNodeField(const ResourceType& type) {
   return type.group.empty() && type.resource == "pods" ? "spec.nodeName" : "";
 }
 
+// Appends what `event` means to a watcher with `filter`, applying selector transitions: entering
+// the selection is ADDED, leaving it is DELETED with the previous state at the event's RV
+// (cache_watcher.go, convertToWatchEvent). False when the event does not concern the watcher.
+bool AppendEventFor(const WatchFilter& f, const WatchEvent& e, std::vector<Piece>* out) {
+  switch (e.type()) {
+    case EventType::kAdded:
+      if (!f.Matches(*e.object())) return false;
+      AppendFrame("ADDED", e.object(), out);
+      return true;
+    case EventType::kDeleted:
+      if (!f.Matches(*e.object())) return false;
+      AppendFrame("DELETED", e.object(), out);
+      return true;
+    case EventType::kModified: {
+      const bool was = e.prev() != nullptr && f.Matches(*e.prev());
+      const bool is = f.Matches(*e.object());
+      if (was && is) {
+        AppendFrame("MODIFIED", e.object(), out);
+      } else if (is) {
+        AppendFrame("ADDED", e.object(), out);
+      } else if (was) {
+        AppendFrame("DELETED", e.PrevAtEventVersion(), out);
+      } else {
+        return false;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 Cacher::Cacher(ResourceType type, EventRingLimits limits, std::function<Clock::time_point()> now)
@@ -40,29 +71,8 @@ void Cacher::DispatchLocked(const EventPtr& e, std::vector<CacheWatcher*>* notif
   watchers_.Candidates(e->object().get(), e->prev().get(), &candidates);
   for (const auto& w : candidates) {
     if (e->resource_version() <= w->skip_through) continue;
-    const WatchFilter& f = w->filter();
     std::vector<Piece> pieces;
-    switch (e->type()) {
-      case EventType::kAdded:
-        if (f.Matches(*e->object())) AppendFrame("ADDED", e->object(), &pieces);
-        break;
-      case EventType::kDeleted:
-        if (f.Matches(*e->object())) AppendFrame("DELETED", e->object(), &pieces);
-        break;
-      case EventType::kModified: {
-        const bool was = e->prev() != nullptr && f.Matches(*e->prev());
-        const bool is = f.Matches(*e->object());
-        if (was && is) {
-          AppendFrame("MODIFIED", e->object(), &pieces);
-        } else if (is) {
-          AppendFrame("ADDED", e->object(), &pieces);
-        } else if (was) {
-          AppendFrame("DELETED", e->PrevAtEventVersion(), &pieces);
-        }
-        break;
-      }
-    }
-    if (pieces.empty()) continue;
+    if (!AppendEventFor(w->filter(), *e, &pieces)) continue;
     size_t bytes = 0;
     for (const Piece& p : pieces) bytes += p.bytes.size();
     ++dispatched_;
@@ -242,19 +252,7 @@ absl::StatusOr<std::shared_ptr<CacheWatcher>> Cacher::Watch(WatchRequest req) {
         replay_state = true;
       } else {
         for (const EventPtr& e : *events) {
-          const WatchFilter& f = w->filter();
-          const bool was = e->prev() != nullptr && f.Matches(*e->prev());
-          const bool is = e->type() != EventType::kDeleted && f.Matches(*e->object());
-          if (e->type() == EventType::kDeleted) {
-            if (f.Matches(*e->object())) AppendFrame("DELETED", e->object(), &initial);
-          } else if (is) {
-            AppendFrame(was ? "MODIFIED" : "ADDED", e->object(), &initial);
-          } else if (was) {
-            AppendFrame("DELETED", e->PrevAtEventVersion(), &initial);
-          } else {
-            continue;
-          }
-          last_rv = e->resource_version();
+          if (AppendEventFor(w->filter(), *e, &initial)) last_rv = e->resource_version();
         }
       }
     }
