@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace kf {
@@ -225,6 +226,69 @@ Cacher::ListResult Cacher::List(const WatchFilter& filter) const {
   return r;
 }
 
+absl::StatusOr<Cacher::Page> Cacher::ListPage(const WatchFilter& filter,
+                                              const PageRequest& req) const {
+  absl::MutexLock lock(&mu_);
+  const uint64_t at = req.at_rv == 0 ? rv_ : req.at_rv;
+  if (at > rv_) return absl::FailedPreconditionError("resourceVersion newer than the cache");
+  // The keys changed after `at`, each with its state at `at` (null: absent then): the state before
+  // the first later event.
+  absl::btree_map<std::string, ObjectPtr> overlay;
+  if (at < rv_) {
+    auto events = ring_.Since(at);
+    if (!events.ok()) return absl::FailedPreconditionError(events.status().message());
+    for (const EventPtr& e : *events) overlay.try_emplace(e->object()->key(), e->prev());
+  }
+  std::string prefix;
+  if (!filter.namespace_.empty() && type_.namespaced) prefix = filter.namespace_ + "/";
+  const std::string& from = std::max(prefix, req.start_key);
+  auto in_prefix = [&prefix](const std::string& k) {
+    return prefix.empty() || k.compare(0, prefix.size(), prefix) == 0;
+  };
+  auto s = store_.lower_bound(from);
+  auto o = overlay.lower_bound(from);
+  // The next object of the state at `at`, in key order (null at the end of the prefix).
+  auto next = [&]() -> const ObjectPtr* {
+    for (;;) {
+      const ObjectPtr* obj = nullptr;
+      const std::string* key = nullptr;
+      if (o != overlay.end() && (s == store_.end() || o->first <= s->first)) {
+        if (s != store_.end() && s->first == o->first) ++s;
+        key = &o->first;
+        obj = &o->second;
+        ++o;
+      } else if (s != store_.end()) {
+        key = &s->first;
+        obj = &s->second;
+        ++s;
+      } else {
+        return nullptr;
+      }
+      if (!in_prefix(*key)) return nullptr;
+      if (*obj != nullptr) return obj;
+    }
+  };
+  Page page;
+  page.resource_version = at;
+  const bool count_all = filter.labels.Empty() && filter.fields.Empty();
+  bool full = false;
+  for (const ObjectPtr* obj = next(); obj != nullptr; obj = next()) {
+    if (req.node_name_index) {
+      const std::string* node = (*obj)->fields().Get("spec.nodeName");
+      if (node == nullptr || *node != *req.node_name_index) continue;
+    }
+    ++page.candidates;
+    if (full) {
+      page.has_more = true;
+      if (!count_all) break;
+      continue;
+    }
+    if (filter.Matches(**obj)) page.items.push_back(*obj);
+    if (req.limit > 0 && static_cast<int64_t>(page.items.size()) >= req.limit) full = true;
+  }
+  return page;
+}
+
 std::pair<ObjectPtr, uint64_t> Cacher::Get(const std::string& key) const {
   absl::MutexLock lock(&mu_);
   auto it = store_.find(key);
@@ -245,12 +309,10 @@ absl::StatusOr<std::shared_ptr<CacheWatcher>> Cacher::Watch(WatchRequest req) {
       w->skip_through = req.resource_version;
     } else if (!replay_state) {
       auto events = ring_.Since(req.resource_version);
-      if (!events.ok()) {
-        // Like the apiserver's watch cache: before anything was evicted, a watch from before
-        // the window's start is served the current state instead.
-        if (!ring_.complete()) return events.status();
-        replay_state = true;
-      } else {
+      // Like the apiserver's watch cache (getAllEventsSinceLocked): from before the window's
+      // start (the last list's RV, or the oldest kept event) there is no exact start: 410.
+      if (!events.ok()) return events.status();
+      {
         for (const EventPtr& e : *events) {
           if (AppendEventFor(w->filter(), *e, &initial)) last_rv = e->resource_version();
         }

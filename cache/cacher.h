@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -73,6 +74,30 @@ class Cacher {
     std::vector<ObjectPtr> items;  // Sorted by key, as the apiserver lists.
   };
   ListResult List(const WatchFilter& filter) const;
+  // A page of a list, as the apiserver's cacher pages (cacher.go GetList, watch_cache.go
+  // waitUntilFreshAndList): the state at `at_rv` (the current state when 0), keys from
+  // `start_key` on, at most `limit` items matching `filter` (no limit when 0).
+  struct PageRequest {
+    uint64_t at_rv = 0;
+    std::string start_key;  // A store key ("ns/name\0"), inclusive.
+    int64_t limit = 0;
+    // List the objects of the pods' spec.nodeName index (the current state only; no start
+    // key): then `has_more` counts only that node's pods, as the apiserver's index lists.
+    std::optional<std::string> node_name_index;
+  };
+  struct Page {
+    uint64_t resource_version = 0;
+    std::vector<ObjectPtr> items;
+    // More candidates (matching or not) follow the last item: the apiserver then mints a
+    // continue token from the last item's key.
+    bool has_more = false;
+    // Candidates from the start key on (matching or not), for remainingItemCount.
+    int64_t candidates = 0;
+  };
+  // FailedPrecondition when the state at `at_rv` is not known: older than the event window (or
+  // the last relist), or newer than the cache.
+  absl::StatusOr<Page> ListPage(const WatchFilter& filter, const PageRequest& request) const;
+
   // The object with `key`, and the cache's RV.
   std::pair<ObjectPtr, uint64_t> Get(const std::string& key) const;
 

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "cache/continue_token.h"
 #include "cache/selectable_fields.h"
 #include "cache/upstream_list.h"
 #include "common/strings.h"
@@ -28,11 +29,9 @@ namespace {
 namespace http = beast::http;
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 constexpr auto kWriteTimeout = std::chrono::seconds(60);
-// How long a read waits for the cache to reach a resourceVersion before the apiserver is asked
-// instead. Short: the cache's RV moves only with this resource's events and the upstream's
-// bookmarks (about once a minute), so a quiet resource often cannot prove it is current; the
-// apiserver then answers (correctly, uncached).
-constexpr auto kCatchUpTimeout = std::chrono::milliseconds(250);
+// How long a read waits for the cache to reach the resourceVersion it must reflect, as the
+// apiserver's watch cache waits (waitUntilFreshAndBlock); then the apiserver is asked instead.
+constexpr auto kFreshnessWait = std::chrono::milliseconds(3000);
 
 std::string HttpDate() {
   return absl::FormatTime("%a, %d %b %Y %H:%M:%S GMT", absl::Now(), absl::UTCTimeZone());
@@ -76,15 +75,20 @@ bool Eligible(const RequestInfo& info, const http::fields& headers) {
     if (absl::StartsWithIgnoreCase(ToAbsl(f.name_string()), "impersonate-")) return false;
   }
   const Query& q = info.query;
-  if (q.Has("continue") || (q.Has("resourceVersionMatch") && info.verb == "get")) return false;
+  if (q.Has("continue") && info.verb != "list") return false;
+  if (q.Has("resourceVersionMatch") && info.verb == "get") return false;
   const auto rvm = q.First("resourceVersionMatch");
   const auto rv = q.First("resourceVersion");
   const bool send_initial = q.Has("sendInitialEvents");
   if (info.verb == "list") {
     if (send_initial || q.Has("watch")) return false;
-    if (rvm && *rvm != "NotOlderThan") return false;          // Exact needs a snapshot.
-    if (rvm && (!rv || rv->empty())) return false;            // The apiserver's 422.
-    if (q.Has("limit") && (!rv || *rv != "0")) return false;  // Pagination: apiserver.
+    if (rvm && *rvm != "NotOlderThan" && *rvm != "Exact") return false;  // The apiserver's 422.
+    if (rvm && (!rv || rv->empty())) return false;                       // 422 too.
+    if (rvm && *rvm == "Exact" && *rv == "0") return false;              // 422 too.
+    if (auto c = q.First("continue")) {
+      // With an RV or a match rule: the apiserver's 400/422. A token it would not accept: 400.
+      if (rvm || (rv && !rv->empty()) || !DecodeContinue(*c).ok()) return false;
+    }
   }
   if (info.verb == "watch") {
     if (send_initial) {
@@ -151,34 +155,53 @@ asio::awaitable<bool> CatchUp(Cacher& cacher, uint64_t rv, std::chrono::millisec
   co_return cacher.resource_version() >= rv;
 }
 
-// The upstream's current resourceVersion, from the cheapest consistent read of this resource.
-asio::awaitable<std::optional<uint64_t>> ProbeUpstreamRv(CacheRequest& r) {
-  const ResourceType& t = r.cacher.type();
-  const std::string path = t.group.empty()
-                               ? absl::StrCat("/api/", t.version, "/", t.resource)
-                               : absl::StrCat("/apis/", t.group, "/", t.version, "/", t.resource);
-  auto res = co_await UpstreamCall(r.own_pool, http::verb::get, absl::StrCat(path, "?limit=1"),
-                                   r.own_credentials(), "", std::chrono::seconds(10));
-  if (!res.ok() || res->status != 200) co_return std::nullopt;
-  auto page = ParseListPage(res->body);
-  if (!page.ok()) co_return std::nullopt;
-  co_return page->resource_version;
+// Starts `start` with a callback that may run on any thread, and waits (at most `timeout`) on
+// this coroutine's single-threaded executor for it.
+template <typename T>
+asio::awaitable<std::optional<T>> AwaitCallback(std::function<void(std::function<void(T)>)> start,
+                                                std::chrono::milliseconds timeout) {
+  auto exec = co_await asio::this_coro::executor;
+  struct State {
+    explicit State(asio::any_io_executor e) : timer(e) {}
+    asio::steady_timer timer;
+    std::optional<T> value;
+  };
+  auto st = std::make_shared<State>(exec);
+  st->timer.expires_after(timeout);
+  start([exec, weak = std::weak_ptr<State>(st)](T v) {
+    asio::post(exec, [weak, v = std::move(v)]() mutable {
+      if (auto s = weak.lock()) {
+        s->value = std::move(v);
+        s->timer.cancel();
+      }
+    });
+  });
+  if (!st->value) co_await st->timer.async_wait(use_nothrow);
+  co_return std::move(st->value);
 }
 
-// The RV a read must reflect: the upstream's current one for "" (consistent read), N for N,
-// nothing for "0". nullopt: the cache cannot promise it in time; pass through.
-asio::awaitable<std::optional<uint64_t>> RequiredVersion(CacheRequest& r) {
-  const auto rv = r.info.query.First("resourceVersion");
+// The RV a read must reflect: the upstream's current one for "" (a consistent read: probed
+// after the request arrived, the probe shared with concurrent readers), N for N, nothing for
+// "0". The cache must reach it first; on a quiet resource the reflector is asked to prove
+// progress. nullopt: the cache cannot promise it in time; pass through.
+asio::awaitable<std::optional<uint64_t>> RequiredVersion(CacheRequest& r,
+                                                         std::optional<std::string_view> rv) {
   if (rv && *rv == "0") co_return 0;
   uint64_t need = 0;
   if (rv && !rv->empty()) {
     (void)absl::SimpleAtoi(ToAbsl(*rv), &need);
   } else {
-    auto probed = co_await ProbeUpstreamRv(r);
-    if (!probed) co_return std::nullopt;
-    need = *probed;
+    Reflector& reflector = r.reflector;
+    auto probed = co_await AwaitCallback<std::optional<uint64_t>>(
+        [&reflector](std::function<void(std::optional<uint64_t>)> done) {
+          reflector.ProbeUpstreamVersion(std::move(done));
+        },
+        std::chrono::milliseconds(10000));
+    if (!probed || !*probed) co_return std::nullopt;
+    need = **probed;
   }
-  if (!co_await CatchUp(r.cacher, need, kCatchUpTimeout)) co_return std::nullopt;
+  if (r.cacher.resource_version() < need) r.reflector.RequestProgress(need, kFreshnessWait);
+  if (!co_await CatchUp(r.cacher, need, kFreshnessWait)) co_return std::nullopt;
   co_return need;
 }
 
@@ -224,12 +247,71 @@ asio::awaitable<beast::error_code> WriteResponse(AnyStream& client, int code,
   co_return beast::error_code{};
 }
 
-asio::awaitable<CacheOutcome> ServeList(CacheRequest& r, const WatchFilter& filter) {
+// How a LIST is answered, as the apiserver's watch cache decides (waitUntilFreshAndList).
+struct ListPlan {
+  std::optional<std::string> rv;  // The RV the list must reflect (RequiredVersion's input).
+  bool exact = false;             // The state at exactly that RV, else the latest.
+  Cacher::PageRequest page;
+};
+
+ListPlan PlanList(const RequestInfo& info, const WatchFilter& filter, const ResourceType& type) {
+  const Query& q = info.query;
+  ListPlan plan;
+  if (auto v = q.First("resourceVersion")) plan.rv = std::string(*v);
+  const auto rvm = q.First("resourceVersionMatch");
+  int64_t limit = 0;
+  if (auto v = q.First("limit")) (void)absl::SimpleAtoi(ToAbsl(*v), &limit);
+  if (plan.rv && *plan.rv == "0") limit = 0;  // As the apiserver: RV=0 lists ignore the limit.
+  plan.page.limit = limit;
+  const std::string prefix = type.namespaced && !filter.namespace_.empty()
+                                 ? absl::StrCat(filter.namespace_, "/")
+                                 : std::string();
+  if (auto c = q.First("continue")) {
+    const ContinueToken token = *DecodeContinue(*c);  // Checked by Eligible.
+    plan.page.start_key = absl::StrCat(prefix, token.start);
+    if (token.resource_version > 0) {
+      plan.rv = absl::StrCat(token.resource_version);
+      plan.exact = true;
+    } else {
+      plan.rv.reset();  // "Continue at the latest": a consistent read from the start key.
+    }
+    return plan;
+  }
+  const bool rv_n = plan.rv && !plan.rv->empty() && *plan.rv != "0";
+  if ((rvm && *rvm == "Exact") || (!rvm && limit > 0 && rv_n)) {
+    plan.exact = true;  // Exact, or the legacy meaning of RV=N with a limit.
+    return plan;
+  }
+  if (type.group.empty() && type.resource == "pods") {
+    plan.page.node_name_index = filter.fields.RequiresExactMatch("spec.nodeName");
+  }
+  return plan;
+}
+
+asio::awaitable<CacheOutcome> ServeList(CacheRequest& r, const WatchFilter& filter,
+                                        const ListPlan& plan, uint64_t at_rv) {
   const ResourceType& t = r.cacher.type();
-  Cacher::ListResult list = r.cacher.List(filter);
+  Cacher::PageRequest req = plan.page;
+  req.at_rv = plan.exact ? at_rv : 0;
+  auto page = r.cacher.ListPage(filter, req);
+  if (!page.ok()) co_return CacheOutcome{0, 0, false, "declined"};
+  Cacher::Page& list = *page;
+  std::string meta = absl::StrCat("{\"resourceVersion\":\"", list.resource_version, "\"");
+  if (list.has_more && !list.items.empty()) {
+    // The key after the last item, relative to the listed prefix (continue.go).
+    const CachedObject& last = *list.items.back();
+    const bool in_namespace = t.namespaced && !filter.namespace_.empty();
+    const std::string start =
+        absl::StrCat(in_namespace ? last.name() : last.key(), std::string(1, '\0'));
+    absl::StrAppend(&meta, ",\"continue\":\"",
+                    EncodeContinue(start, static_cast<int64_t>(list.resource_version)), "\"");
+    if (filter.labels.Empty() && filter.fields.Empty()) {
+      absl::StrAppend(&meta, ",\"remainingItemCount\":", list.candidates - plan.page.limit);
+    }
+  }
+  meta += "}";
   const std::string open = absl::StrCat("{\"kind\":\"", t.kind, "List\",\"apiVersion\":\"",
-                                        t.ApiVersion(), "\",\"metadata\":{\"resourceVersion\":\"",
-                                        list.resource_version, "\"},\"items\":[");
+                                        t.ApiVersion(), "\",\"metadata\":", meta, ",\"items\":[");
   static constexpr std::string_view kComma = ",";
   static constexpr std::string_view kClose = "]}\n";
   std::vector<asio::const_buffer> body;
@@ -460,13 +542,13 @@ asio::awaitable<CacheOutcome> ServeWatch(CacheRequest& r, WatchFilter filter,
   p.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
   if (send_initial) {
     // WatchList: the state at (at least) the requested RV, its end marked by a bookmark.
-    auto need = co_await RequiredVersion(r);
+    auto need = co_await RequiredVersion(r, rv);
     if (!need) co_return CacheOutcome{0, 0, false, "declined"};
     p.start = Cacher::Start::kInitialState;
     p.initial_events_end = true;
   } else if (!rv || rv->empty()) {
     // "Get state and start at most recent": the state must be at least the upstream's now.
-    if (!co_await RequiredVersion(r)) co_return CacheOutcome{0, 0, false, "declined"};
+    if (!co_await RequiredVersion(r, rv)) co_return CacheOutcome{0, 0, false, "declined"};
     p.start = Cacher::Start::kInitialState;
   } else if (*rv == "0") {
     p.start = Cacher::Start::kInitialState;
@@ -520,12 +602,26 @@ asio::awaitable<std::optional<CacheOutcome>> ServeFromCache(CacheRequest& r,
     }
     co_return out;
   }
-  if (!co_await RequiredVersion(r)) {
+  if (r.info.verb == "get") {
+    if (!co_await RequiredVersion(r, r.info.query.First("resourceVersion"))) {
+      ++r.stats.declined;
+      co_return std::nullopt;
+    }
+    co_return co_await ServeGet(r);
+  }
+  const ListPlan plan = PlanList(r.info, *filter, r.cacher.type());
+  auto need = co_await RequiredVersion(
+      r, plan.rv ? std::optional<std::string_view>(*plan.rv) : std::nullopt);
+  if (!need) {
     ++r.stats.declined;
     co_return std::nullopt;
   }
-  if (r.info.verb == "get") co_return co_await ServeGet(r);
-  co_return co_await ServeList(r, *filter);
+  CacheOutcome out = co_await ServeList(r, *filter, plan, *need);
+  if (out.status == 0) {
+    ++r.stats.declined;  // The state at that RV has left the window: the apiserver has it.
+    co_return std::nullopt;
+  }
+  co_return out;
 }
 
 }  // namespace kf

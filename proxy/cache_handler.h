@@ -16,6 +16,7 @@
 #include "cache/cacher.h"
 #include "proxy/access_review.h"
 #include "proxy/any_stream.h"
+#include "proxy/reflector.h"
 #include "proxy/request_info.h"
 #include "proxy/upstream_pool.h"
 
@@ -33,7 +34,8 @@ struct CacheRequest {
   const boost::beast::http::fields& headers;
   const RequestInfo& info;
   Cacher& cacher;
-  UpstreamPool& own_pool;          // kube-fanout's identity: resourceVersion probes.
+  Reflector& reflector;            // Current-RV probes and progress for consistent reads.
+  UpstreamPool& own_pool;          // kube-fanout's identity.
   UpstreamPool& passthrough_pool;  // no identity: access reviews with the client's header.
   AccessReview& access;
   CacheServeStats& stats;

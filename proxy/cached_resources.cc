@@ -134,7 +134,8 @@ asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
     auto e = std::make_unique<Entry>();
     e->cacher =
         std::make_unique<Cacher>(type, limits_, [] { return std::chrono::steady_clock::now(); });
-    e->reflector = std::make_unique<Reflector>(*e->cacher, pool, cred, log_);
+    e->reflector = std::make_unique<Reflector>(*e->cacher, pool, cred, log_,
+                                               co_await asio::this_coro::executor);
     entries.push_back(std::move(e));
   }
   entries_ = std::move(entries);
@@ -144,12 +145,12 @@ asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
   }
 }
 
-Cacher* CachedResources::Find(const RequestInfo& info) const {
+const CachedResources::Entry* CachedResources::Find(const RequestInfo& info) const {
   if (!started_.load()) return nullptr;
   for (const auto& e : entries_) {
     const ResourceType& t = e->cacher->type();
     if (t.resource == info.resource && t.group == info.api_group && t.version == info.api_version) {
-      return e->cacher.get();
+      return e.get();
     }
   }
   return nullptr;

@@ -45,7 +45,7 @@ class CachedResources {
   void Stop();
 
   // The cache serving `info`'s group/version/resource, if any (nullptr otherwise).
-  Cacher* Find(const RequestInfo& info) const;
+  const Entry* Find(const RequestInfo& info) const;
   bool AllSynced() const;
   const std::vector<std::unique_ptr<Entry>>& entries() const { return entries_; }
   bool started() const { return started_.load(); }

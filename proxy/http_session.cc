@@ -152,14 +152,15 @@ asio::awaitable<bool> HttpSession::ServeOne() {
     if (cec) co_return false;
   }
 
-  if (Cacher* cacher = env_.cache ? env_.cache->Find(*info) : nullptr;
-      cacher != nullptr && req.method() == http::verb::get && parser.is_done()) {
+  if (const CachedResources::Entry* cached = env_.cache ? env_.cache->Find(*info) : nullptr;
+      cached != nullptr && req.method() == http::verb::get && parser.is_done()) {
     if (info->verb == "watch") state_ = State::kWatching;
     CacheRequest creq{*client_,
                       buffer_,
                       req.base(),
                       *info,
-                      *cacher,
+                      *cached->cacher,
+                      *cached->reflector,
                       worker_.own_pool(),
                       worker_.upstream_pool(),
                       worker_.access_review(),

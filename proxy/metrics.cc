@@ -111,6 +111,13 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
          [](const Row& r) { return r.reflector->relists.load(); });
   family("kube_fanout_upstream_errors_total", "counter", "Failed upstream lists and watches.",
          [](const Row& r) { return r.reflector->errors.load(); });
+  family("kube_fanout_upstream_rv_probes_total", "counter",
+         "Probes of the upstream's current resourceVersion for consistent reads (shared by "
+         "concurrent readers).",
+         [](const Row& r) { return r.reflector->rv_probes.load(); });
+  family("kube_fanout_upstream_progress_watches_total", "counter",
+         "Short upstream watches opened to prove a quiet cache current for consistent reads.",
+         [](const Row& r) { return r.reflector->progress_watches.load(); });
   return w.Take();
 }
 

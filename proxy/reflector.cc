@@ -1,6 +1,9 @@
 #include "proxy/reflector.h"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -14,12 +17,18 @@ namespace {
 
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 constexpr auto kMaxBackoff = std::chrono::milliseconds(30000);
+// Probes of the upstream's current RV start at most this often (per resource).
+constexpr auto kProbeSpacing = std::chrono::milliseconds(50);
 
 }  // namespace
 
 Reflector::Reflector(Cacher& cacher, UpstreamPool& pool, std::function<std::string()> credentials,
-                     const Logger& log)
-    : cacher_(cacher), pool_(pool), credentials_(std::move(credentials)), log_(log) {}
+                     const Logger& log, asio::any_io_executor executor)
+    : cacher_(cacher),
+      pool_(pool),
+      credentials_(std::move(credentials)),
+      log_(log),
+      exec_(std::move(executor)) {}
 
 std::string Reflector::CollectionPath() const {
   const ResourceType& t = cacher_.type();
@@ -30,6 +39,9 @@ std::string Reflector::CollectionPath() const {
 void Reflector::Stop() {
   stopped_ = true;
   if (active_ != nullptr) active_->Cancel();
+  if (progress_active_ != nullptr) progress_active_->Cancel();
+  for (auto& done : probe_waiters_) done(std::nullopt);
+  probe_waiters_.clear();
 }
 
 asio::awaitable<void> Reflector::Backoff() {
@@ -136,29 +148,140 @@ asio::awaitable<Reflector::WatchEnd> Reflector::WatchOnce() {
     UpstreamWatch*& p;
     ~Clear() { p = nullptr; }
   } clear{active_};
-  const ResourceType& t = cacher_.type();
   for (;;) {
     auto line = co_await watch->NextLine();
     if (!line.ok())
       co_return absl::IsNotFound(line.status()) ? WatchEnd::kEnded : WatchEnd::kFailed;
     if (line->empty()) continue;
-    auto ev = ParseWatchLine(*line);
-    if (!ev.ok()) co_return WatchEnd::kFailed;
-    backoff_ = std::chrono::milliseconds(0);
-    if (ev->type == "BOOKMARK") {
-      cacher_.Bookmark(ev->resource_version);
-      continue;
+    switch (ApplyLine(*line)) {
+      case LineResult::kEvent:
+        ++stats_.events;
+        [[fallthrough]];
+      case LineResult::kBookmark:
+        backoff_ = std::chrono::milliseconds(0);
+        break;
+      case LineResult::kExpired:
+        co_return WatchEnd::kExpired;
+      case LineResult::kFailed:
+        co_return WatchEnd::kFailed;
     }
-    if (ev->type == "ERROR") {
-      co_return ev->error_code == 410 ? WatchEnd::kExpired : WatchEnd::kFailed;
+  }
+}
+
+Reflector::LineResult Reflector::ApplyLine(std::string_view line) {
+  auto ev = ParseWatchLine(line);
+  if (!ev.ok()) return LineResult::kFailed;
+  if (ev->type == "BOOKMARK") {
+    cacher_.Bookmark(ev->resource_version);
+    return LineResult::kBookmark;
+  }
+  if (ev->type == "ERROR") return ev->error_code == 410 ? LineResult::kExpired : LineResult::kFailed;
+  const EventType type = ev->type == "ADDED"     ? EventType::kAdded
+                         : ev->type == "DELETED" ? EventType::kDeleted
+                                                 : EventType::kModified;
+  auto obj = CachedObject::FromJson(cacher_.type(), std::string(ev->object));
+  if (!obj.ok()) return LineResult::kFailed;
+  cacher_.Apply(type, *std::move(obj));
+  return LineResult::kEvent;
+}
+
+void Reflector::ProbeUpstreamVersion(std::function<void(std::optional<uint64_t>)> done) {
+  asio::post(exec_, [this, done = std::move(done)]() mutable {
+    if (stopped_) {
+      done(std::nullopt);
+      return;
     }
-    const EventType type = ev->type == "ADDED"     ? EventType::kAdded
-                           : ev->type == "DELETED" ? EventType::kDeleted
-                                                   : EventType::kModified;
-    auto obj = CachedObject::FromJson(t, std::string(ev->object));
-    if (!obj.ok()) co_return WatchEnd::kFailed;
-    ++stats_.events;
-    cacher_.Apply(type, *std::move(obj));
+    probe_waiters_.push_back(std::move(done));
+    if (!probe_running_) {
+      probe_running_ = true;
+      asio::co_spawn(exec_, ProbeLoop(), asio::detached);
+    }
+  });
+}
+
+asio::awaitable<void> Reflector::ProbeLoop() {
+  asio::steady_timer timer(exec_);
+  while (!probe_waiters_.empty() && !stopped_) {
+    const auto next = last_probe_start_ + kProbeSpacing;
+    if (std::chrono::steady_clock::now() < next) {
+      timer.expires_at(next);
+      co_await timer.async_wait(use_nothrow);
+    }
+    // Everyone waiting now asked before this probe starts: it answers them all.
+    auto batch = std::move(probe_waiters_);
+    probe_waiters_.clear();
+    last_probe_start_ = std::chrono::steady_clock::now();
+    ++stats_.rv_probes;
+    std::optional<uint64_t> rv;
+    auto res = co_await UpstreamCall(pool_, http::verb::get,
+                                     absl::StrCat(CollectionPath(), "?limit=1"), credentials_(),
+                                     "", std::chrono::seconds(10));
+    if (res.ok() && res->status == 200) {
+      if (auto page = ParseListPage(res->body); page.ok()) rv = page->resource_version;
+    }
+    for (auto& done : batch) done(rv);
+  }
+  probe_running_ = false;
+}
+
+void Reflector::RequestProgress(uint64_t rv, std::chrono::milliseconds for_how_long) {
+  asio::post(exec_, [this, rv, for_how_long] {
+    if (stopped_ || cacher_.resource_version() >= rv) return;
+    progress_target_ = std::max(progress_target_, rv);
+    progress_until_ = std::max(progress_until_, std::chrono::steady_clock::now() + for_how_long);
+    if (!progress_running_) {
+      progress_running_ = true;
+      asio::co_spawn(exec_, ProgressLoop(), asio::detached);
+    }
+  });
+}
+
+asio::awaitable<void> Reflector::ProgressLoop() {
+  // A moment for the main watch first: on a busy resource the event that gets the cache there
+  // is usually already on its way.
+  asio::steady_timer timer(exec_);
+  timer.expires_after(std::chrono::milliseconds(20));
+  co_await timer.async_wait(use_nothrow);
+  int failures = 0;
+  while (!stopped_ && cacher_.resource_version() < progress_target_ &&
+         std::chrono::steady_clock::now() < progress_until_ && failures < 3) {
+    if (!co_await ProgressWatch()) {
+      ++failures;
+      timer.expires_after(std::chrono::milliseconds(100 * failures));
+      co_await timer.async_wait(use_nothrow);
+    }
+  }
+  progress_running_ = false;
+}
+
+asio::awaitable<bool> Reflector::ProgressWatch() {
+  const std::string target = absl::StrCat(
+      CollectionPath(), "?allowWatchBookmarks=true&resourceVersion=", cacher_.resource_version(),
+      "&timeoutSeconds=3&watch=true");
+  ++stats_.progress_watches;
+  auto opened =
+      co_await UpstreamWatch::Open(pool_, target, credentials_(), std::chrono::seconds(10));
+  if (!opened.ok() || opened->index() != 0) co_return false;
+  std::unique_ptr<UpstreamWatch> watch = std::move(std::get<0>(*opened));
+  progress_active_ = watch.get();
+  struct Clear {
+    UpstreamWatch*& p;
+    ~Clear() { p = nullptr; }
+  } clear{progress_active_};
+  for (;;) {
+    auto line = co_await watch->NextLine();
+    if (!line.ok()) co_return absl::IsNotFound(line.status());  // Ended without a bookmark.
+    if (line->empty()) continue;
+    switch (ApplyLine(*line)) {
+      case LineResult::kEvent:
+        if (cacher_.resource_version() >= progress_target_) co_return true;
+        break;
+      case LineResult::kBookmark:
+        co_return true;  // Dropping the connection ends the watch early.
+      case LineResult::kExpired:
+      case LineResult::kFailed:
+        co_return false;
+    }
   }
 }
 

@@ -119,10 +119,14 @@ absl::Status Server::Start() {
   for (unsigned i = 0; i < threads; ++i) {
     workers_.push_back(std::make_unique<Worker>(upstream_, *passthrough_tls_, *own_tls_, dial));
   }
+  session_workers_ = workers_.size();
+  if (cache_) {
+    workers_.push_back(std::make_unique<Worker>(upstream_, *passthrough_tls_, *own_tls_, dial));
+  }
   for (auto& w : workers_) w->Start();
   if (cache_) {
-    // Reflectors live on the first worker, with its pool of kube-fanout's own connections.
-    cache_->Start(workers_[0]->ioc(), workers_[0]->own_pool(),
+    // Reflectors live on their own thread, with its pool of kube-fanout's own connections.
+    cache_->Start(workers_.back()->ioc(), workers_.back()->own_pool(),
                   [creds = own_credentials_.get()] { return creds->Header(); });
   }
   if (plain_acceptor_.is_open()) {
@@ -149,9 +153,14 @@ absl::Status Server::Start() {
 }
 
 Worker& Server::NextWorker() {
-  Worker& w = *workers_[next_worker_];
-  next_worker_ = (next_worker_ + 1) % workers_.size();
-  return w;
+  // The worker with the fewest connections: watches live long, so accept order alone can pile
+  // one kind of watcher onto one thread.
+  Worker* best = workers_[0].get();
+  for (size_t i = 1; i < session_workers_; ++i) {
+    if (workers_[i]->connections() < best->connections()) best = workers_[i].get();
+  }
+  best->AddConnection();
+  return *best;
 }
 
 asio::awaitable<void> Server::AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool tls) {
@@ -179,7 +188,7 @@ asio::awaitable<void> Server::AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool
               : std::make_unique<AnyStream>(std::move(tcp));
       auto session =
           std::make_shared<HttpSession>(std::move(stream), std::move(remote), worker, *env_);
-      if (shutting_down_) return;
+      if (shutting_down_) return;  // The session's end uncounts the connection.
       session->Start();
     });
   }

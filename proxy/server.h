@@ -66,8 +66,10 @@ class Server {
   std::unique_ptr<asio::ssl::context> server_tls_;
   std::unique_ptr<asio::ssl::context> passthrough_tls_;
   std::unique_ptr<asio::ssl::context> own_tls_;
+  // Session workers first; then, when caching, the cache's own thread (reflectors and their
+  // upstream connections), so fan-out work never queues ahead of upstream reads.
   std::vector<std::unique_ptr<Worker>> workers_;
-  size_t next_worker_ = 0;
+  size_t session_workers_ = 0;
   uint16_t listen_port_ = 0;
   uint16_t secure_listen_port_ = 0;
   bool shutting_down_ = false;

@@ -6,6 +6,7 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <atomic>
 #include <optional>
 #include <thread>
 #include <unordered_set>
@@ -33,9 +34,16 @@ class Worker {
   UpstreamPool& own_pool() { return own_pool_; }   // kube-fanout's identity.
   AccessReview& access_review() { return access_; }
 
-  // Session registry; called on this worker's thread only.
+  // Session registry; called on this worker's thread only. Unregister also ends the count of
+  // connections assigned here (AddConnection, by the acceptor).
   void Register(HttpSession* s) { sessions_.insert(s); }
-  void Unregister(HttpSession* s) { sessions_.erase(s); }
+  void Unregister(HttpSession* s) {
+    sessions_.erase(s);
+    RemoveConnection();
+  }
+  void AddConnection() { connections_.fetch_add(1, std::memory_order_relaxed); }
+  void RemoveConnection() { connections_.fetch_sub(1, std::memory_order_relaxed); }
+  int64_t connections() const { return connections_.load(std::memory_order_relaxed); }
   // Asks every session to finish (see HttpSession::Stop). Posted to this thread.
   void StopSessions();
 
@@ -46,6 +54,7 @@ class Worker {
   UpstreamPool own_pool_;
   AccessReview access_{std::chrono::seconds(10), std::chrono::seconds(5), 10000};
   std::unordered_set<HttpSession*> sessions_;
+  std::atomic<int64_t> connections_{0};
   std::thread thread_;
 };
 

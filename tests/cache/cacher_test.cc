@@ -10,6 +10,7 @@ namespace {
 
 using testing::Pod;
 using testing::PodsType;
+using testing::Filter;
 
 struct Seen {
   std::string type;
@@ -35,16 +36,6 @@ std::vector<Seen> Drain(CacheWatcher& w) {
     start = nl + 1;
   }
   return out;
-}
-
-WatchFilter Filter(const std::string& ns = "", const std::string& labels = "",
-                   const std::string& fields = "") {
-  WatchFilter f;
-  f.namespace_ = ns;
-  f.labels = *LabelSelector::Parse(labels);
-  f.fields = *FieldSelector::Parse(fields);
-  f.name = f.fields.RequiresExactMatch("metadata.name");
-  return f;
 }
 
 struct Fixture {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "cache/cache_watcher.h"
 #include "cache/cached_object.h"
 
 namespace kf::testing {
@@ -29,6 +30,17 @@ inline ObjectPtr Pod(const std::string& ns, const std::string& name, uint64_t rv
   auto o = CachedObject::FromJson(PodsType(), PodJson(ns, name, rv, node, app));
   REQUIRE(o.ok());
   return *o;
+}
+
+// A watch filter from a namespace and selectors in the apiserver's syntax.
+inline WatchFilter Filter(const std::string& ns = "", const std::string& labels = "",
+                   const std::string& fields = "") {
+  WatchFilter f;
+  f.namespace_ = ns;
+  f.labels = *LabelSelector::Parse(labels);
+  f.fields = *FieldSelector::Parse(fields);
+  f.name = f.fields.RequiresExactMatch("metadata.name");
+  return f;
 }
 
 }  // namespace kf::testing

@@ -28,6 +28,16 @@ def free_port():
         return s.getsockname()[1]
 
 
+def metric_values(text, name):
+    """{labels: value} for one metric family in Prometheus text."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            key, _, value = line.rpartition(" ")
+            out[key[len(name):]] = float(value)
+    return out
+
+
 @dataclasses.dataclass
 class Response:
     status: int

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from kfrig import Proxy
+from kfrig import Proxy, metric_values
 
 # Headers only the apiserver sends (per-request audit and priority-and-fairness identifiers).
 ALLOWED_HEADER_DIFFERENCES = {"audit-id", "x-kubernetes-pf-flowschema-uid",
@@ -142,11 +142,53 @@ def test_consistent_reads_are_never_stale(cluster, cached_proxy, objects):
         assert f"fresh{i}" in [o["metadata"]["name"] for o in listed["items"]]
 
 
+def _without(path, *params):
+    base, _, query = path.partition("?")
+    kept = [p for p in query.split("&") if p.split("=")[0] not in params]
+    return base + "?" + "&".join(kept)
+
+
+def test_paginated_lists_from_cache_match_the_apiserver_page_by_page(cluster, cached_proxy,
+                                                                     objects):
+    # The state at one RV, paged: exact RV, the legacy RV+limit, NotOlderThan, selectors, the
+    # pods' node index. Every page (continue tokens included) byte-identical to the apiserver's,
+    # though objects change between pages: a continued list stays on its snapshot.
+    ns = objects
+    rv = json.loads(cluster.request("GET", f"/api/v1/namespaces/{ns}/pods").body)[
+        "metadata"]["resourceVersion"]
+    cases = [
+        f"/api/v1/pods?resourceVersion={rv}&resourceVersionMatch=Exact&limit=2",
+        f"/api/v1/namespaces/{ns}/pods?resourceVersion={rv}&limit=1",
+        f"/api/v1/namespaces/{ns}/pods?resourceVersion={rv}&resourceVersionMatch=Exact",
+        f"/api/v1/namespaces/{ns}/pods?resourceVersion={rv}&resourceVersionMatch=NotOlderThan"
+        "&limit=3",
+        f"/api/v1/namespaces/{ns}/pods?resourceVersion={rv}&limit=1&labelSelector=app%3Dweb",
+        f"/api/v1/pods?resourceVersion={rv}&resourceVersionMatch=NotOlderThan&limit=1"
+        "&fieldSelector=spec.nodeName%3Dnode-a",
+        f"/api/v1/namespaces/{ns}/configmaps?resourceVersion={rv}&limit=2",
+        f"/api/v1/namespaces/{ns}/configmaps?resourceVersion={rv}&limit=1&labelSelector=idx",
+    ]
+    pages = 0
+    for i, path in enumerate(cases):
+        while True:
+            page = json.loads(compare(cluster, cached_proxy, path).body)
+            pages += 1
+            token = page["metadata"].get("continue")
+            if not token:
+                break
+            # Change the state under the continued list.
+            cluster.kubectl("label", "configmap", "cm2", "-n", ns, f"turn={i}-{pages}",
+                            "--overwrite")
+            path = _without(path, "resourceVersion", "resourceVersionMatch", "continue") + \
+                f"&continue={token}"
+    assert pages >= 15
+
+
 def test_requests_the_cache_cannot_answer_exactly_go_to_the_apiserver(cluster, cached_proxy,
                                                                      objects):
     ns = objects
-    for path in [f"/api/v1/namespaces/{ns}/pods?limit=1",  # pagination
-                 f"/api/v1/namespaces/{ns}/pods?resourceVersion=1&resourceVersionMatch=Exact",
+    for path in [f"/api/v1/namespaces/{ns}/pods?resourceVersion=1&resourceVersionMatch=Exact",
+                 f"/api/v1/namespaces/{ns}/pods?limit=1&continue=bm90LWEtdG9rZW4",  # 400
                  f"/api/v1/namespaces/{ns}/pods?labelSelector=a%20b",  # apiserver's own 400
                  f"/api/v1/namespaces/{ns}/pods?fieldSelector=foo%3Dbar",
                  f"/api/v1/namespaces/{ns}/configmaps?fieldSelector=data.x%3D1",
@@ -284,16 +326,6 @@ def test_kubectl_get_and_watch_through_the_cache(cluster, cached_proxy, namespac
         watch.terminate()
         watch.wait(timeout=10)
     assert seen == ["ADDED", "DELETED"]
-
-
-def metric_values(text, name):
-    """{labels: value} for one metric family in Prometheus text."""
-    out = {}
-    for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            key, _, value = line.rpartition(" ")
-            out[key[len(name):]] = float(value)
-    return out
 
 
 def apiserver_watches(cluster, resource):

@@ -1,0 +1,120 @@
+// Cacher::ListPage: pages of a list over the current state or the state at an earlier RV, with
+// the apiserver cacher's has-more and count rules.
+#include <catch2/catch.hpp>
+
+#include "cache/cacher.h"
+#include "tests/cache/test_objects.h"
+
+namespace kf {
+namespace {
+
+using testing::Pod;
+using testing::PodsType;
+using testing::Filter;
+
+std::vector<std::string> Names(const Cacher::Page& p) {
+  std::vector<std::string> out;
+  for (const auto& o : p.items) out.push_back(o->key() + "@" + std::to_string(o->resource_version()));
+  return out;
+}
+
+struct Fixture {
+  Cacher cacher{PodsType(), EventRingLimits{}, [] { return std::chrono::steady_clock::now(); }};
+  Fixture() {
+    cacher.Replace({Pod("a", "p1", 10, "n1"), Pod("a", "p2", 11, "n2", "db"),
+                    Pod("a", "p3", 12, "n1"), Pod("b", "p1", 13, "n1")},
+                   20);
+  }
+  Cacher::Page Page(const WatchFilter& f, Cacher::PageRequest r) {
+    auto p = cacher.ListPage(f, r);
+    REQUIRE(p.ok());
+    return *p;
+  }
+};
+
+TEST_CASE("ListPage pages the current state in key order") {
+  Fixture fx;
+  Cacher::PageRequest r;
+  r.limit = 2;
+  auto p = fx.Page(Filter(), r);
+  CHECK(Names(p) == std::vector<std::string>{"a/p1@10", "a/p2@11"});
+  CHECK(p.has_more);
+  CHECK(p.candidates == 4);  // remainingItemCount = 4 - 2.
+  CHECK(p.resource_version == 20);
+  r.start_key = std::string("a/p2\0", 5);
+  p = fx.Page(Filter(), r);
+  CHECK(Names(p) == std::vector<std::string>{"a/p3@12", "b/p1@13"});
+  CHECK_FALSE(p.has_more);  // Full, and nothing after it.
+  // Within a namespace.
+  r.start_key.clear();
+  r.limit = 3;
+  p = fx.Page(Filter("a"), r);
+  CHECK(Names(p) == std::vector<std::string>{"a/p1@10", "a/p2@11", "a/p3@12"});
+  CHECK_FALSE(p.has_more);
+}
+
+TEST_CASE("ListPage with a selector counts non-matching items for has-more") {
+  Fixture fx;
+  Cacher::PageRequest r;
+  r.limit = 1;
+  // app=db matches a/p2 only; a/p3 and b/p1 follow it, so the apiserver says there is more.
+  auto p = fx.Page(Filter("", "app=db"), r);
+  CHECK(Names(p) == std::vector<std::string>{"a/p2@11"});
+  CHECK(p.has_more);
+  // Not full: no more.
+  r.limit = 5;
+  p = fx.Page(Filter("", "app=db"), r);
+  CHECK_FALSE(p.has_more);
+}
+
+TEST_CASE("ListPage over the node index counts only that node's pods") {
+  Fixture fx;
+  Cacher::PageRequest r;
+  r.limit = 1;
+  r.node_name_index = "n2";
+  auto p = fx.Page(Filter("", "", "spec.nodeName=n2"), r);
+  CHECK(Names(p) == std::vector<std::string>{"a/p2@11"});
+  CHECK_FALSE(p.has_more);  // Other pods follow, but not on n2.
+  r.node_name_index.reset();
+  p = fx.Page(Filter("", "", "spec.nodeName=n2"), r);
+  CHECK(p.has_more);  // Without the index, every later pod counts.
+}
+
+TEST_CASE("ListPage lists the state at an earlier RV from the event window") {
+  Fixture fx;
+  fx.cacher.Apply(EventType::kModified, Pod("a", "p1", 21, "n1"));
+  fx.cacher.Apply(EventType::kDeleted, Pod("a", "p2", 22, "n2", "db"));
+  fx.cacher.Apply(EventType::kAdded, Pod("a", "p0", 23, "n1"));
+  fx.cacher.Apply(EventType::kModified, Pod("a", "p1", 24, "n1"));
+  Cacher::PageRequest r;
+  r.at_rv = 20;
+  auto p = fx.Page(Filter(), r);
+  CHECK(Names(p) == std::vector<std::string>{"a/p1@10", "a/p2@11", "a/p3@12", "b/p1@13"});
+  CHECK(p.resource_version == 20);
+  r.at_rv = 22;
+  p = fx.Page(Filter(), r);
+  CHECK(Names(p) == std::vector<std::string>{"a/p1@21", "a/p3@12", "b/p1@13"});
+  r.at_rv = 23;
+  r.limit = 2;
+  p = fx.Page(Filter("a"), r);
+  CHECK(Names(p) == std::vector<std::string>{"a/p0@23", "a/p1@21"});
+  CHECK(p.has_more);
+  CHECK(p.candidates == 3);
+  r.at_rv = 0;  // Current.
+  r.limit = 0;
+  p = fx.Page(Filter("a"), r);
+  CHECK(Names(p) == std::vector<std::string>{"a/p0@23", "a/p1@24", "a/p3@12"});
+  CHECK(p.resource_version == 24);
+}
+
+TEST_CASE("ListPage refuses states it does not know") {
+  Fixture fx;
+  Cacher::PageRequest r;
+  r.at_rv = 19;  // Before the list: the window starts at 20.
+  CHECK(absl::IsFailedPrecondition(fx.cacher.ListPage(Filter(), r).status()));
+  r.at_rv = 21;  // Newer than the cache.
+  CHECK(absl::IsFailedPrecondition(fx.cacher.ListPage(Filter(), r).status()));
+}
+
+}  // namespace
+}  // namespace kf
