@@ -56,7 +56,6 @@ bool Eligible(const RequestInfo& info, const http::fields& headers) {
       (info.verb != "list" && info.verb != "get" && info.verb != "watch")) {
     return false;
   }
-  if (info.verb_via_path_prefix) return false;  // Legacy /watch/ paths: passthrough for now.
   const std::string accept = absl::AsciiStrToLower(ToAbsl(headers[http::field::accept]));
   if (!accept.empty() && accept.find("application/json") == std::string::npos &&
       accept.find("*/*") == std::string::npos) {
@@ -129,6 +128,17 @@ std::optional<WatchFilter> MakeFilter(const RequestInfo& info, const ResourceTyp
   if (!labels.ok()) return std::nullopt;
   auto parsed = FieldSelector::Parse(info.field_selector);
   if (!parsed.ok()) return std::nullopt;
+  if (info.verb == "watch" && !info.name.empty()) {
+    // A watch of one object by path (/watch/namespaces/ns/pods/name): the apiserver selects it
+    // by metadata.name, and a field selector naming another object is its 400 to give.
+    if (type.namespaced && info.namespace_.empty()) return std::nullopt;
+    if (parsed->Empty()) {
+      parsed = FieldSelector::Parse(absl::StrCat("metadata.name=", EscapeFieldValue(info.name)));
+      if (!parsed.ok()) return std::nullopt;
+    } else if (parsed->RequiresExactMatch("metadata.name") != info.name) {
+      return std::nullopt;
+    }
+  }
   // The fields this kind accepts, renamed as the apiserver renames them (spec.host → ...).
   auto fields = type.Fields().Convert(*parsed);
   if (!fields.ok()) return std::nullopt;

@@ -128,18 +128,39 @@ def test_get_from_cache_matches_the_apiserver(cluster, cached_proxy, objects):
         compare(cluster, cached_proxy, path)
 
 
-def test_consistent_reads_are_never_stale(cluster, cached_proxy, objects):
-    # RV "" must reflect a write made just before: from the cache when it has caught up,
-    # else from the apiserver.
+def test_consistent_reads_are_served_from_the_cache_and_never_stale(cluster, cached_proxy,
+                                                                   objects):
+    # RV "" must reflect every write made before the request: kube-fanout probes the upstream's
+    # RV and waits until its cache has it. Configmaps here are quiet while secrets change (the
+    # global RV moves past the configmaps cache), so the cache must prove it is current.
     ns = objects
-    for i in range(5):
+    metrics = lambda: cluster.request("GET", "/metrics", port=cached_proxy.port, tls=False
+                                      ).body.decode()
+    before = metric_values(metrics(), "kube_fanout_upstream_progress_watches_total").get(
+        '{resource="configmaps"}', 0)
+    headers = {"User-Agent": "kube-fanout-tests"}
+    for i in range(4):
         cluster.kubectl("create", "configmap", f"fresh{i}", "-n", ns)
-        got = cluster.request("GET", f"/api/v1/namespaces/{ns}/configmaps/fresh{i}",
-                              port=cached_proxy.secure_port)
+        marker = f"kffresh={i}"
+        got = cluster.request("GET", f"/api/v1/namespaces/{ns}/configmaps/fresh{i}?{marker}",
+                              port=cached_proxy.secure_port, headers=headers)
         assert got.status == 200
-        listed = json.loads(cluster.request("GET", f"/api/v1/namespaces/{ns}/configmaps",
-                                            port=cached_proxy.secure_port).body)
-        assert f"fresh{i}" in [o["metadata"]["name"] for o in listed["items"]]
+        assert routed(cached_proxy, marker) == "cache"
+        cluster.kubectl("create", "secret", "generic", f"other{i}", "-n", ns)
+        marker = f"kffresh=list{i}"
+        listed = cluster.request("GET", f"/api/v1/namespaces/{ns}/configmaps?{marker}",
+                                 port=cached_proxy.secure_port, headers=headers)
+        assert routed(cached_proxy, marker) == "cache"
+        items = json.loads(listed.body)["items"]
+        assert f"fresh{i}" in [o["metadata"]["name"] for o in items]
+        # At least as new as the apiserver's answer made after it.
+        direct = json.loads(cluster.request("GET", f"/api/v1/namespaces/{ns}/secrets").body)
+        assert int(json.loads(listed.body)["metadata"]["resourceVersion"]) >= max(
+            int(s["metadata"]["resourceVersion"]) for s in direct["items"]
+            if s["metadata"]["name"] == f"other{i}")
+    after = metric_values(metrics(), "kube_fanout_upstream_progress_watches_total")[
+        '{resource="configmaps"}']
+    assert after > before  # The quiet cache had to prove it was current.
 
 
 def _without(path, *params):
@@ -230,11 +251,16 @@ def test_watch_from_cache_streams_the_apiservers_events(cluster, cached_proxy, n
     compare(cluster, cached_proxy, f"/api/v1/namespaces/{ns}/configmaps?resourceVersion={rv}")
     watches = {}
     for name, port in (("direct", cluster.port), ("cached", cached_proxy.secure_port)):
-        for variant, query in (("from-rv", f"resourceVersion={rv}"),
-                               ("labels", f"resourceVersion={rv}&labelSelector=keep%3Dyes"),
-                               ("initial", "resourceVersion=0")):
-            watches[(name, variant)] = open_watch(
-                cluster, port, f"/api/v1/namespaces/{ns}/configmaps?watch=1&{query}")
+        collection = f"/api/v1/namespaces/{ns}/configmaps?watch=1"
+        for variant, path in (
+                ("from-rv", f"{collection}&resourceVersion={rv}"),
+                ("labels", f"{collection}&resourceVersion={rv}&labelSelector=keep%3Dyes"),
+                ("initial", f"{collection}&resourceVersion=0"),
+                # The legacy /watch/ paths, of a collection and of one object by name.
+                ("legacy", f"/api/v1/watch/namespaces/{ns}/configmaps?resourceVersion={rv}"),
+                ("legacy-name",
+                 f"/api/v1/watch/namespaces/{ns}/configmaps/a?resourceVersion={rv}")):
+            watches[(name, variant)] = open_watch(cluster, port, path)
     k = lambda *a: cluster.kubectl(*a, "-n", ns)
     k("create", "configmap", "a", "--from-literal=k=1")
     k("label", "configmap", "a", "keep=yes")       # enters the label selection: ADDED
@@ -242,7 +268,7 @@ def test_watch_from_cache_streams_the_apiservers_events(cluster, cached_proxy, n
     k("label", "configmap", "a", "keep-")          # leaves it: DELETED with the old state
     k("delete", "configmap", "a")
     k("delete", "configmap", "seed")
-    expected = {"from-rv": 6, "labels": 2, "initial": 7}
+    expected = {"from-rv": 6, "labels": 2, "initial": 7, "legacy": 6, "legacy-name": 5}
     for variant, n in expected.items():
         direct = read_events(watches[("direct", variant)][1], n)
         cached = read_events(watches[("cached", variant)][1], n)
@@ -252,6 +278,7 @@ def test_watch_from_cache_streams_the_apiservers_events(cluster, cached_proxy, n
         conn.close()
     # A watch is logged when it ends.
     assert routed(cached_proxy, f"namespaces/{ns}/configmaps?watch=1") == "cache"
+    assert routed(cached_proxy, f"watch/namespaces/{ns}/configmaps/a?") == "cache"
 
 
 def test_watch_list_initial_events_end_with_the_bookmark(cluster, cached_proxy, objects):
