@@ -418,8 +418,9 @@ asio::awaitable<CacheOutcome> WatchLoop(CacheRequest& r, WatchFilter filter, Wat
   CacheOutcome out{200, 0, false, ""};
   static constexpr std::string_view kCrlf = "\r\n";
   static constexpr std::string_view kLastChunk = "0\r\n\r\n";
-  auto notify = [weak = std::weak_ptr<Wakeup>(wake), exec = wake->exec] {
-    asio::post(exec, [weak] {
+  // Called on the cache's thread; the wake-up runs on this session's, batched per thread.
+  auto notify = [weak = std::weak_ptr<Wakeup>(wake), wakeups = &r.wakeups] {
+    wakeups->Add([weak] {
       if (auto w = weak.lock()) w->Wake();
     });
   };

@@ -17,6 +17,7 @@
 #include "proxy/access_review.h"
 #include "proxy/any_stream.h"
 #include "proxy/reflector.h"
+#include "proxy/wakeups.h"
 #include "proxy/request_info.h"
 #include "proxy/upstream_pool.h"
 
@@ -38,6 +39,7 @@ struct CacheRequest {
   UpstreamPool& own_pool;          // kube-fanout's identity.
   UpstreamPool& passthrough_pool;  // no identity: access reviews with the client's header.
   AccessReview& access;
+  Wakeups& wakeups;  // The session thread's (per-thread dispatch).
   CacheServeStats& stats;
   const bool& stopping;
   std::function<std::string()> own_credentials;

@@ -164,6 +164,7 @@ asio::awaitable<bool> HttpSession::ServeOne() {
                       worker_.own_pool(),
                       worker_.upstream_pool(),
                       worker_.access_review(),
+                      worker_.wakeups(),
                       env_.cache_stats,
                       stopping_,
                       env_.own_credentials,

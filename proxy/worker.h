@@ -13,6 +13,7 @@
 
 #include "proxy/access_review.h"
 #include "proxy/upstream_pool.h"
+#include "proxy/wakeups.h"
 
 namespace kf {
 
@@ -33,6 +34,7 @@ class Worker {
   UpstreamPool& upstream_pool() { return pool_; }  // No identity: passthrough.
   UpstreamPool& own_pool() { return own_pool_; }   // kube-fanout's identity.
   AccessReview& access_review() { return access_; }
+  Wakeups& wakeups() { return wakeups_; }  // Watchers on this thread, woken by the cache.
 
   // Session registry; called on this worker's thread only. Unregister also ends the count of
   // connections assigned here (AddConnection, by the acceptor).
@@ -53,6 +55,7 @@ class Worker {
   UpstreamPool pool_;
   UpstreamPool own_pool_;
   AccessReview access_{std::chrono::seconds(10), std::chrono::seconds(5), 10000};
+  Wakeups wakeups_{ioc_.get_executor()};
   std::unordered_set<HttpSession*> sessions_;
   std::atomic<int64_t> connections_{0};
   std::thread thread_;
