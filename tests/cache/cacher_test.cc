@@ -122,6 +122,20 @@ TEST_CASE("Cacher answers 410 once the window no longer reaches back to the RV")
   CHECK(w.status().message() == "too old resource version: 11 (13)");
 }
 
+TEST_CASE("Cacher answers 410 for an RV before its last relist though nothing was evicted") {
+  // Resuming from before a relist could miss a deletion the diff folded away, so it must not
+  // be served the current state instead (the apiserver: getAllEventsSinceLocked).
+  Fixture f;
+  f.cacher.Replace({Pod("n", "a", 5)}, 10);
+  f.cacher.Replace({Pod("n", "a", 5), Pod("n", "b", 30)}, 40);
+  auto w = f.cacher.Watch({Filter(), Cacher::Start::kAfterVersion, 20, 1 << 20, [] {}});
+  CHECK(w.status().code() == absl::StatusCode::kOutOfRange);
+  CHECK(w.status().message() == "too old resource version: 20 (40)");
+  auto before_first = f.cacher.Watch({Filter(), Cacher::Start::kAfterVersion, 9, 1 << 20, [] {}});
+  CHECK(before_first.status().code() == absl::StatusCode::kOutOfRange);
+  CHECK(f.cacher.Watch({Filter(), Cacher::Start::kAfterVersion, 40, 1 << 20, [] {}}).ok());
+}
+
 TEST_CASE("Cacher turns a relist's differences into events for open watches") {
   Fixture f;
   f.cacher.Replace({Pod("n", "keep", 5), Pod("n", "gone", 6), Pod("n", "changed", 7)}, 10);
