@@ -1,0 +1,74 @@
+// Admission configuration: priority levels and flow schemas in the spirit of the apiserver's API
+// Priority and Fairness (flowcontrol.apiserver.k8s.io), plus a token bucket per flow for polling
+// clients. Read from a YAML file in Kubernetes style (apiVersion/kind, camelCase fields); see
+// ratelimit/README.md for the format and DefaultConfig() for the defaults.
+#ifndef KUBE_FANOUT_RATELIMIT_CONFIG_H_
+#define KUBE_FANOUT_RATELIMIT_CONFIG_H_
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace kf::ratelimit {
+
+struct PriorityLevelConfig {
+  std::string name;
+  bool exempt = false;       // Never queued or limited (still counted).
+  int concurrency_shares = 30;
+  int queues = 64;           // Shuffle-sharded fair queues.
+  int hand_size = 6;         // Queues dealt to each flow.
+  int queue_length_limit = 50;
+  std::chrono::milliseconds queue_wait{15000};  // Longer in a queue: 429.
+};
+
+// One rule: every non-empty list must match ("*" matches anything; a trailing "*" is a prefix).
+struct PolicyRule {
+  std::vector<std::string> users, groups, user_agents;
+  std::vector<std::string> verbs, api_groups, resources, namespaces;
+  std::vector<std::string> non_resource_urls;  // Matches only non-resource requests.
+};
+
+enum class Distinguisher { kNone, kByUser, kByNamespace };
+
+struct TokenBucketConfig {
+  double qps = 0;  // 0: no bucket.
+  double burst = 0;
+};
+
+struct FlowSchemaConfig {
+  std::string name;
+  std::string priority_level;
+  int matching_precedence = 1000;  // Lower first.
+  Distinguisher distinguisher = Distinguisher::kByUser;
+  std::vector<PolicyRule> rules;  // Any rule; none → matches everything.
+  TokenBucketConfig rate_limit;   // Per flow (schema + distinguisher value); long-running
+                                  // requests (watches) are not metered.
+};
+
+struct Config {
+  // Seats for requests being served, shared by the non-exempt levels by their shares. A watch
+  // holds its seat until its initial events are written, as the apiserver's APF counts watch
+  // initialization.
+  int total_concurrency = 400;
+  std::vector<PriorityLevelConfig> priority_levels;
+  std::vector<FlowSchemaConfig> flow_schemas;  // Sorted by matching_precedence.
+};
+
+// The defaults: exempt for system:masters; kubelets and kube-system at "system"; service
+// accounts at "workload"; everyone else (incl. clients without credentials) at
+// "global-default"; GET/LIST by one user above 20/s (burst 40) get 429.
+Config DefaultConfig();
+
+// Parses and validates; InvalidArgument with a message naming the field otherwise.
+absl::StatusOr<Config> ParseConfig(std::string_view yaml);
+
+// "*" anything, "abc*" a prefix, else exact.
+bool GlobMatch(std::string_view pattern, std::string_view value);
+
+}  // namespace kf::ratelimit
+
+#endif  // KUBE_FANOUT_RATELIMIT_CONFIG_H_

@@ -1,0 +1,78 @@
+#include "ratelimit/config.h"
+
+#include <catch2/catch.hpp>
+
+namespace kf::ratelimit {
+namespace {
+
+constexpr char kGood[] = R"(
+apiVersion: kube-fanout.io/v1alpha1
+kind: AdmissionConfiguration
+totalConcurrency: 100
+priorityLevels:
+- name: exempt
+  type: Exempt
+- name: pollers
+  limited:
+    concurrencyShares: 10
+    queues: 32
+    handSize: 4
+    queueLengthLimit: 20
+    queueWaitSeconds: 2.5
+flowSchemas:
+- name: catch-all-pollers
+  priorityLevel: pollers
+  matchingPrecedence: 9000
+  distinguisherMethod: ByNamespace
+- name: fluentd
+  priorityLevel: pollers
+  matchingPrecedence: 100
+  rules:
+  - userAgents: ["fluent*"]
+    verbs: [get, list]
+    resources: [pods, namespaces]
+  rateLimit: {qps: 1, burst: 3}
+)";
+
+TEST_CASE("ParseConfig reads levels and schemas and sorts schemas by precedence") {
+  auto c = ParseConfig(kGood);
+  REQUIRE(c.ok());
+  CHECK(c->total_concurrency == 100);
+  REQUIRE(c->priority_levels.size() == 2);
+  CHECK(c->priority_levels[0].exempt);
+  CHECK(c->priority_levels[1].queue_wait == std::chrono::milliseconds(2500));
+  CHECK(c->priority_levels[1].hand_size == 4);
+  REQUIRE(c->flow_schemas.size() == 2);
+  CHECK(c->flow_schemas[0].name == "fluentd");
+  CHECK(c->flow_schemas[0].rate_limit.qps == 1);
+  CHECK(c->flow_schemas[0].rules[0].user_agents == std::vector<std::string>{"fluent*"});
+  CHECK(c->flow_schemas[1].distinguisher == Distinguisher::kByNamespace);
+}
+
+TEST_CASE("ParseConfig names the field that is wrong") {
+  auto err = [](const std::string& yaml) { return std::string(ParseConfig(yaml).status().message()); };
+  const std::string head = "apiVersion: kube-fanout.io/v1alpha1\nkind: AdmissionConfiguration\n";
+  CHECK(err("kind: Foo\n").find("want apiVersion kube-fanout.io/v1alpha1") != std::string::npos);
+  CHECK(err(head + "bogus: 1\n") == "config.bogus: unknown field");
+  CHECK(err(head + "flowSchemas:\n- name: a\n  priorityLevel: nope\n") ==
+        "flowSchemas[a].priorityLevel: no priority level \"nope\"");
+  CHECK(err(head +
+            "priorityLevels:\n- name: l\n  limited: {queues: 2, handSize: 3}\n"
+            "flowSchemas:\n- {name: a, priorityLevel: l}\n") ==
+        "priorityLevels[0].limited.handSize: must be between 1 and queues");
+  CHECK(err(head + "totalConcurrency: many\n") == "config.totalConcurrency: wrong type");
+  CHECK(err("{") .find("not YAML") == 0);
+  CHECK(err(head + "priorityLevels: []\nflowSchemas: []\n") ==
+        "flowSchemas: at least one is required");
+}
+
+TEST_CASE("GlobMatch takes a star alone or at the end") {
+  CHECK(GlobMatch("*", ""));
+  CHECK(GlobMatch("fluent*", "fluent-bit/2.1"));
+  CHECK_FALSE(GlobMatch("fluent*", "Fluent"));
+  CHECK(GlobMatch("pods", "pods"));
+  CHECK_FALSE(GlobMatch("pods", "pods/log"));
+}
+
+}  // namespace
+}  // namespace kf::ratelimit
