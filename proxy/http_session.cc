@@ -3,6 +3,9 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
@@ -10,8 +13,10 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/strings.h"
 #include "proxy/hop_by_hop.h"
 #include "proxy/passthrough.h"
 #include "proxy/request_info.h"
@@ -144,6 +149,20 @@ asio::awaitable<bool> HttpSession::ServeOne() {
     }
   }
 
+  // Admission (ratelimit/): fair queues per priority level, token buckets for polling flows,
+  // and a cap on passthrough requests in flight upstream. Over a limit: 429 with Retry-After.
+  ratelimit::Decision admitted = co_await Admit(req.base(), *info, req.method_string());
+  if (!admitted.admitted) {
+    log.route = "reject";
+    log.error = absl::StrCat("admission: ", admitted.reject_reason, " (", admitted.flow.schema,
+                             "/", admitted.flow.level, ")");
+    KubeStatus status{429, "TooManyRequests", "Too many requests, please try again later.",
+                      admitted.retry_after_seconds};
+    co_return co_await WriteKubeStatus(status, keep_alive && parser.is_done(), log);
+  }
+  // A watch holds its seat only while it starts (as the apiserver's APF counts watches).
+  if (info->verb == "watch") admitted.seat.Release();
+
   if (req[http::field::expect] == "100-continue" && !parser.is_done()) {
     // The upstream request carries no Expect (we stream the body anyway), so answer it here.
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -183,6 +202,26 @@ asio::awaitable<bool> HttpSession::ServeOne() {
   }
 
   log.route = IsUpgradeRequest(req.base()) ? "tunnel" : "passthrough";
+  // The upstream's shield: requests in flight to it, beyond long-running ones and exempt flows.
+  struct InFlight {
+    std::atomic<int64_t>* n = nullptr;
+    ~InFlight() {
+      if (n != nullptr) n->fetch_sub(1, std::memory_order_relaxed);
+    }
+  } in_flight;
+  if (info->verb != "watch" && log.route == "passthrough" &&
+      env_.max_passthrough_in_flight > 0 && admitted.flow.level != "exempt") {
+    if (env_.passthrough_in_flight.fetch_add(1, std::memory_order_relaxed) >=
+        env_.max_passthrough_in_flight) {
+      env_.passthrough_in_flight.fetch_sub(1, std::memory_order_relaxed);
+      env_.passthrough_rejected.fetch_add(1, std::memory_order_relaxed);
+      log.route = "reject";
+      log.error = "admission: upstream-busy";
+      KubeStatus status{429, "TooManyRequests", "Too many requests, please try again later.", 1};
+      co_return co_await WriteKubeStatus(status, keep_alive && parser.is_done(), log);
+    }
+    in_flight.n = &env_.passthrough_in_flight;
+  }
   if (info->verb == "watch") state_ = State::kWatching;
   RelayRequest relay{
       *client_,   buffer_,  parser, *info, std::string(IpOf(remote_)), worker_.upstream_pool(),
@@ -230,6 +269,53 @@ void HttpSession::LogRequest(const RequestLog& log) const {
                             {"error", log.error},
                             {"user_agent", log.user_agent},
                             {"latency_ms", absl::ToDoubleMilliseconds(absl::Now() - log.start)}});
+}
+
+asio::awaitable<ratelimit::Decision> HttpSession::Admit(const http::fields& headers,
+                                                        const RequestInfo& info,
+                                                        std::string_view method) {
+  if (env_.admission == nullptr) {
+    ratelimit::Decision d;
+    d.admitted = true;
+    co_return d;
+  }
+  ratelimit::RequestAttributes a;
+  const std::string authorization(headers[http::field::authorization]);
+  if (auto user = co_await worker_.who_am_i().Lookup(worker_.upstream_pool(), authorization)) {
+    a.user = user->username;
+    a.groups = user->groups;
+  }
+  a.user_agent = std::string(headers[http::field::user_agent]);
+  a.source = std::string(IpOf(remote_));
+  a.resource_request = info.is_resource_request;
+  a.verb = info.is_resource_request ? info.verb : absl::AsciiStrToLower(ToAbsl(method));
+  a.api_group = info.api_group;
+  a.resource = info.resource;
+  a.namespace_ = info.namespace_;
+  a.path = info.path;
+  a.long_running = info.verb == "watch";
+  // The decision may come from another thread (a seat freed there): hand it over to this one.
+  struct Pending {
+    explicit Pending(asio::any_io_executor e) : timer(e) {}
+    asio::steady_timer timer;
+    std::optional<ratelimit::Decision> decision;
+  };
+  auto exec = co_await asio::this_coro::executor;
+  auto pending = std::make_shared<Pending>(exec);
+  pending->timer.expires_at(asio::steady_timer::time_point::max());
+  const uint64_t ticket = env_.admission->Admit(
+      a, [exec, weak = std::weak_ptr<Pending>(pending)](ratelimit::Decision d) {
+        auto shared = std::make_shared<ratelimit::Decision>(std::move(d));
+        asio::post(exec, [weak, shared] {
+          if (auto p = weak.lock()) {
+            p->decision = std::move(*shared);
+            p->timer.cancel();
+          }
+        });
+      });
+  (void)ticket;  // Queued requests are decided by a freed seat or ExpireQueued.
+  while (!pending->decision) co_await pending->timer.async_wait(use_nothrow);
+  co_return std::move(*pending->decision);
 }
 
 asio::awaitable<bool> HttpSession::WriteSimple(int code, std::string_view content_type,

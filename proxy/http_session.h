@@ -22,6 +22,7 @@
 #include "proxy/health.h"
 #include "proxy/metrics.h"
 #include "proxy/status_response.h"
+#include "ratelimit/admission.h"
 
 namespace kf {
 
@@ -39,6 +40,10 @@ struct SessionEnv {
   int64_t bookmark_interval_ms;
   RouteStats& routes;
   std::function<std::string()> metrics;  // The /metrics body.
+  ratelimit::Admission* admission;       // Null: everything admitted.
+  std::atomic<int64_t>& passthrough_in_flight;
+  int max_passthrough_in_flight;  // 0: unlimited.
+  std::atomic<uint64_t>& passthrough_rejected;
 };
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
@@ -61,6 +66,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   asio::awaitable<void> Run();
   asio::awaitable<bool> ServeOne();  // false: close the connection.
+  // Admission's verdict for this request (always admitted when admission is off).
+  asio::awaitable<ratelimit::Decision> Admit(const http::fields& headers, const RequestInfo& info,
+                                             std::string_view method);
   asio::awaitable<bool> WriteSimple(int code, std::string_view content_type, std::string body,
                                     bool keep_alive, RequestLog& log,
                                     std::optional<int> retry_after = std::nullopt);

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "ratelimit/admission.h"
+
 namespace kf {
 
 class CachedResources;
@@ -20,6 +22,11 @@ struct RouteStats {
 
 std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& serve,
                           const RouteStats& routes, int64_t open_connections);
+
+// Admission by flow schema and priority level (names follow the apiserver's
+// apiserver_flowcontrol_* families), and the passthrough cap.
+std::string RenderAdmissionMetrics(const ratelimit::Admission& admission,
+                                   int64_t passthrough_in_flight, uint64_t passthrough_rejected);
 
 }  // namespace kf
 

@@ -63,6 +63,17 @@ po::options_description Describe(ProxyOptions* o, std::string* grace, std::strin
     ("watch-bookmark-interval", po::value(bookmark)->value_name("DURATION")->default_value("1m"),
      "How often watches that allow bookmarks get one (the apiserver's cadence is 1m); one also "
      "goes 2s before a watch's timeout.")
+    ("enable-admission", po::value(&o->enable_admission)->value_name("BOOL")->default_value(true),
+     "Admit requests by flow and priority level (fair queues, token buckets for polling "
+     "clients; over the limits: 429 with Retry-After), as configured by --admission-config.")
+    ("admission-config", po::value(&o->admission_config)->value_name("PATH"),
+     "AdmissionConfiguration YAML (kube-fanout.io/v1alpha1; see ratelimit/README.md), "
+     "re-read when it changes; a bad file is logged and the previous configuration kept. "
+     "Default: built-in priority levels and flow schemas.")
+    ("max-passthrough-in-flight", po::value(&o->max_passthrough_in_flight)->value_name("N")
+         ->default_value(400),
+     "Passthrough requests (not watches) in flight to the upstream at once, for all but "
+     "exempt clients; past it: 429. 0: unlimited.")
     ("threads", po::value(&o->threads)->value_name("N")->default_value(0),
      "I/O threads; 0 means one per core.")
     ("shutdown-grace-period", po::value(grace)->value_name("DURATION")->default_value("30s"),
@@ -187,6 +198,9 @@ absl::Status Validate(const ProxyOptions& o) {
         "--tls-cert-file/--tls-private-key-file need --secure-listen");
   }
   if (o.threads < 0) return absl::InvalidArgumentError("--threads must be 0 or more");
+  if (o.max_passthrough_in_flight < 0) {
+    return absl::InvalidArgumentError("--max-passthrough-in-flight must be 0 or more");
+  }
   return absl::OkStatus();
 }
 

@@ -8,6 +8,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <csignal>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -80,14 +82,42 @@ absl::Status Server::Start() {
       return cache_->AllSynced() ? absl::OkStatus() : absl::UnavailableError("caches not synced");
     });
   }
+  if (options_.enable_admission) {
+    ratelimit::Config config = ratelimit::DefaultConfig();
+    if (!options_.admission_config.empty()) {
+      std::ifstream in(options_.admission_config);
+      std::stringstream text;
+      text << in.rdbuf();
+      if (!in) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--admission-config ", options_.admission_config, ": cannot read"));
+      }
+      auto parsed = ratelimit::ParseConfig(text.str());
+      if (!parsed.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--admission-config ", options_.admission_config, ": ", parsed.status().message()));
+      }
+      config = *std::move(parsed);
+      admission_config_text_ = text.str();
+    }
+    admission_ = std::make_unique<ratelimit::Admission>(std::move(config));
+  }
   env_ = std::make_unique<SessionEnv>(SessionEnv{
       log_, health_, active_sessions_, cache_.get(), cache_stats_,
       [creds = own_credentials_.get()] { return creds->Header(); },
       static_cast<size_t>(options_.watcher_max_queue_bytes),
       absl::ToInt64Milliseconds(options_.watch_bookmark_interval), route_stats_,
       [this] {
-        return RenderMetrics(cache_.get(), cache_stats_, route_stats_, active_sessions_.load());
-      }});
+        std::string out =
+            RenderMetrics(cache_.get(), cache_stats_, route_stats_, active_sessions_.load());
+        if (admission_) {
+          out += RenderAdmissionMetrics(*admission_, passthrough_in_flight_.load(),
+                                        passthrough_rejected_.load());
+        }
+        return out;
+      },
+      admission_.get(), passthrough_in_flight_, options_.max_passthrough_in_flight,
+      passthrough_rejected_});
 
   if (!options_.secure_listen.empty()) {
     server_tls_ = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
@@ -129,6 +159,7 @@ absl::Status Server::Start() {
     cache_->Start(workers_.back()->ioc(), workers_.back()->own_pool(),
                   [creds = own_credentials_.get()] { return creds->Header(); });
   }
+  if (admission_) asio::co_spawn(main_ioc_, AdmissionLoop(), asio::detached);
   if (plain_acceptor_.is_open()) {
     asio::co_spawn(main_ioc_, AcceptLoop(plain_acceptor_, false), asio::detached);
   }
@@ -220,6 +251,36 @@ void Server::BeginShutdown(int signal) {
     asio::post(w->ioc(), [worker = w.get()] { worker->StopSessions(); });
   }
   asio::co_spawn(main_ioc_, Drain(), asio::detached);
+}
+
+asio::awaitable<void> Server::AdmissionLoop() {
+  asio::steady_timer timer(main_ioc_);
+  auto last_check = std::chrono::steady_clock::now();
+  while (!shutting_down_) {
+    timer.expires_after(std::chrono::milliseconds(100));
+    co_await timer.async_wait(use_nothrow);
+    admission_->ExpireQueued();
+    if (options_.admission_config.empty() ||
+        std::chrono::steady_clock::now() - last_check < std::chrono::seconds(2)) {
+      continue;
+    }
+    last_check = std::chrono::steady_clock::now();
+    // Re-read on change (a ConfigMap volume updates by swapping a symlink, so compare content).
+    std::ifstream in(options_.admission_config);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in || text.str() == admission_config_text_) continue;
+    admission_config_text_ = text.str();
+    auto parsed = ratelimit::ParseConfig(admission_config_text_);
+    if (!parsed.ok()) {
+      log_.Error("admission config rejected; keeping the previous one",
+                 {{"file", options_.admission_config},
+                  {"error", std::string(parsed.status().message())}});
+      continue;
+    }
+    admission_->Reconfigure(*std::move(parsed));
+    log_.Info("admission config reloaded", {{"file", options_.admission_config}});
+  }
 }
 
 asio::awaitable<void> Server::Drain() {

@@ -48,6 +48,8 @@ class Server {
                       uint16_t* port);
   void BeginShutdown(int signal);
   asio::awaitable<void> Drain();
+  // Expires queued requests; re-reads --admission-config when it changes.
+  asio::awaitable<void> AdmissionLoop();
   Worker& NextWorker();
 
   ProxyOptions options_;
@@ -57,6 +59,10 @@ class Server {
   std::atomic<int64_t> active_sessions_{0};
   CacheServeStats cache_stats_;
   RouteStats route_stats_;
+  std::unique_ptr<ratelimit::Admission> admission_;
+  std::string admission_config_text_;  // What the admission configuration was read from.
+  std::atomic<int64_t> passthrough_in_flight_{0};
+  std::atomic<uint64_t> passthrough_rejected_{0};
   std::unique_ptr<OwnCredentials> own_credentials_;
   std::unique_ptr<CachedResources> cache_;
   std::unique_ptr<SessionEnv> env_;

@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "proxy/access_review.h"
+#include "proxy/identity.h"
 #include "proxy/upstream_pool.h"
 #include "proxy/wakeups.h"
 
@@ -34,7 +35,8 @@ class Worker {
   UpstreamPool& upstream_pool() { return pool_; }  // No identity: passthrough.
   UpstreamPool& own_pool() { return own_pool_; }   // kube-fanout's identity.
   AccessReview& access_review() { return access_; }
-  Wakeups& wakeups() { return wakeups_; }  // Watchers on this thread, woken by the cache.
+  Wakeups& wakeups() { return wakeups_; }
+  WhoAmI& who_am_i() { return who_am_i_; }  // Watchers on this thread, woken by the cache.
 
   // Session registry; called on this worker's thread only. Unregister also ends the count of
   // connections assigned here (AddConnection, by the acceptor).
@@ -56,6 +58,7 @@ class Worker {
   UpstreamPool own_pool_;
   AccessReview access_{std::chrono::seconds(10), std::chrono::seconds(5), 10000};
   Wakeups wakeups_{ioc_.get_executor()};
+  WhoAmI who_am_i_{std::chrono::seconds(60), std::chrono::seconds(10), 10000};
   std::unordered_set<HttpSession*> sessions_;
   std::atomic<int64_t> connections_{0};
   std::thread thread_;

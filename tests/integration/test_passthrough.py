@@ -310,7 +310,10 @@ def test_upgrade_is_tunnelled_byte_for_byte(cluster, tmp_path):
 
     t = threading.Thread(target=upstream, daemon=True)
     t.start()
-    p = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources="], upstream_args=[
+    # The loopback peer answers one request only: no admission (its identity lookup would be a
+    # request of its own).
+    p = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=",
+                                                   "--enable-admission=false"], upstream_args=[
         f"--upstream=http://127.0.0.1:{listener.getsockname()[1]}"])
     try:
         with socket.create_connection(("127.0.0.1", p.port), timeout=5) as c:

@@ -1,0 +1,50 @@
+#include "proxy/identity.h"
+
+#include "proxy/upstream_client.h"
+#include "rapidjson/document.h"
+
+namespace kf {
+
+std::optional<UserInfo> WhoAmI::ParseReview(std::string_view body) {
+  rapidjson::Document doc;
+  doc.Parse(body.data(), body.size());
+  if (doc.HasParseError() || !doc.IsObject()) return std::nullopt;
+  auto status = doc.FindMember("status");
+  if (status == doc.MemberEnd() || !status->value.IsObject()) return std::nullopt;
+  auto info = status->value.FindMember("userInfo");
+  if (info == status->value.MemberEnd() || !info->value.IsObject()) return std::nullopt;
+  auto name = info->value.FindMember("username");
+  if (name == info->value.MemberEnd() || !name->value.IsString()) return std::nullopt;
+  UserInfo u;
+  u.username.assign(name->value.GetString(), name->value.GetStringLength());
+  if (auto groups = info->value.FindMember("groups");
+      groups != info->value.MemberEnd() && groups->value.IsArray()) {
+    for (const auto& g : groups->value.GetArray()) {
+      if (g.IsString()) u.groups.emplace_back(g.GetString(), g.GetStringLength());
+    }
+  }
+  return u;
+}
+
+asio::awaitable<std::optional<UserInfo>> WhoAmI::Lookup(UpstreamPool& pool,
+                                                        const std::string& authorization) {
+  if (authorization.empty()) co_return std::nullopt;
+  const auto now = std::chrono::steady_clock::now();
+  if (auto it = entries_.find(authorization); it != entries_.end()) {
+    if (it->second.expires > now) co_return it->second.user;
+    entries_.erase(it);
+  }
+  ++reviews_;
+  auto res = co_await UpstreamCall(
+      pool, http::verb::post, "/apis/authentication.k8s.io/v1/selfsubjectreviews", authorization,
+      R"({"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"})",
+      std::chrono::seconds(10));
+  if (!res.ok()) co_return std::nullopt;  // Not cached: the upstream was unreachable.
+  std::optional<UserInfo> user;
+  if (res->status == 201 || res->status == 200) user = ParseReview(res->body);
+  if (entries_.size() >= max_entries_) entries_.clear();  // Crude but bounded.
+  entries_[authorization] = Entry{user, now + (user ? ttl_ : negative_ttl_)};
+  co_return user;
+}
+
+}  // namespace kf
