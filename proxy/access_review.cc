@@ -8,7 +8,8 @@
 
 namespace kf {
 
-std::string AccessReview::ReviewBody(const RequestInfo& info) {
+std::string AccessReview::ReviewBody(const RequestInfo& info, const std::string& ns,
+                                     const std::string& name) {
   rapidjson::StringBuffer buf;
   rapidjson::Writer<rapidjson::StringBuffer> w(buf);
   auto str = [&w](const char* k, const std::string& v) {
@@ -22,12 +23,12 @@ std::string AccessReview::ReviewBody(const RequestInfo& info) {
   w.StartObject();
   w.Key("resourceAttributes");
   w.StartObject();
-  str("namespace", info.namespace_);
+  str("namespace", ns);
   str("verb", info.verb);
   str("group", info.api_group);
   str("version", info.api_version);
   str("resource", info.resource);
-  str("name", info.name);
+  str("name", name);
   w.EndObject();
   w.EndObject();
   w.EndObject();
@@ -37,8 +38,27 @@ std::string AccessReview::ReviewBody(const RequestInfo& info) {
 asio::awaitable<bool> AccessReview::Allowed(UpstreamPool& pool, const std::string& authorization,
                                             const RequestInfo& info) {
   if (authorization.empty()) co_return false;
+  // Who may do this across the whole resource may do it to any object of it: one review then
+  // covers every namespace and name (kubelets each watch their own Node by name, and each
+  // would otherwise cost a review of its own).
+  // (Plain statements around co_await: GCC 12 miscompiles some awaits inside conditions.)
+  if (!info.namespace_.empty() || !info.name.empty()) {
+    const bool whole = co_await Check(pool, authorization, info, true);
+    if (whole) co_return true;
+  }
+  const bool allowed = co_await Check(pool, authorization, info, false);
+  co_return allowed;
+}
+
+asio::awaitable<bool> AccessReview::Check(UpstreamPool& pool, const std::string& authorization,
+                                          const RequestInfo& info, bool whole_resource) {
+  std::string ns, name;
+  if (!whole_resource) {
+    ns = info.namespace_;
+    name = info.name;
+  }
   const std::string key = absl::StrCat(authorization, "\n", info.verb, "\n", info.api_group, "\n",
-                                       info.resource, "\n", info.namespace_, "\n", info.name);
+                                       info.resource, "\n", ns, "\n", name);
   const auto now = std::chrono::steady_clock::now();
   if (auto it = entries_.find(key); it != entries_.end()) {
     if (it->second.expires > now) co_return it->second.allowed;
@@ -47,7 +67,8 @@ asio::awaitable<bool> AccessReview::Allowed(UpstreamPool& pool, const std::strin
   ++reviews_;
   auto res = co_await UpstreamCall(pool, http::verb::post,
                                    "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-                                   authorization, ReviewBody(info), std::chrono::seconds(10));
+                                   authorization, ReviewBody(info, ns, name),
+                                   std::chrono::seconds(10));
   bool allowed = false;
   if (res.ok() && res->status == 201) {
     rapidjson::Document doc;

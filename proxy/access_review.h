@@ -31,10 +31,14 @@ class AccessReview {
 
   uint64_t reviews() const { return reviews_; }
 
-  // The SelfSubjectAccessReview body for `info`.
-  static std::string ReviewBody(const RequestInfo& info);
+  // The SelfSubjectAccessReview body for `info`'s verb and resource, in `ns`, on `name`.
+  static std::string ReviewBody(const RequestInfo& info, const std::string& ns,
+                                const std::string& name);
 
  private:
+  asio::awaitable<bool> Check(UpstreamPool& pool, const std::string& authorization,
+                              const RequestInfo& info, bool whole_resource);
+
   struct Entry {
     bool allowed;
     std::chrono::steady_clock::time_point expires;

@@ -51,9 +51,10 @@ CachedResources::CachedResources(std::vector<ResourceSpec> specs, EventRingLimit
                                  const Logger& log)
     : specs_(std::move(specs)), limits_(limits), log_(log) {}
 
-void CachedResources::Start(asio::io_context& ioc, UpstreamPool& pool,
+void CachedResources::Start(asio::io_context& ioc, UpstreamPool& pool, UpstreamPool& events_pool,
                             std::function<std::string()> credentials) {
   ioc_ = &ioc;
+  events_pool_ = &events_pool;
   asio::co_spawn(ioc, DiscoverAndRun(pool, std::move(credentials)), asio::detached);
 }
 
@@ -134,7 +135,10 @@ asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
     auto e = std::make_unique<Entry>();
     e->cacher =
         std::make_unique<Cacher>(type, limits_, [] { return std::chrono::steady_clock::now(); });
-    e->reflector = std::make_unique<Reflector>(*e->cacher, pool, cred, log_,
+    // Events list and watch from the events upstream when there is one.
+    const bool events = spec.resource == "events" &&
+                        (spec.group.empty() || spec.group == "events.k8s.io");
+    e->reflector = std::make_unique<Reflector>(*e->cacher, events ? *events_pool_ : pool, cred, log_,
                                                co_await asio::this_coro::executor);
     entries.push_back(std::move(e));
   }

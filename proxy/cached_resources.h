@@ -41,7 +41,10 @@ class CachedResources {
 
   // Discovers each resource's kind and scope, then runs its reflector, all on `ioc` with
   // `pool` (kube-fanout's own identity).
-  void Start(asio::io_context& ioc, UpstreamPool& pool, std::function<std::string()> credentials);
+  // `events_pool`: where Events' reflectors list and watch (the same pool, or the events
+  // upstream's).
+  void Start(asio::io_context& ioc, UpstreamPool& pool, UpstreamPool& events_pool,
+             std::function<std::string()> credentials);
   void Stop();
 
   // The cache serving `info`'s group/version/resource, if any (nullptr otherwise).
@@ -60,6 +63,7 @@ class CachedResources {
   std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};
   asio::io_context* ioc_ = nullptr;
+  UpstreamPool* events_pool_ = nullptr;
 };
 
 }  // namespace kf

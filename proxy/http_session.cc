@@ -14,6 +14,7 @@
 #include <boost/beast/http/write.hpp>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/strings.h"
@@ -32,6 +33,9 @@ constexpr auto kIdleTimeout = std::chrono::seconds(90);
 constexpr auto kHeaderTimeout = std::chrono::seconds(30);
 constexpr auto kWriteTimeout = std::chrono::seconds(30);
 constexpr auto kTlsCloseBudget = std::chrono::milliseconds(500);
+// The apiserver refuses request bodies over 3 MiB (MaxRequestBodyBytes); an Event body read
+// whole for the spam filter is bounded the same.
+constexpr size_t kMaxEventBody = 3u << 20;
 
 std::string_view IpOf(std::string_view remote) {
   // "1.2.3.4:5" or "[::1]:5" → address only.
@@ -202,6 +206,44 @@ asio::awaitable<bool> HttpSession::ServeOne() {
   }
 
   log.route = IsUpgradeRequest(req.base()) ? "tunnel" : "passthrough";
+  // Identical concurrent reads share one upstream call (coalescer.h): a follower waits for the
+  // next call and gets its answer; a leader relays as usual and keeps a copy for them.
+  std::string coalesce_key;
+  std::shared_ptr<CapturedResponse> capture;
+  Coalescer::Ticket ticket;
+  if (env_.coalescer != nullptr && log.route == "passthrough" &&
+      req.method() == http::verb::get && (info->verb == "get" || info->verb == "list") &&
+      parser.is_done()) {
+    coalesce_key = CoalesceKey(req.base());
+    ticket = env_.coalescer->Join(coalesce_key);
+    if (!ticket.leader) {
+      CapturedPtr shared = co_await WaitFlight(ticket.flight);
+      if (shared && shared->complete) {
+        env_.coalescer->CountCoalesced();
+        log.route = "coalesced";
+        co_return co_await WriteCaptured(*shared, keep_alive, log);
+      }
+      ticket = Coalescer::Ticket{};  // The leader's call failed: go upstream alone.
+    } else {
+      if (ticket.wait_for) {
+        co_await WaitFlight(ticket.wait_for);
+        env_.coalescer->Start(coalesce_key, ticket.flight);
+      }
+      capture = std::make_shared<CapturedResponse>();
+    }
+  }
+  struct CompleteFlight {
+    Coalescer* coalescer;
+    const std::string& key;
+    Coalescer::Ticket& ticket;
+    std::shared_ptr<CapturedResponse>& capture;
+    ~CompleteFlight() {
+      if (ticket.leader) {
+        coalescer->Complete(key, ticket.flight,
+                            capture && capture->complete ? CapturedPtr(capture) : nullptr);
+      }
+    }
+  } complete_flight{env_.coalescer, coalesce_key, ticket, capture};
   // The upstream's shield: requests in flight to it, beyond long-running ones and exempt flows.
   struct InFlight {
     std::atomic<int64_t>* n = nullptr;
@@ -222,10 +264,41 @@ asio::awaitable<bool> HttpSession::ServeOne() {
     }
     in_flight.n = &env_.passthrough_in_flight;
   }
+  const bool events = info->resource == "events" &&
+                      (info->api_group.empty() || info->api_group == "events.k8s.io");
+  std::optional<std::string> body;
+  if (events && info->verb == "create" && env_.event_spam_filter_enabled()) {
+    // Event creations pass the spam filter first: the body is read whole (bounded as the
+    // apiserver bounds request bodies), judged, then relayed as read.
+    auto read = co_await ReadWholeBody(parser, kMaxEventBody);
+    if (!read) {
+      log.route = "reject";
+      co_return co_await WriteKubeStatus(
+          KubeStatus{413, "RequestEntityTooLarge", "Request entity too large", std::nullopt},
+          false, log);
+    }
+    if (!env_.event_filter->Allow(*read, std::chrono::steady_clock::now())) {
+      log.route = "reject";
+      log.error = "event spam filter";
+      KubeStatus status{429, "TooManyRequests",
+                        "Too many events from this source about this object, please try again "
+                        "later.",
+                        300};
+      co_return co_await WriteKubeStatus(status, keep_alive, log);
+    }
+    body = std::move(read);
+  }
   if (info->verb == "watch") state_ = State::kWatching;
-  RelayRequest relay{
-      *client_,   buffer_,  parser, *info, std::string(IpOf(remote_)), worker_.upstream_pool(),
-      stop_hook_, stopping_};
+  RelayRequest relay{*client_,
+                     buffer_,
+                     parser,
+                     *info,
+                     std::string(IpOf(remote_)),
+                     events ? worker_.events_pool() : worker_.upstream_pool(),
+                     stop_hook_,
+                     stopping_,
+                     body ? &*body : nullptr,
+                     capture.get()};
   RelayOutcome outcome = co_await Relay(relay);
   state_ = State::kBusy;
   log.upstream = outcome.upstream;
@@ -269,6 +342,79 @@ void HttpSession::LogRequest(const RequestLog& log) const {
                             {"error", log.error},
                             {"user_agent", log.user_agent},
                             {"latency_ms", absl::ToDoubleMilliseconds(absl::Now() - log.start)}});
+}
+
+std::string HttpSession::CoalesceKey(const http::fields& h) const {
+  // Everything the answer depends on: the request, the credentials, the representation asked
+  // for, and whether the apiserver would pretty-print it (curl, wget and browsers).
+  std::string key;
+  const std::string_view ua = h[http::field::user_agent];
+  const bool pretty = ua.rfind("curl", 0) == 0 || ua.rfind("Wget", 0) == 0 ||
+                      ua.rfind("Mozilla/", 0) == 0;
+  absl::StrAppend(&key, pretty ? "p" : "-", "\n", ToAbsl(h[http::field::authorization]), "\n",
+                  ToAbsl(h[http::field::accept]), "\n", ToAbsl(h[http::field::accept_encoding]));
+  for (const auto& f : h) {
+    if (absl::StartsWithIgnoreCase(ToAbsl(f.name_string()), "impersonate-")) {
+      absl::StrAppend(&key, "\n", ToAbsl(f.name_string()), ":", ToAbsl(f.value()));
+    }
+  }
+  return key;
+}
+
+asio::awaitable<CapturedPtr> HttpSession::WaitFlight(std::shared_ptr<Coalescer::Flight> flight) {
+  struct Pending {
+    explicit Pending(asio::any_io_executor e) : timer(e) {}
+    asio::steady_timer timer;
+    std::optional<CapturedPtr> result;
+  };
+  auto exec = co_await asio::this_coro::executor;
+  auto pending = std::make_shared<Pending>(exec);
+  pending->timer.expires_after(std::chrono::seconds(70));  // Past the upstream's own limits.
+  Coalescer::OnDone(flight, [exec, weak = std::weak_ptr<Pending>(pending)](CapturedPtr r) {
+    asio::post(exec, [weak, r] {
+      if (auto p = weak.lock()) {
+        p->result = r;
+        p->timer.cancel();
+      }
+    });
+  });
+  if (!pending->result) co_await pending->timer.async_wait(use_nothrow);
+  co_return pending->result ? *pending->result : nullptr;
+}
+
+asio::awaitable<bool> HttpSession::WriteCaptured(const CapturedResponse& shared, bool keep_alive,
+                                                 RequestLog& log) {
+  http::response<http::string_body> res;
+  res.result(shared.status);
+  res.reason(shared.reason);
+  res.version(11);
+  for (const auto& f : shared.fields) res.insert(f.name_string(), f.value());
+  res.body() = shared.body;
+  res.keep_alive(keep_alive);
+  res.prepare_payload();
+  log.status = static_cast<int>(shared.status);
+  log.bytes = shared.body.size();
+  client_->tcp().expires_after(kWriteTimeout);
+  auto [ec, n] = co_await http::async_write(*client_, res, use_nothrow);
+  if (ec) log.error = ec.message();
+  LogRequest(log);
+  co_return !ec && keep_alive;
+}
+
+asio::awaitable<std::optional<std::string>> HttpSession::ReadWholeBody(
+    http::request_parser<http::buffer_body>& parser, size_t limit) {
+  std::string body;
+  std::array<char, 16384> buf;
+  while (!parser.is_done()) {
+    parser.get().body().data = buf.data();
+    parser.get().body().size = buf.size();
+    client_->tcp().expires_after(kHeaderTimeout);
+    auto [ec, n] = co_await http::async_read_some(*client_, buffer_, parser, use_nothrow);
+    if (ec && ec != http::error::need_buffer) co_return std::nullopt;
+    body.append(buf.data(), buf.size() - parser.get().body().size);
+    if (body.size() > limit) co_return std::nullopt;
+  }
+  co_return body;
 }
 
 asio::awaitable<ratelimit::Decision> HttpSession::Admit(const http::fields& headers,

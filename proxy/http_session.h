@@ -19,10 +19,12 @@
 #include "proxy/any_stream.h"
 #include "proxy/cache_handler.h"
 #include "proxy/cached_resources.h"
+#include "proxy/coalescer.h"
 #include "proxy/health.h"
 #include "proxy/metrics.h"
 #include "proxy/status_response.h"
 #include "ratelimit/admission.h"
+#include "ratelimit/event_filter.h"
 
 namespace kf {
 
@@ -44,6 +46,9 @@ struct SessionEnv {
   std::atomic<int64_t>& passthrough_in_flight;
   int max_passthrough_in_flight;  // 0: unlimited.
   std::atomic<uint64_t>& passthrough_rejected;
+  ratelimit::EventSpamFilter* event_filter;  // Null: off.
+  Coalescer* coalescer;                      // Null: off.
+  bool event_spam_filter_enabled() const { return event_filter != nullptr; }
 };
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
@@ -66,6 +71,14 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   asio::awaitable<void> Run();
   asio::awaitable<bool> ServeOne();  // false: close the connection.
+  // Coalescing of identical passthrough reads (coalescer.h).
+  std::string CoalesceKey(const http::fields& headers) const;
+  asio::awaitable<CapturedPtr> WaitFlight(std::shared_ptr<Coalescer::Flight> flight);
+  asio::awaitable<bool> WriteCaptured(const CapturedResponse& shared, bool keep_alive,
+                                      RequestLog& log);
+  // The rest of the request body, whole; nullopt past `limit` bytes or on a read error.
+  asio::awaitable<std::optional<std::string>> ReadWholeBody(
+      http::request_parser<http::buffer_body>& parser, size_t limit);
   // Admission's verdict for this request (always admitted when admission is off).
   asio::awaitable<ratelimit::Decision> Admit(const http::fields& headers, const RequestInfo& info,
                                              std::string_view method);

@@ -37,6 +37,16 @@ po::options_description Describe(ProxyOptions* o, std::string* grace, std::strin
     ("upstream", po::value(&o->upstreams)->value_name("URL")->composing(),
      "Upstream apiserver URL (https://HOST:PORT). Repeat for failover, tried in order. "
      "Overrides the kubeconfig's server.")
+    ("events-upstream", po::value(&o->events_upstreams)->value_name("URL")->composing(),
+     "Upstream for Events (core v1 and events.k8s.io/v1): their passthrough and their cache's "
+     "LIST/WATCH go here, like the apiserver's --etcd-servers-overrides for events. Same TLS "
+     "settings and credentials as the main upstream. Repeat for failover.")
+    ("event-spam-filter", po::value(&o->event_spam_filter)->value_name("BOOL")->default_value(true),
+     "Refuse (429) Event creations past a per-source, per-object budget (25, then one per 5 "
+     "minutes, as client-go's event spam filter).")
+    ("coalesce-reads", po::value(&o->coalesce_reads)->value_name("BOOL")->default_value(true),
+     "Identical concurrent passthrough GET/LIST requests (same request, same credentials) "
+     "share one upstream call; a request only joins a call that starts after it arrived.")
     ("upstream-ca-file", po::value(&o->upstream_ca_file)->value_name("PATH"),
      "PEM CA bundle trusted for the upstream's serving certificate.")
     ("upstream-token-file", po::value(&o->upstream_token_file)->value_name("PATH"),

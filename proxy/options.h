@@ -29,6 +29,9 @@ struct ProxyOptions {
   std::string kubeconfig;
   std::string context;
   std::vector<std::string> upstreams;
+  std::vector<std::string> events_upstreams;  // Events (v1, events.k8s.io) go here if set.
+  bool event_spam_filter = true;
+  bool coalesce_reads = true;
   std::string upstream_ca_file;
   std::string upstream_token_file;
   bool upstream_insecure_skip_tls_verify = false;

@@ -96,10 +96,18 @@ asio::awaitable<beast::error_code> SendRequest(RelayRequest& r, AnyStream& up,
   http::request_serializer<http::buffer_body> sr(req);
   std::array<char, kPiece> buf;
   req.body().data = nullptr;
-  req.body().more = !r.parser.is_done();
+  req.body().more = !r.parser.is_done() || (r.body != nullptr && !r.body->empty());
   up.tcp().expires_after(kWriteTimeout);
   auto [hec, hn] = co_await http::async_write_header(up, sr, use_nothrow);
   if (hec) co_return hec;
+  if (r.body != nullptr && !r.body->empty()) {
+    req.body().data = const_cast<char*>(r.body->data());  // Beast's buffer_body is mutable.
+    req.body().size = r.body->size();
+    req.body().more = false;
+    up.tcp().expires_after(kWriteTimeout);
+    auto [wec, wn] = co_await http::async_write(up, sr, use_nothrow);
+    if (!IgnoreNeedBuffer(wec)) co_return wec;
+  }
   while (!r.parser.is_done()) {
     r.parser.get().body().data = buf.data();
     r.parser.get().body().size = buf.size();
@@ -184,6 +192,13 @@ asio::awaitable<void> PumpBody(BodyRelay& b) {
     }
     b.framing.Consume(piece);
     b.out.bytes_out += piece.size();
+    if (CapturedResponse* c = r.capture; c != nullptr) {
+      if (c->body.size() + piece.size() <= c->limit) {
+        c->body.append(piece);
+      } else {
+        r.capture = nullptr;  // Too big to share: the followers go upstream themselves.
+      }
+    }
     if (!b.upstream_clean) break;
   }
   b.res.body().data = nullptr;
@@ -300,6 +315,13 @@ asio::awaitable<RelayOutcome> Relay(RelayRequest& r) {
   res.keep_alive(keep_alive);
   res.body().data = nullptr;
   res.body().more = body;
+  if (r.capture != nullptr) {
+    r.capture->status = upres.result_int();
+    r.capture->reason = std::string(upres.reason());
+    CopyEndToEndFields(upres.base(), r.capture->fields);
+    r.capture->fields.erase(http::field::content_length);
+    r.capture->fields.erase(http::field::transfer_encoding);
+  }
   http::response_serializer<http::buffer_body> sr(res);
   r.client.tcp().expires_after(kWriteTimeout);
   // Headers go out now, before any body: a watch's client learns at once that it is open.
@@ -339,6 +361,7 @@ asio::awaitable<RelayOutcome> Relay(RelayRequest& r) {
     if (b.failed) co_return out;
   }
   out.client_reusable = keep_alive;  // False already for a close-delimited body.
+  if (r.capture != nullptr && rp->is_done()) r.capture->complete = true;
   if (b.upstream_clean && rp->is_done() && upres.keep_alive()) {
     up.tcp().expires_never();
     r.pool.Release(std::move(lease));

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "proxy/any_stream.h"
+#include "proxy/coalescer.h"
 #include "proxy/request_info.h"
 #include "proxy/upstream_pool.h"
 
@@ -42,6 +43,10 @@ struct RelayRequest {
   // boundary. Reset before Relay returns.
   std::function<void()>& stop_hook;
   const bool& stopping;
+  // The body, already read whole from the client (the parser is done); null: stream it.
+  const std::string* body = nullptr;
+  // When set, the response relayed is also kept here (up to its limit) for coalesced readers.
+  CapturedResponse* capture = nullptr;
 };
 
 // Relays the request. Errors before the response header went out are answered by the caller

@@ -102,6 +102,11 @@ absl::Status Server::Start() {
     }
     admission_ = std::make_unique<ratelimit::Admission>(std::move(config));
   }
+  if (options_.coalesce_reads) coalescer_ = std::make_unique<Coalescer>();
+  if (options_.event_spam_filter) {
+    event_filter_ = std::make_unique<ratelimit::EventSpamFilter>(
+        ratelimit::EventSpamFilter::Options{});
+  }
   env_ = std::make_unique<SessionEnv>(SessionEnv{
       log_, health_, active_sessions_, cache_.get(), cache_stats_,
       [creds = own_credentials_.get()] { return creds->Header(); },
@@ -114,10 +119,30 @@ absl::Status Server::Start() {
           out += RenderAdmissionMetrics(*admission_, passthrough_in_flight_.load(),
                                         passthrough_rejected_.load());
         }
+        if (coalescer_) {
+          out += absl::StrCat(
+              "# HELP kube_fanout_passthrough_coalesced_total Passthrough reads answered with "
+              "an identical concurrent request's upstream response.\n"
+              "# TYPE kube_fanout_passthrough_coalesced_total counter\n"
+              "kube_fanout_passthrough_coalesced_total ",
+              coalescer_->coalesced(), "\n");
+        }
+        if (event_filter_) {
+          out += absl::StrCat(
+              "# HELP kube_fanout_event_spam_rejected_total Event creations refused (429) by "
+              "the per-source, per-object spam filter.\n"
+              "# TYPE kube_fanout_event_spam_rejected_total counter\n"
+              "kube_fanout_event_spam_rejected_total ",
+              event_filter_->rejected(),
+              "\n# HELP kube_fanout_event_spam_allowed_total Event creations the spam filter "
+              "let through.\n# TYPE kube_fanout_event_spam_allowed_total counter\n"
+              "kube_fanout_event_spam_allowed_total ",
+              event_filter_->allowed(), "\n");
+        }
         return out;
       },
       admission_.get(), passthrough_in_flight_, options_.max_passthrough_in_flight,
-      passthrough_rejected_});
+      passthrough_rejected_, event_filter_.get(), coalescer_.get()});
 
   if (!options_.secure_listen.empty()) {
     server_tls_ = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
@@ -146,17 +171,35 @@ absl::Status Server::Start() {
                                                 : std::max(1u, std::thread::hardware_concurrency());
   const auto dial =
       std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.upstream_dial_timeout));
+  if (!options_.events_upstreams.empty()) {
+    UpstreamConfig events = upstream_;
+    events.endpoints.clear();
+    for (const std::string& url : options_.events_upstreams) {
+      auto ep = UpstreamEndpoint::Parse(url);
+      if (!ep.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--events-upstream ", url, ": ", ep.status().message()));
+      }
+      events.endpoints.push_back(*std::move(ep));
+    }
+    events.source = "--events-upstream";
+    events_upstream_ = std::move(events);
+  }
+  const UpstreamConfig* events = events_upstream_ ? &*events_upstream_ : nullptr;
   for (unsigned i = 0; i < threads; ++i) {
-    workers_.push_back(std::make_unique<Worker>(upstream_, *passthrough_tls_, *own_tls_, dial));
+    workers_.push_back(
+        std::make_unique<Worker>(upstream_, *passthrough_tls_, *own_tls_, dial, events));
   }
   session_workers_ = workers_.size();
   if (cache_) {
-    workers_.push_back(std::make_unique<Worker>(upstream_, *passthrough_tls_, *own_tls_, dial));
+    workers_.push_back(
+        std::make_unique<Worker>(upstream_, *passthrough_tls_, *own_tls_, dial, events));
   }
   for (auto& w : workers_) w->Start();
   if (cache_) {
     // Reflectors live on their own thread, with its pool of kube-fanout's own connections.
     cache_->Start(workers_.back()->ioc(), workers_.back()->own_pool(),
+                  workers_.back()->events_own_pool(),
                   [creds = own_credentials_.get()] { return creds->Header(); });
   }
   if (admission_) asio::co_spawn(main_ioc_, AdmissionLoop(), asio::detached);

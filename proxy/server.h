@@ -12,6 +12,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -21,6 +22,8 @@
 #include "proxy/options.h"
 #include "proxy/own_credentials.h"
 #include "proxy/worker.h"
+#include "ratelimit/admission.h"
+#include "ratelimit/event_filter.h"
 
 namespace kf {
 
@@ -60,6 +63,9 @@ class Server {
   CacheServeStats cache_stats_;
   RouteStats route_stats_;
   std::unique_ptr<ratelimit::Admission> admission_;
+  std::unique_ptr<ratelimit::EventSpamFilter> event_filter_;
+  std::unique_ptr<Coalescer> coalescer_;
+  std::optional<UpstreamConfig> events_upstream_;  // --events-upstream.
   std::string admission_config_text_;  // What the admission configuration was read from.
   std::atomic<int64_t> passthrough_in_flight_{0};
   std::atomic<uint64_t> passthrough_rejected_{0};

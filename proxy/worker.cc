@@ -8,10 +8,16 @@
 namespace kf {
 
 Worker::Worker(const UpstreamConfig& upstream, asio::ssl::context& passthrough_tls,
-               asio::ssl::context& own_tls, std::chrono::milliseconds dial_timeout)
+               asio::ssl::context& own_tls, std::chrono::milliseconds dial_timeout,
+               const UpstreamConfig* events)
     : guard_(asio::make_work_guard(ioc_)),
       pool_(ioc_, upstream, passthrough_tls, dial_timeout),
-      own_pool_(ioc_, upstream, own_tls, dial_timeout) {}
+      own_pool_(ioc_, upstream, own_tls, dial_timeout) {
+  if (events != nullptr) {
+    events_pool_ = std::make_unique<UpstreamPool>(ioc_, *events, passthrough_tls, dial_timeout);
+    events_own_pool_ = std::make_unique<UpstreamPool>(ioc_, *events, own_tls, dial_timeout);
+  }
+}
 
 Worker::~Worker() {
   StopNow();

@@ -7,6 +7,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <atomic>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <unordered_set>
@@ -22,8 +23,10 @@ class HttpSession;
 
 class Worker {
  public:
+  // `events`: a separate upstream for Events (--events-upstream), or null.
   Worker(const UpstreamConfig& upstream, asio::ssl::context& passthrough_tls,
-         asio::ssl::context& own_tls, std::chrono::milliseconds dial_timeout);
+         asio::ssl::context& own_tls, std::chrono::milliseconds dial_timeout,
+         const UpstreamConfig* events = nullptr);
   ~Worker();
 
   void Start();    // Runs the io_context on a new thread.
@@ -34,6 +37,9 @@ class Worker {
   asio::io_context& ioc() { return ioc_; }
   UpstreamPool& upstream_pool() { return pool_; }  // No identity: passthrough.
   UpstreamPool& own_pool() { return own_pool_; }   // kube-fanout's identity.
+  // The pools for Events: the events upstream's when there is one, else the main ones.
+  UpstreamPool& events_pool() { return events_pool_ ? *events_pool_ : pool_; }
+  UpstreamPool& events_own_pool() { return events_own_pool_ ? *events_own_pool_ : own_pool_; }
   AccessReview& access_review() { return access_; }
   Wakeups& wakeups() { return wakeups_; }
   WhoAmI& who_am_i() { return who_am_i_; }  // Watchers on this thread, woken by the cache.
@@ -56,6 +62,7 @@ class Worker {
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_;
   UpstreamPool pool_;
   UpstreamPool own_pool_;
+  std::unique_ptr<UpstreamPool> events_pool_, events_own_pool_;
   AccessReview access_{std::chrono::seconds(10), std::chrono::seconds(5), 10000};
   Wakeups wakeups_{ioc_.get_executor()};
   WhoAmI who_am_i_{std::chrono::seconds(60), std::chrono::seconds(10), 10000};

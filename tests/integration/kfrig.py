@@ -12,6 +12,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -206,3 +207,103 @@ class Proxy:
 
     def log_tail(self, n=30):
         return "\n".join(self.log_lines()[-n:])
+
+
+class Relay:
+    """A loopback TCP forwarder to 127.0.0.1:`target_port` (TLS passes through untouched).
+
+    cut() closes every relayed connection and stops listening, so new connections are refused,
+    until restore() listens again on the same port."""
+
+    def __init__(self, target_port):
+        self.target_port = target_port
+        self.port = free_port()
+        self._lock = threading.Lock()
+        self._listener = None
+        self._accepter = None
+        self._conns = {}  # id -> [client, upstream, pumps still running]
+        self._pumps = []
+        self.restore()
+
+    def restore(self):
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        with self._lock:
+            self._listener = listener
+        self._accepter = threading.Thread(target=self._accept, args=(listener,), daemon=True)
+        self._accepter.start()
+
+    def cut(self):
+        with self._lock:
+            listener, self._listener = self._listener, None
+            if listener is not None:
+                listener.shutdown(socket.SHUT_RDWR)  # Stops listening; accept() returns.
+            for client, upstream, _ in self._conns.values():
+                for s in (client, upstream):
+                    try:
+                        s.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+        if self._accepter is not None:
+            self._accepter.join(timeout=5)
+            assert not self._accepter.is_alive(), "relay: accept thread did not stop"
+        for t in self._pumps:
+            t.join(timeout=5)
+            assert not t.is_alive(), "relay: a pump thread did not stop"
+        self._pumps = [t for t in self._pumps if t.is_alive()]
+        with self._lock:
+            assert not self._conns, "relay: connections left after the cut"
+
+    stop = cut
+
+    def _accept(self, listener):
+        try:
+            while True:
+                try:
+                    client, _ = listener.accept()
+                except OSError:
+                    return  # Cut.
+                try:
+                    upstream = socket.create_connection(("127.0.0.1", self.target_port),
+                                                        timeout=5)
+                    upstream.settimeout(None)
+                except OSError:
+                    client.close()
+                    continue
+                with self._lock:
+                    if self._listener is not listener:  # Cut meanwhile.
+                        client.close()
+                        upstream.close()
+                        return
+                    key = object()
+                    self._conns[key] = [client, upstream, 2]
+                    for src, dst in ((client, upstream), (upstream, client)):
+                        t = threading.Thread(target=self._pump, args=(key, src, dst),
+                                             daemon=True)
+                        self._pumps.append(t)
+                        t.start()
+        finally:
+            listener.close()
+
+    def _pump(self, key, src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        with self._lock:
+            conn = self._conns[key]
+            try:
+                dst.shutdown(socket.SHUT_WR)  # Pass the half-close on.
+            except OSError:
+                pass
+            conn[2] -= 1
+            if conn[2] == 0:
+                del self._conns[key]
+                conn[0].close()
+                conn[1].close()

@@ -1,0 +1,331 @@
+"""kube-fanout shielding the apiserver: admission (429 with Retry-After, fairness between users,
+config reload), polling served from the cache, reconnect storms, the Event spam filter and the
+separate Events upstream. Upstream costs are read from the apiserver's own /metrics."""
+import asyncio
+import concurrent.futures
+import json
+import resource
+import statistics
+import threading
+import time
+
+import pytest
+
+from kfrig import Proxy, Relay, metric_values
+
+ADMISSION_CONFIG = """
+apiVersion: kube-fanout.io/v1alpha1
+kind: AdmissionConfiguration
+totalConcurrency: 50
+priorityLevels:
+- name: exempt
+  type: Exempt
+- name: users
+  limited: {{concurrencyShares: 10, queues: 16, handSize: 2, queueLengthLimit: 20,
+            queueWaitSeconds: 5}}
+flowSchemas:
+- name: admins
+  priorityLevel: exempt
+  matchingPrecedence: 1
+  rules: [{{groups: ["system:masters"]}}]
+- name: people
+  priorityLevel: users
+  matchingPrecedence: 100
+  distinguisherMethod: ByUser
+  rateLimit: {{qps: {qps}, burst: {qps}}}
+"""
+
+
+def apiserver_requests(cluster, resource_name):
+    """apiserver_request_total for one resource, summed by verb."""
+    text = cluster.request("GET", "/metrics").body.decode()
+    out = {}
+    for labels, value in metric_values(text, "apiserver_request_total").items():
+        if f'resource="{resource_name}"' in labels:
+            verb = labels.split('verb="')[1].split('"')[0]
+            out[verb] = out.get(verb, 0) + value
+    return out
+
+
+def delta(after, before):
+    return {k: after.get(k, 0) - before.get(k, 0) for k in set(after) | set(before)
+            if after.get(k, 0) - before.get(k, 0)}
+
+
+@pytest.fixture(scope="module")
+def pods_ns(cluster):
+    """A namespace with 20 pods that alice and bob may read."""
+    ns = f"kf-shield-{int(time.time() * 1000) % 100000}"
+    cluster.kubectl("create", "namespace", ns)
+    cluster.kubectl("create", "serviceaccount", "default", "-n", ns)
+    # Not the aggregated "view" role: without a controller manager it stays empty.
+    cluster.kubectl("create", "role", "pod-reader", "--verb=get,list,watch", "--resource=pods",
+                    "-n", ns)
+    cluster.kubectl("create", "rolebinding", "readers", "--role=pod-reader",
+                    "--user=kf-alice", "--user=kf-bob", "-n", ns)
+    items = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}", "namespace": ns},
+              "spec": {"nodeName": f"node-{i % 4}",
+                       "containers": [{"name": "c", "image": "busybox"}]}} for i in range(20)]
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                          "items": items}))
+    yield ns
+    cluster.kubectl("delete", "namespace", ns, "--wait=false")
+
+
+def test_a_thousand_pollers_cost_the_apiserver_close_to_nothing(cluster, cached_proxy, pods_ns):
+    # Fluentd-style lookups (GET a pod, consistent) and Datadog-style checks (LIST the
+    # namespace's pods) from 1,000 pollers at one request per second each, for 10 s.
+    pollers, seconds = 1000, 10
+    before = apiserver_requests(cluster, "pods")
+    token = cluster.token("admin")
+    codes = {}
+    lock = threading.Lock()
+
+    def run(first):
+        conns = {}
+        mine = range(first, min(first + 25, pollers))
+        start = time.monotonic()
+        for second in range(seconds):
+            for i in mine:
+                conn = conns.get(i) or cluster.connection(cached_proxy.port, tls=False)
+                conns[i] = conn
+                path = (f"/api/v1/namespaces/{pods_ns}/pods/p{i % 20}" if i % 2 == 0 else
+                        f"/api/v1/namespaces/{pods_ns}/pods?resourceVersion=0")
+                conn.request("GET", path, headers={"Authorization": f"Bearer {token}",
+                                                   "User-Agent": f"fluentd/node-{i}"})
+                resp = conn.getresponse()
+                resp.read()
+                with lock:
+                    codes[resp.status] = codes.get(resp.status, 0) + 1
+            # One round per second per poller.
+            time.sleep(max(0.0, start + second + 1 - time.monotonic()))
+        for c in conns.values():
+            c.close()
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=40) as ex:
+        list(ex.map(run, range(0, pollers, 25)))
+    upstream = delta(apiserver_requests(cluster, "pods"), before)
+    sent = sum(codes.values())
+    print(f"pollers: {sent} requests {codes}; upstream pods requests: {upstream}")
+    assert codes.get(200, 0) == sent >= pollers * seconds * 0.9
+    # No GET or full LIST of pods reached the apiserver: at most the consistent reads' coalesced
+    # probes (LIST limit=1, at most 20 per second) and short progress watches.
+    assert upstream.get("GET", 0) == 0
+    assert upstream.get("LIST", 0) <= 20 * (seconds + 5)
+    assert sum(upstream.values()) <= 0.05 * sent
+
+
+def test_a_client_past_its_budget_gets_429_while_others_keep_going(cluster, tmp_path, pods_ns):
+    config = tmp_path / "admission.yaml"
+    config.write_text(ADMISSION_CONFIG.format(qps=5))
+    p = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=pods",
+                                                   f"--admission-config={config}"])
+    try:
+        path = f"/api/v1/namespaces/{pods_ns}/pods?resourceVersion=0"
+        bob_codes, alice_codes, alice_ms = {}, {}, []
+        stop = threading.Event()
+
+        def bob():
+            conn = cluster.connection(p.port, tls=False)
+            while not stop.is_set():
+                conn.request("GET", path, headers={
+                    "Authorization": f"Bearer {cluster.token('bob')}"})
+                resp = conn.getresponse()
+                body = resp.read()
+                bob_codes[resp.status] = bob_codes.get(resp.status, 0) + 1
+                if resp.status == 429:
+                    bob_codes["last"] = (dict(resp.getheaders()), body)
+            conn.close()
+
+        flood = threading.Thread(target=bob)
+        flood.start()
+        try:
+            conn = cluster.connection(p.port, tls=False)
+            for _ in range(12):  # 4 per second: under alice's 5/s.
+                t0 = time.monotonic()
+                conn.request("GET", path, headers={
+                    "Authorization": f"Bearer {cluster.token('alice')}"})
+                resp = conn.getresponse()
+                resp.read()
+                alice_ms.append((time.monotonic() - t0) * 1000)
+                alice_codes[resp.status] = alice_codes.get(resp.status, 0) + 1
+                time.sleep(0.25)
+            conn.close()
+        finally:
+            stop.set()
+            flood.join(timeout=10)
+        headers, body = bob_codes.pop("last")
+        print(f"bob: {bob_codes}; alice: {alice_codes}, "
+              f"latency median {statistics.median(alice_ms):.1f} ms max {max(alice_ms):.1f} ms")
+        assert alice_codes == {200: 12}
+        assert bob_codes.get(429, 0) > 5 * bob_codes.get(200, 0)
+        # Shaped as the apiserver's: a Status with the reason and Retry-After.
+        assert headers["Content-Type"] == "application/json"
+        assert int(headers["Retry-After"]) >= 1
+        status = json.loads(body)
+        assert (status["kind"], status["code"], status["reason"]) == \
+            ("Status", 429, "TooManyRequests")
+        assert status["details"]["retryAfterSeconds"] == int(headers["Retry-After"])
+        # Not starved: alice's requests were served while bob flooded (a loose bound, not a
+        # timing test: the point is that none waited behind bob's).
+        assert max(alice_ms) < 2000
+        metrics = cluster.request("GET", "/metrics", port=p.port, tls=False).body.decode()
+        rejected = metric_values(metrics, "kube_fanout_admission_rejected_requests_total")
+        assert rejected['{flow_schema="people",priority_level="users",reason="rate-limited"}'] \
+            == bob_codes[429]
+
+        # A bad config is refused and the old one kept; a good one takes effect.
+        config.write_text("apiVersion: nope\n")
+        deadline = time.monotonic() + 10
+        while "admission config rejected" not in p.log_tail(50) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "admission config rejected" in p.log_tail(50)
+        config.write_text(ADMISSION_CONFIG.format(qps=1000))
+        deadline = time.monotonic() + 10
+        while "admission config reloaded" not in p.log_tail(50) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "admission config reloaded" in p.log_tail(50)
+        conn = cluster.connection(p.port, tls=False)
+        codes = []
+        for _ in range(30):
+            conn.request("GET", path, headers={"Authorization": f"Bearer {cluster.token('bob')}"})
+            resp = conn.getresponse()
+            resp.read()
+            codes.append(resp.status)
+        conn.close()
+        assert codes == [200] * 30
+    finally:
+        assert p.stop() == 0
+
+
+def test_a_reconnect_storm_is_served_from_the_window(cluster, cached_proxy, pods_ns):
+    # 5,000 watches resume at once from their RV (a network blip): the apiserver sees no LIST
+    # or WATCH of pods for it.
+    n = 5000
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n + 500:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 1000), hard))
+    rv = json.loads(cluster.request("GET", f"/api/v1/namespaces/{pods_ns}/pods").body)[
+        "metadata"]["resourceVersion"]
+    token = cluster.token("admin")
+    request = (f"GET /api/v1/namespaces/{pods_ns}/pods?watch=1&allowWatchBookmarks=true"
+               f"&resourceVersion={rv}&fieldSelector=spec.nodeName%3Dnode-{{i}} HTTP/1.1\r\n"
+               f"Host: x\r\nAuthorization: Bearer {token}\r\n\r\n")
+
+    async def one(i, sem):
+        async with sem:
+            reader, writer = await asyncio.open_connection("127.0.0.1", cached_proxy.port)
+            writer.write(request.format(i=i % 4).encode())
+            await writer.drain()
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+        return head.split(b"\r\n")[0], writer
+
+    async def storm():
+        sem = asyncio.Semaphore(1000)  # Connections being opened at once.
+        results = await asyncio.gather(*(one(i, sem) for i in range(n)))
+        statuses = {}
+        for line, writer in results:
+            statuses[line] = statuses.get(line, 0) + 1
+            writer.transport.abort()  # Everyone dropped at once.
+        return statuses
+
+    for round_ in range(2):  # Connect, drop everyone, reconnect at once.
+        before = apiserver_requests(cluster, "pods")
+        t0 = time.monotonic()
+        statuses = asyncio.run(storm())
+        took = time.monotonic() - t0
+        upstream = delta(apiserver_requests(cluster, "pods"), before)
+        print(f"round {round_}: {n} watches in {took:.1f}s {statuses}; upstream {upstream}")
+        assert statuses == {b"HTTP/1.1 200 OK": n}
+        assert upstream.get("LIST", 0) == 0 and upstream.get("WATCH", 0) == 0
+
+
+def test_event_storm_from_one_source_is_filtered_while_another_passes(cluster, cached_proxy,
+                                                                       pods_ns):
+    def event(source, i):
+        return json.dumps({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{source}-{i}", "namespace": pods_ns},
+            "involvedObject": {"kind": "Pod", "namespace": pods_ns, "name": "p0",
+                               "apiVersion": "v1"},
+            "reason": "BackOff", "message": "Back-off restarting failed container",
+            "source": {"component": source, "host": "node-0"}, "type": "Warning"})
+
+    path = f"/api/v1/namespaces/{pods_ns}/events"
+    hdrs = {"Content-Type": "application/json"}
+    spam = [cluster.request("POST", path, port=cached_proxy.port, tls=False,
+                            body=event("spammy", i), headers=hdrs) for i in range(40)]
+    codes = [r.status for r in spam]
+    assert codes == [201] * 25 + [429] * 15
+    assert int(spam[-1].headers["retry-after"]) == 300
+    assert json.loads(spam[-1].body)["reason"] == "TooManyRequests"
+    other = [cluster.request("POST", path, port=cached_proxy.port, tls=False,
+                             body=event("quiet", i), headers=hdrs).status for i in range(5)]
+    assert other == [201] * 5
+    stored = json.loads(cluster.request("GET", path).body)["items"]
+    assert sum(e["source"]["component"] == "spammy" for e in stored) == 25
+    metrics = cluster.request("GET", "/metrics", port=cached_proxy.port, tls=False).body.decode()
+    assert metric_values(metrics, "kube_fanout_event_spam_rejected_total")[""] >= 15
+
+
+def test_events_go_to_their_own_upstream(cluster, tmp_path, pods_ns):
+    relay = Relay(cluster.port)  # The "events apiserver": the same one, through a relay.
+    p = Proxy.start(cluster, tmp_path, extra_args=[
+        "--cache-resources=pods,events", f"--events-upstream=https://127.0.0.1:{relay.port}"])
+    try:
+        body = json.dumps({
+            "apiVersion": "v1", "kind": "Event", "metadata": {"generateName": "routed-"},
+            "involvedObject": {"kind": "Pod", "namespace": pods_ns, "name": "p1"},
+            "reason": "Test", "source": {"component": "router-test"}, "type": "Normal"})
+        path = f"/api/v1/namespaces/{pods_ns}/events"
+        hdrs = {"Content-Type": "application/json"}
+        assert cluster.request("POST", path, port=p.port, tls=False, body=body,
+                               headers=hdrs).status == 201
+        relay.cut()  # The events upstream is gone; the main one is not.
+        assert cluster.request("POST", path, port=p.port, tls=False, body=body,
+                               headers=hdrs).status == 503
+        assert cluster.request("GET", f"/api/v1/namespaces/{pods_ns}/pods/p1",
+                               port=p.port, tls=False).status == 200
+        assert cluster.request("POST", f"/api/v1/namespaces/{pods_ns}/configmaps", port=p.port,
+                               tls=False, headers=hdrs, body=json.dumps({
+                                   "apiVersion": "v1", "kind": "ConfigMap",
+                                   "metadata": {"generateName": "main-"}})).status == 201
+    finally:
+        relay.stop()
+        assert p.stop() == 0
+
+
+def test_identical_concurrent_reads_share_one_upstream_call(cluster, proxy, pods_ns):
+    # 60 clients list the namespace's secrets (not cached: passthrough) at the same moment, in
+    # three waves. The apiserver sees a few LISTs per wave, not 60; every answer is complete
+    # and reflects a write made before it was sent.
+    path = f"/api/v1/namespaces/{pods_ns}/secrets"
+    hdrs = {"Authorization": f"Bearer {cluster.token('admin')}", "Accept": "application/json"}
+    before = apiserver_requests(cluster, "secrets")
+    lists = 0
+    for wave in range(3):
+        cluster.kubectl("create", "secret", "generic", f"wave-{wave}", "-n", pods_ns)
+        barrier = threading.Barrier(20)
+
+        def read(_):
+            conn = cluster.connection(proxy.port, tls=False)
+            barrier.wait(timeout=10)
+            conn.request("GET", path, headers=hdrs)
+            resp = conn.getresponse()
+            body = resp.read()
+            conn.close()
+            return resp.status, body
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=20) as ex:
+            results = list(ex.map(read, range(20)))
+        lists += 20
+        assert {status for status, _ in results} == {200}
+        for _, body in results:
+            names = [s["metadata"]["name"] for s in json.loads(body)["items"]]
+            assert f"wave-{wave}" in names
+    upstream = delta(apiserver_requests(cluster, "secrets"), before)
+    metrics = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
+    coalesced = metric_values(metrics, "kube_fanout_passthrough_coalesced_total")[""]
+    print(f"{lists} lists: upstream {upstream}, coalesced {coalesced}")
+    assert upstream.get("LIST", 0) + coalesced >= lists
+    assert upstream.get("LIST", 0) <= lists / 2
