@@ -59,11 +59,20 @@ asio::awaitable<bool> AccessReview::Check(UpstreamPool& pool, const std::string&
   }
   const std::string key = absl::StrCat(authorization, "\n", info.verb, "\n", info.api_group, "\n",
                                        info.resource, "\n", ns, "\n", name);
-  const auto now = std::chrono::steady_clock::now();
   if (auto it = entries_.find(key); it != entries_.end()) {
-    if (it->second.expires > now) co_return it->second.allowed;
+    if (it->second.expires > std::chrono::steady_clock::now()) co_return it->second.allowed;
     entries_.erase(it);
   }
+  const bool allowed = co_await flights_.Do(
+      key, [this, &pool, &authorization, &info, &ns, &name, &key] {
+        return Review(pool, authorization, info, ns, name, key);
+      });
+  co_return allowed;
+}
+
+asio::awaitable<bool> AccessReview::Review(UpstreamPool& pool, const std::string& authorization,
+                                           const RequestInfo& info, const std::string& ns,
+                                           const std::string& name, const std::string& key) {
   ++reviews_;
   auto res = co_await UpstreamCall(pool, http::verb::post,
                                    "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
@@ -81,7 +90,8 @@ asio::awaitable<bool> AccessReview::Check(UpstreamPool& pool, const std::string&
   }
   if (!res.ok()) co_return false;  // Not cached: the upstream was unreachable.
   if (entries_.size() >= max_entries_) entries_.clear();  // Crude but bounded.
-  entries_[key] = Entry{allowed, now + (allowed ? allowed_ttl_ : denied_ttl_)};
+  entries_[key] =
+      Entry{allowed, std::chrono::steady_clock::now() + (allowed ? allowed_ttl_ : denied_ttl_)};
   co_return allowed;
 }
 

@@ -14,6 +14,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "proxy/request_info.h"
+#include "proxy/single_flight.h"
 #include "proxy/upstream_pool.h"
 
 namespace kf {
@@ -38,6 +39,9 @@ class AccessReview {
  private:
   asio::awaitable<bool> Check(UpstreamPool& pool, const std::string& authorization,
                               const RequestInfo& info, bool whole_resource);
+  asio::awaitable<bool> Review(UpstreamPool& pool, const std::string& authorization,
+                               const RequestInfo& info, const std::string& ns,
+                               const std::string& name, const std::string& key);
 
   struct Entry {
     bool allowed;
@@ -46,6 +50,7 @@ class AccessReview {
   std::chrono::seconds allowed_ttl_, denied_ttl_;
   size_t max_entries_;
   absl::flat_hash_map<std::string, Entry> entries_;
+  SingleFlight<bool> flights_;  // Reviews on their way, shared by identical ones.
   uint64_t reviews_ = 0;
 };
 

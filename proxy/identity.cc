@@ -34,6 +34,14 @@ asio::awaitable<std::optional<UserInfo>> WhoAmI::Lookup(UpstreamPool& pool,
     if (it->second.expires > now) co_return it->second.user;
     entries_.erase(it);
   }
+  auto user = co_await flights_.Do(authorization, [this, &pool, &authorization] {
+    return Review(pool, authorization);
+  });
+  co_return user;
+}
+
+asio::awaitable<std::optional<UserInfo>> WhoAmI::Review(UpstreamPool& pool,
+                                                        const std::string& authorization) {
   ++reviews_;
   auto res = co_await UpstreamCall(
       pool, http::verb::post, "/apis/authentication.k8s.io/v1/selfsubjectreviews", authorization,
@@ -43,7 +51,8 @@ asio::awaitable<std::optional<UserInfo>> WhoAmI::Lookup(UpstreamPool& pool,
   std::optional<UserInfo> user;
   if (res->status == 201 || res->status == 200) user = ParseReview(res->body);
   if (entries_.size() >= max_entries_) entries_.clear();  // Crude but bounded.
-  entries_[authorization] = Entry{user, now + (user ? ttl_ : negative_ttl_)};
+  entries_[authorization] =
+      Entry{user, std::chrono::steady_clock::now() + (user ? ttl_ : negative_ttl_)};
   co_return user;
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "proxy/single_flight.h"
 #include "proxy/upstream_pool.h"
 
 namespace kf {
@@ -37,6 +38,9 @@ class WhoAmI {
   static std::optional<UserInfo> ParseReview(std::string_view body);
 
  private:
+  asio::awaitable<std::optional<UserInfo>> Review(UpstreamPool& pool,
+                                                  const std::string& authorization);
+
   struct Entry {
     std::optional<UserInfo> user;
     std::chrono::steady_clock::time_point expires;
@@ -44,6 +48,7 @@ class WhoAmI {
   std::chrono::seconds ttl_, negative_ttl_;
   size_t max_entries_;
   absl::flat_hash_map<std::string, Entry> entries_;
+  SingleFlight<std::optional<UserInfo>> flights_;  // Lookups on their way.
   uint64_t reviews_ = 0;
 };
 
