@@ -20,6 +20,7 @@
 #include "tests/bench/api_client.h"
 #include "tests/bench/bench_report.h"
 #include "tests/bench/bench_run.h"
+#include "tests/bench/process_limits.h"
 
 namespace kf::bench {
 namespace {
@@ -78,53 +79,6 @@ po::options_description Describe(BenchFlags* f) {
   return d;
 }
 
-// Raises RLIMIT_NOFILE's soft limit to the hard limit, and the hard limit too when it is short
-// of `need` (which takes privilege).
-bool RaiseNoFile(rlim_t need, std::string* error) {
-  rlimit r{};
-  getrlimit(RLIMIT_NOFILE, &r);
-  if (r.rlim_max < need) {
-    const rlimit raised{need, need};
-    if (setrlimit(RLIMIT_NOFILE, &raised) != 0) {
-      *error = Fmt("need %lu file descriptors but the hard limit is %lu: raise `ulimit -Hn`",
-                   static_cast<unsigned long>(need), static_cast<unsigned long>(r.rlim_max));
-      return false;
-    }
-    return true;
-  }
-  r.rlim_cur = r.rlim_max;
-  setrlimit(RLIMIT_NOFILE, &r);
-  return true;
-}
-
-// Ends the process if the run overruns its bound, whatever it is waiting on.
-class Watchdog {
- public:
-  explicit Watchdog(seconds limit) {
-    thread_ = std::thread([this, limit] {
-      std::unique_lock lock(mu_);
-      if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
-        std::fprintf(stderr, "kf_fanout_bench: watchdog: still running after %lds, exiting\n",
-                     static_cast<long>(limit.count()));
-        std::_Exit(3);
-      }
-    });
-  }
-  ~Watchdog() {
-    {
-      std::lock_guard lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;
-};
 
 int PrintApiserverWatches(const Endpoint& api, const std::string& token) {
   ApiClient client(api, token);
@@ -183,16 +137,19 @@ int Main(int argc, char** argv) {
         "--ramp-rate>0, --duration>=1, --watch-order=shuffled|alternate\n");
     return 2;
   }
-  std::string error;
-  if (!RaiseNoFile(static_cast<rlim_t>(flags.watchers) + 1024, &error)) {
-    std::fprintf(stderr, "kf_fanout_bench: %s\n", error.c_str());
+  const rlim_t need = static_cast<rlim_t>(flags.watchers) + 1024;
+  if (const rlim_t got = RaiseNoFile(need); got < need) {
+    std::fprintf(stderr,
+                 "kf_fanout_bench: need %lu file descriptors but the limit is %lu: raise "
+                 "`ulimit -Hn`\n",
+                 static_cast<unsigned long>(need), static_cast<unsigned long>(got));
     return 1;
   }
   const int bound = flags.max_runtime > 0
                         ? flags.max_runtime
                         : 600 + static_cast<int>(flags.watchers / flags.ramp_rate) +
                               2 * flags.duration + flags.settle_max;
-  Watchdog watchdog{seconds(bound)};
+  Watchdog watchdog("kf_fanout_bench", seconds(bound));
   BenchRun run(flags, *api, *proxy, token);
   if (run.Run() != 0) return 1;
   Summarize(run.record()).Print(stdout);
