@@ -47,6 +47,12 @@ def apiserver_requests(cluster, resource_name):
     return out
 
 
+def passthrough_count(cluster, proxy):
+    """kube-fanout's own count of requests it passed through to the apiserver."""
+    text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
+    return metric_values(text, "kube_fanout_requests_total")['{route="passthrough"}']
+
+
 def delta(after, before):
     return {k: after.get(k, 0) - before.get(k, 0) for k in set(after) | set(before)
             if after.get(k, 0) - before.get(k, 0)}
@@ -231,10 +237,13 @@ def test_a_reconnect_storm_is_served_from_the_window(cluster, cached_proxy, pods
 
     for round_ in range(2):  # Connect, drop everyone, reconnect at once.
         before = apiserver_requests(cluster, "pods")
+        passed_before = passthrough_count(cluster, cached_proxy)
         t0 = time.monotonic()
         statuses = asyncio.run(storm())
         took = time.monotonic() - t0
         upstream = delta(apiserver_requests(cluster, "pods"), before)
+        # (The apiserver counts a WATCH when it ends; kube-fanout's own count is immediate.)
+        assert passthrough_count(cluster, cached_proxy) == passed_before
         print(f"round {round_}: {n} watches in {took:.1f}s {statuses}; upstream {upstream}")
         assert statuses == {b"HTTP/1.1 200 OK": n}
         assert upstream.get("LIST", 0) == 0 and upstream.get("WATCH", 0) == 0
@@ -329,3 +338,69 @@ def test_identical_concurrent_reads_share_one_upstream_call(cluster, proxy, pods
     print(f"{lists} lists: upstream {upstream}, coalesced {coalesced}")
     assert upstream.get("LIST", 0) + coalesced >= lists
     assert upstream.get("LIST", 0) <= lists / 2
+
+
+def test_a_kube_fanout_restart_storm_costs_the_upstream_only_its_own_list_and_watch(
+        cluster, tmp_path, pods_ns):
+    # 5,000 watches through kube-fanout; kube-fanout restarts; they all come back at once from
+    # their old RV. The new kube-fanout's window starts at its own list, so each gets the
+    # in-band 410, relists from kube-fanout (RV=0) and watches again. The apiserver sees the
+    # new kube-fanout's own LIST and WATCH of pods (plus its bookmark-template probe), nothing
+    # for the 5,000.
+    n = 5000
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n + 500:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 1000), hard))
+    rv = json.loads(cluster.request("GET", f"/api/v1/namespaces/{pods_ns}/pods").body)[
+        "metadata"]["resourceVersion"]
+    cluster.kubectl("annotate", "pod", "p0", "-n", pods_ns, "moved=yes", "--overwrite")
+    token = cluster.token("admin")
+    head = ("GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
+            "\r\nUser-Agent: restart-storm\r\n\r\n")
+
+    async def client(port, i, sem):
+        path = (f"/api/v1/namespaces/{pods_ns}/pods?watch=1&resourceVersion={rv}"
+                f"&fieldSelector=spec.nodeName%3Dnode-{i % 4}")
+        async with sem:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(head.format(path=path).encode())
+            await writer.drain()
+            status = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 60)).split(b" ")[1]
+            # First chunk: the ERROR event with the 410 (this RV predates the new window).
+            await asyncio.wait_for(reader.readline(), 60)
+            event = json.loads(await asyncio.wait_for(reader.readline(), 60))
+            writer.transport.abort()
+            if event["type"] != "ERROR" or event["object"]["code"] != 410:
+                return status, event["type"]
+            # Relist from kube-fanout, as a reflector does, then watch from the list's RV.
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(head.format(path=f"/api/v1/namespaces/{pods_ns}/pods"
+                                          "?resourceVersion=0").encode())
+            await writer.drain()
+            listed = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 60)).split(b" ")[1]
+            writer.transport.abort()
+            return status, f"410 then relist {listed.decode()}"
+
+    p = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=pods"])
+    p.stop()
+    before = apiserver_requests(cluster, "pods")
+    p = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=pods"])
+    try:
+        async def storm():
+            sem = asyncio.Semaphore(1000)
+            return await asyncio.gather(*(client(p.port, i, sem) for i in range(n)))
+        t0 = time.monotonic()
+        results = asyncio.run(storm())
+        took = time.monotonic() - t0
+        outcomes = {}
+        for r in results:
+            outcomes[r] = outcomes.get(r, 0) + 1
+        upstream = delta(apiserver_requests(cluster, "pods"), before)
+        assert passthrough_count(cluster, p) == 0
+        print(f"restart storm: {n} clients in {took:.1f}s {outcomes}; upstream {upstream}")
+        assert outcomes == {(b"200", "410 then relist 200"): n}
+        # The restarted kube-fanout's own list (one page) and watch, and its bookmark probe.
+        assert upstream.get("LIST", 0) <= 1 and upstream.get("WATCH", 0) <= 2
+        assert upstream.get("GET", 0) == 0
+    finally:
+        assert p.stop() == 0
