@@ -47,6 +47,15 @@ def apiserver_requests(cluster, resource_name):
     return out
 
 
+def storm_setup(cluster, ns, n):
+    """Room for `n` connections in this process; the namespace's pods' current RV."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n + 500:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 1000), hard))
+    return json.loads(cluster.request("GET", f"/api/v1/namespaces/{ns}/pods").body)[
+        "metadata"]["resourceVersion"]
+
+
 def passthrough_count(cluster, proxy):
     """kube-fanout's own count of requests it passed through to the apiserver."""
     text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
@@ -208,11 +217,7 @@ def test_a_reconnect_storm_is_served_from_the_window(cluster, cached_proxy, pods
     # 5,000 watches resume at once from their RV (a network blip): the apiserver sees no LIST
     # or WATCH of pods for it.
     n = 5000
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < n + 500:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 1000), hard))
-    rv = json.loads(cluster.request("GET", f"/api/v1/namespaces/{pods_ns}/pods").body)[
-        "metadata"]["resourceVersion"]
+    rv = storm_setup(cluster, pods_ns, n)
     token = cluster.token("admin")
     request = (f"GET /api/v1/namespaces/{pods_ns}/pods?watch=1&allowWatchBookmarks=true"
                f"&resourceVersion={rv}&fieldSelector=spec.nodeName%3Dnode-{{i}} HTTP/1.1\r\n"
@@ -348,11 +353,7 @@ def test_a_kube_fanout_restart_storm_costs_the_upstream_only_its_own_list_and_wa
     # new kube-fanout's own LIST and WATCH of pods (plus its bookmark-template probe), nothing
     # for the 5,000.
     n = 5000
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < n + 500:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 1000), hard))
-    rv = json.loads(cluster.request("GET", f"/api/v1/namespaces/{pods_ns}/pods").body)[
-        "metadata"]["resourceVersion"]
+    rv = storm_setup(cluster, pods_ns, n)
     cluster.kubectl("annotate", "pod", "p0", "-n", pods_ns, "moved=yes", "--overwrite")
     token = cluster.token("admin")
     head = ("GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
