@@ -30,9 +30,11 @@ asio::awaitable<std::optional<UserInfo>> WhoAmI::Lookup(UpstreamPool& pool,
                                                         const std::string& authorization) {
   if (authorization.empty()) co_return std::nullopt;
   const auto now = std::chrono::steady_clock::now();
-  if (auto it = entries_.find(authorization); it != entries_.end()) {
-    if (it->second.expires > now) co_return it->second.user;
-    entries_.erase(it);
+  // An expired entry stays until replaced: if the apiserver cannot be asked again (overloaded,
+  // unreachable), the last answer classifies the request rather than "unknown", which would
+  // put every such client into one shared, rate-limited flow.
+  if (auto it = entries_.find(authorization); it != entries_.end() && it->second.expires > now) {
+    co_return it->second.user;
   }
   auto user = co_await flights_.Do(authorization, [this, &pool, &authorization] {
     return Review(pool, authorization);
@@ -47,7 +49,11 @@ asio::awaitable<std::optional<UserInfo>> WhoAmI::Review(UpstreamPool& pool,
       pool, http::verb::post, "/apis/authentication.k8s.io/v1/selfsubjectreviews", authorization,
       R"({"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"})",
       std::chrono::seconds(10));
-  if (!res.ok()) co_return std::nullopt;  // Not cached: the upstream was unreachable.
+  if (!res.ok() || res->status == 429 || res->status >= 500) {
+    // Not cached: the upstream was unreachable or overloaded. The last answer, if any, stands.
+    if (auto it = entries_.find(authorization); it != entries_.end()) co_return it->second.user;
+    co_return std::nullopt;
+  }
   std::optional<UserInfo> user;
   if (res->status == 201 || res->status == 200) user = ParseReview(res->body);
   if (entries_.size() >= max_entries_) entries_.clear();  // Crude but bounded.

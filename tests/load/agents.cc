@@ -643,7 +643,8 @@ void AgentPool::Reflector::OnLine(std::string_view line, WatchState& st) {
   }
 }
 
-// A log shipper's metadata lookups: one pod by name, then the namespace's pods, every interval.
+// A log shipper's metadata lookups: one pod by name, then the namespace's (or one node's) pods,
+// every interval.
 class AgentPool::Poller : public AgentPool::Task {
  public:
   explicit Poller(Shard& shard) : Task(shard) {}
@@ -667,7 +668,14 @@ asio::awaitable<void> AgentPool::Poller::Run() {
       co_await Request(kGet, target, nullptr);
       if (stopping()) break;
     }
-    co_await Request(kList, ns_pods, nullptr);
+    if (pool_.options_.poller_list_nodes > 0) {
+      const uint64_t node =
+          shard_.rng() % static_cast<uint64_t>(pool_.options_.poller_list_nodes);
+      co_await Request(kList, absl::StrCat(ns_pods, "?fieldSelector=spec.nodeName%3Dnode-", node),
+                       nullptr);
+    } else {
+      co_await Request(kList, ns_pods, nullptr);
+    }
     const auto now = Clock::now();
     if (now > next) next = now;  // Overran: the next round starts now, none is made up.
     if (!co_await Sleep(next - now)) break;

@@ -52,6 +52,9 @@ struct AgentOptions {
   int configmaps_per_kubelet = 2;
   int pods = 0;  // load-pod-0..pods-1, for the pollers' GETs.
   double poll_interval_s = 5;
+  // > 0: a poller LISTs the pods of one node (node-0..node-N-1, fieldSelector spec.nodeName), as
+  // a node agent's check does; 0: the whole namespace's pods.
+  int poller_list_nodes = 0;
   int threads = 2;
   // Connections spread over the source addresses 127.0.0.1..N (loopback targets only), since one
   // source address reaches a server port from about 28,000 ephemeral ports at most.

@@ -44,6 +44,7 @@ struct Flags {
   int kubelets = 1000, kube_proxies = 0, pollers = 0;
   int configmaps_per_kubelet = 2;
   double poll_interval = 5;
+  int poller_list_nodes = 0;
   double ramp_rate = 200;
   double duration = 60, drain = 5;
   double pod_rate = 20, node_rate = 5, slice_rate = 5, event_rate = 10, configmap_rate = 0;
@@ -76,6 +77,9 @@ po::options_description Describe(Flags* f) {
     ("configmaps-per-kubelet", po::value(&f->configmaps_per_kubelet)->default_value(2),
      "Single-object watches of configmaps lcm-0..lcm-K-1 per kubelet.")
     ("poll-interval", po::value(&f->poll_interval)->default_value(5), "Seconds between a poller's rounds.")
+    ("poller-list-nodes", po::value(&f->poller_list_nodes)->default_value(0),
+     "N > 0: pollers LIST the pods of one of node-0..node-N-1 (by spec.nodeName) instead of the "
+     "whole namespace's.")
     ("ramp-rate", po::value(&f->ramp_rate)->default_value(200), "Agents started per second.")
     ("duration", po::value(&f->duration)->default_value(60), "Seconds of churn after the ramp.")
     ("drain", po::value(&f->drain)->default_value(5), "Seconds after the churn before agents stop.")
@@ -502,6 +506,7 @@ int Main(int argc, char** argv) {
   ao.configmaps_per_kubelet = f.configmaps_per_kubelet;
   ao.pods = churn.pods();
   ao.poll_interval_s = f.poll_interval;
+  ao.poller_list_nodes = f.poller_list_nodes;
   ao.threads = f.threads;
   ao.source_ips = loopback ? f.source_ips : 1;
   ao.seed = f.seed;
