@@ -20,6 +20,7 @@
 #include "cache/selectable_fields.h"
 #include "cache/upstream_list.h"
 #include "common/strings.h"
+#include "proxy/await_callback.h"
 #include "proxy/status_response.h"
 #include "proxy/upstream_client.h"
 
@@ -163,31 +164,6 @@ asio::awaitable<bool> CatchUp(Cacher& cacher, uint64_t rv, std::chrono::millisec
   });
   if (!*done) co_await timer->async_wait(use_nothrow);
   co_return cacher.resource_version() >= rv;
-}
-
-// Starts `start` with a callback that may run on any thread, and waits (at most `timeout`) on
-// this coroutine's single-threaded executor for it.
-template <typename T>
-asio::awaitable<std::optional<T>> AwaitCallback(std::function<void(std::function<void(T)>)> start,
-                                                std::chrono::milliseconds timeout) {
-  auto exec = co_await asio::this_coro::executor;
-  struct State {
-    explicit State(asio::any_io_executor e) : timer(e) {}
-    asio::steady_timer timer;
-    std::optional<T> value;
-  };
-  auto st = std::make_shared<State>(exec);
-  st->timer.expires_after(timeout);
-  start([exec, weak = std::weak_ptr<State>(st)](T v) {
-    asio::post(exec, [weak, v = std::move(v)]() mutable {
-      if (auto s = weak.lock()) {
-        s->value = std::move(v);
-        s->timer.cancel();
-      }
-    });
-  });
-  if (!st->value) co_await st->timer.async_wait(use_nothrow);
-  co_return std::move(st->value);
 }
 
 // The RV a read must reflect: the upstream's current one for "" (a consistent read: probed

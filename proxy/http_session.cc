@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/strings.h"
+#include "proxy/await_callback.h"
 #include "proxy/hop_by_hop.h"
 #include "proxy/passthrough.h"
 #include "proxy/request_info.h"
@@ -362,24 +363,12 @@ std::string HttpSession::CoalesceKey(const http::fields& h) const {
 }
 
 asio::awaitable<CapturedPtr> HttpSession::WaitFlight(std::shared_ptr<Coalescer::Flight> flight) {
-  struct Pending {
-    explicit Pending(asio::any_io_executor e) : timer(e) {}
-    asio::steady_timer timer;
-    std::optional<CapturedPtr> result;
-  };
-  auto exec = co_await asio::this_coro::executor;
-  auto pending = std::make_shared<Pending>(exec);
-  pending->timer.expires_after(std::chrono::seconds(70));  // Past the upstream's own limits.
-  Coalescer::OnDone(flight, [exec, weak = std::weak_ptr<Pending>(pending)](CapturedPtr r) {
-    asio::post(exec, [weak, r] {
-      if (auto p = weak.lock()) {
-        p->result = r;
-        p->timer.cancel();
-      }
-    });
-  });
-  if (!pending->result) co_await pending->timer.async_wait(use_nothrow);
-  co_return pending->result ? *pending->result : nullptr;
+  auto result = co_await AwaitCallback<CapturedPtr>(
+      [&flight](std::function<void(CapturedPtr)> done) {
+        Coalescer::OnDone(flight, std::move(done));
+      },
+      std::chrono::seconds(70));  // Past the upstream's own limits.
+  co_return result ? *result : nullptr;
 }
 
 asio::awaitable<bool> HttpSession::WriteCaptured(const CapturedResponse& shared, bool keep_alive,
@@ -440,28 +429,21 @@ asio::awaitable<ratelimit::Decision> HttpSession::Admit(const http::fields& head
   a.namespace_ = info.namespace_;
   a.path = info.path;
   a.long_running = info.verb == "watch";
-  // The decision may come from another thread (a seat freed there): hand it over to this one.
-  struct Pending {
-    explicit Pending(asio::any_io_executor e) : timer(e) {}
-    asio::steady_timer timer;
-    std::optional<ratelimit::Decision> decision;
-  };
-  auto exec = co_await asio::this_coro::executor;
-  auto pending = std::make_shared<Pending>(exec);
-  pending->timer.expires_at(asio::steady_timer::time_point::max());
-  const uint64_t ticket = env_.admission->Admit(
-      a, [exec, weak = std::weak_ptr<Pending>(pending)](ratelimit::Decision d) {
-        auto shared = std::make_shared<ratelimit::Decision>(std::move(d));
-        asio::post(exec, [weak, shared] {
-          if (auto p = weak.lock()) {
-            p->decision = std::move(*shared);
-            p->timer.cancel();
-          }
-        });
-      });
-  (void)ticket;  // Queued requests are decided by a freed seat or ExpireQueued.
-  while (!pending->decision) co_await pending->timer.async_wait(use_nothrow);
-  co_return std::move(*pending->decision);
+  // The decision may come from another thread (a seat freed there). Queued requests are
+  // decided by a freed seat or by ExpireQueued within their level's wait limit; the bound here
+  // only guards against a decision that never comes.
+  ratelimit::Admission& admission = *env_.admission;
+  auto decision = co_await AwaitCallback<ratelimit::Decision>(
+      [&admission, &a](std::function<void(ratelimit::Decision)> done) {
+        admission.Admit(a, std::move(done));
+      },
+      std::chrono::minutes(5));
+  if (!decision) {
+    ratelimit::Decision d;
+    d.reject_reason = "time-out";
+    co_return d;
+  }
+  co_return std::move(*decision);
 }
 
 asio::awaitable<bool> HttpSession::WriteSimple(int code, std::string_view content_type,
