@@ -6,6 +6,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "tests/bench/open_loop.h"
 #include "tests/bench/watch_client.h"
 
 namespace kf::bench {
@@ -177,13 +178,7 @@ void Churn::Stop() {
 }
 
 void Churn::RunWriter(Writer& w) {
-  // Open loop: writer k of W sends at start + (k + W*m) / rate. A slot missed by more than one
-  // period (the previous write took too long) is skipped and counted, not made up in a burst.
-  const auto period =
-      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(w.count / w.rate));
-  const auto offset =
-      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(w.index / w.rate));
-  const auto start = started_ + offset;
+  OpenLoop loop(started_, w.index, w.count, w.rate);
   w.per_node.assign(static_cast<size_t>(options_.nodes), 0);
   const int objects = w.pods ? options_.pods : options_.slices;
   const std::string prefix =
@@ -191,19 +186,7 @@ void Churn::RunWriter(Writer& w) {
              : absl::StrCat("/apis/discovery.k8s.io/v1/namespaces/", options_.namespace_,
                             "/endpointslices/bench-svc-");
   const std::function<std::string()> body = StampPatch;
-  for (int64_t m = 0; !stop_;) {
-    const auto slot = start + m * period;
-    while (!stop_ && Clock::now() < slot) {
-      std::this_thread::sleep_for(
-          std::min<Clock::duration>(slot - Clock::now(), std::chrono::milliseconds(50)));
-    }
-    if (stop_) break;
-    const int64_t behind = (Clock::now() - slot) / period;
-    if (behind >= 1) {
-      w.late += static_cast<uint64_t>(behind);
-      m += behind;
-    }
-    ++m;
+  while (loop.Next(stop_, &w.late)) {
     const int i = static_cast<int>(w.rng() % static_cast<uint32_t>(objects));
     const std::string target = w.pods ? absl::StrCat(prefix, i) : absl::StrCat(prefix, i, "-slice");
     const auto sent = Clock::now();

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
 #include "rapidjson/document.h"
+#include "tests/bench/open_loop.h"
 #include "tests/bench/watch_client.h"
 #include "tests/load/wire.h"
 
@@ -344,13 +345,7 @@ void LoadChurn::Stop() {
 }
 
 void LoadChurn::RunWriter(Writer& w) {
-  // Open loop, as the bench's churn: writer k of W sends at start + (k + W*m) / rate; a slot
-  // missed by more than a period is skipped and counted, not made up in a burst.
-  const auto period =
-      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(w.count / w.rate));
-  const auto offset =
-      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(w.index / w.rate));
-  const auto start = started_ + offset;
+  bench::OpenLoop loop(started_, w.index, w.count, w.rate);  // As the bench's churn.
   uint32_t objects = 0;
   switch (w.kind) {
     case Kind::kPods:
@@ -371,19 +366,7 @@ void LoadChurn::RunWriter(Writer& w) {
   }
   if (objects == 0) return;
   const bool post = w.kind == Kind::kEvents;
-  for (int64_t m = 0; !stop_;) {
-    const auto slot = start + m * period;
-    while (!stop_ && Clock::now() < slot) {
-      std::this_thread::sleep_for(
-          std::min<Clock::duration>(slot - Clock::now(), std::chrono::milliseconds(50)));
-    }
-    if (stop_) break;
-    const int64_t behind = (Clock::now() - slot) / period;
-    if (behind >= 1) {
-      w.late += static_cast<uint64_t>(behind);
-      m += behind;
-    }
-    ++m;
+  while (loop.Next(stop_, &w.late)) {
     const uint32_t object = w.rng() % objects;
     const std::string target = Target(w.kind, object);
     std::function<std::string()> body;
