@@ -327,6 +327,8 @@ void HttpSession::LogRequest(const RequestLog& log) const {
     ++r.tunnel;
   } else if (log.route == "local") {
     ++r.local;
+  } else if (log.route == "coalesced") {
+    ++r.coalesced;
   } else {
     ++r.rejected;
   }

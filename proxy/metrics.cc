@@ -36,6 +36,7 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
                           {"passthrough", routes.passthrough.load()},
                           {"tunnel", routes.tunnel.load()},
                           {"local", routes.local.load()},
+                          {"coalesced", routes.coalesced.load()},
                           {"rejected", routes.rejected.load()}}) {
     w.Sample("kube_fanout_requests_total", absl::StrCat("route=\"", route, "\""),
              static_cast<double>(n));

@@ -16,7 +16,7 @@ struct CacheServeStats;
 
 // Requests by how they were answered.
 struct RouteStats {
-  std::atomic<uint64_t> cache{0}, passthrough{0}, tunnel{0}, local{0}, rejected{0};
+  std::atomic<uint64_t> cache{0}, passthrough{0}, tunnel{0}, local{0}, coalesced{0}, rejected{0};
   std::atomic<uint64_t> upstream_unavailable{0};
 };
 

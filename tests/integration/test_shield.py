@@ -340,6 +340,7 @@ def test_identical_concurrent_reads_share_one_upstream_call(cluster, proxy, pods
     upstream = delta(apiserver_requests(cluster, "secrets"), before)
     metrics = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
     coalesced = metric_values(metrics, "kube_fanout_passthrough_coalesced_total")[""]
+    assert metric_values(metrics, "kube_fanout_requests_total")['{route="coalesced"}'] == coalesced
     print(f"{lists} lists: upstream {upstream}, coalesced {coalesced}")
     assert upstream.get("LIST", 0) + coalesced >= lists
     assert upstream.get("LIST", 0) <= lists / 2
