@@ -4,6 +4,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cache/selectable_fields.h"
+#include "common/json.h"
 #include "common/strings.h"
 #include "rapidjson/document.h"
 
@@ -44,8 +45,7 @@ std::string CachedObject::Key(std::string_view ns, std::string_view name) {
 absl::StatusOr<std::shared_ptr<const CachedObject>> CachedObject::FromJson(const ResourceType& type,
                                                                            std::string json) {
   rapidjson::Document doc;
-  doc.Parse(json.data(), json.size());
-  if (doc.HasParseError() || !doc.IsObject()) {
+  if (!ParseJson(json, doc).ok() || !doc.IsObject()) {
     return absl::InvalidArgumentError("object is not a JSON object");
   }
   auto meta = doc.FindMember("metadata");

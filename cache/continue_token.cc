@@ -3,40 +3,11 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/json.h"
 #include "common/strings.h"
-#include "rapidjson/document.h"
 
 namespace kf {
 namespace {
-
-// Length of the valid UTF-8 sequence at s[i], or 0.
-size_t Utf8Length(std::string_view s, size_t i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  size_t n = 0;
-  uint32_t min = 0;
-  if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0) {
-    n = 2;
-    min = 0x80;
-  } else if ((c & 0xF0) == 0xE0) {
-    n = 3;
-    min = 0x800;
-  } else if ((c & 0xF8) == 0xF0) {
-    n = 4;
-    min = 0x10000;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  uint32_t cp = c & (0x7F >> n);
-  for (size_t k = 1; k < n; ++k) {
-    const auto b = static_cast<unsigned char>(s[i + k]);
-    if ((b & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (b & 0x3F);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return n;
-}
 
 // path.Clean(key) == key, for a key starting with "/".
 bool IsClean(std::string_view key) {
@@ -49,64 +20,6 @@ bool IsClean(std::string_view key) {
 }
 
 }  // namespace
-
-std::string GoJsonString(std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      switch (c) {
-        case '"':
-          out += "\\\"";
-          break;
-        case '\\':
-          out += "\\\\";
-          break;
-        case '\n':
-          out += "\\n";
-          break;
-        case '\r':
-          out += "\\r";
-          break;
-        case '\t':
-          out += "\\t";
-          break;
-        case '<':
-        case '>':
-        case '&':
-          out += absl::StrCat("\\u00", std::string(1, kHex[c >> 4]), std::string(1, kHex[c & 15]));
-          break;
-        default:
-          if (c < 0x20) {
-            out += absl::StrCat("\\u00", std::string(1, kHex[c >> 4]),
-                                std::string(1, kHex[c & 15]));
-          } else {
-            out += static_cast<char>(c);
-          }
-      }
-      ++i;
-      continue;
-    }
-    const size_t n = Utf8Length(s, i);
-    if (n == 0) {
-      out += "\\ufffd";
-      ++i;
-      continue;
-    }
-    const std::string_view seq = s.substr(i, n);
-    if (seq == "\xE2\x80\xA8") {
-      out += "\\u2028";
-    } else if (seq == "\xE2\x80\xA9") {
-      out += "\\u2029";
-    } else {
-      out.append(seq);
-    }
-    i += n;
-  }
-  out += "\"";
-  return out;
-}
 
 std::string EncodeContinue(std::string_view start, int64_t resource_version) {
   const std::string json =
@@ -123,9 +36,10 @@ absl::StatusOr<ContinueToken> DecodeContinue(std::string_view token) {
       !absl::WebSafeBase64Unescape(ToAbsl(token), &json)) {
     return absl::InvalidArgumentError("continue key is not valid");
   }
+  // Untrusted: decoded before any access check. Bounded and iterative, as every parse of
+  // client bytes (common/json.h); Go's decoder fails on the same depth.
   rapidjson::Document doc;
-  doc.Parse(json.data(), json.size());
-  if (doc.HasParseError() || !doc.IsObject()) {
+  if (!ParseJson(json, doc).ok() || !doc.IsObject()) {
     return absl::InvalidArgumentError("continue key is not valid");
   }
   auto v = doc.FindMember("v");

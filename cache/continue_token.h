@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "common/json.h"  // GoJsonString, used by the encoder.
 
 namespace kf {
 
@@ -25,10 +26,6 @@ std::string EncodeContinue(std::string_view start, int64_t resource_version);
 // Validates as DecodeContinue does (version, rv != 0, non-empty start, start path-clean);
 // InvalidArgument with the apiserver's reason otherwise.
 absl::StatusOr<ContinueToken> DecodeContinue(std::string_view token);
-
-// Go's encoding/json string encoding (quotes included): escapes ", \, control characters,
-// <, >, &, U+2028 and U+2029; invalid UTF-8 becomes U+FFFD.
-std::string GoJsonString(std::string_view s);
 
 }  // namespace kf
 

@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/json.h"
 #include "common/strings.h"
 #include "rapidjson/document.h"
 #include "rapidjson/reader.h"
@@ -11,7 +12,9 @@ namespace kf {
 namespace {
 
 // SAX handler that records the byte range of each element of the top-level "items" array and
-// the list's kind, apiVersion and metadata fields.
+// the list's kind, apiVersion and metadata fields. Driven by RapidJSON's iterative parser,
+// which calls StartObject and EndObject before it consumes the brace: Tell() is the brace's
+// offset in both.
 class ListHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, ListHandler> {
  public:
   explicit ListHandler(const rapidjson::StringStream& in, ListPage* page) : in_(in), page_(page) {}
@@ -33,12 +36,12 @@ class ListHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, ListH
   bool StartObject() {
     ++depth_;
     if (depth_ == 2 && key_ == "metadata" && !in_items_) in_metadata_ = true;
-    if (in_items_ && depth_ == 2) item_start_ = in_.Tell() - 1;
+    if (in_items_ && depth_ == 2) item_start_ = in_.Tell();
     return true;
   }
   bool EndObject(rapidjson::SizeType) {
     if (in_items_ && depth_ == 2) {
-      ends_.push_back(in_.Tell());
+      ends_.push_back(in_.Tell() + 1);
       starts_.push_back(item_start_);
     }
     if (depth_ == 2) in_metadata_ = false;
@@ -74,8 +77,11 @@ absl::StatusOr<ListPage> ParseListPage(std::string_view body) {
   rapidjson::StringStream in(copy.c_str());
   ListPage page;
   ListHandler handler(in, &page);
+  if (JsonDepth(body, JsonLimits{}.max_depth) > JsonLimits{}.max_depth) {
+    return absl::InvalidArgumentError("list response exceeds the maximum nesting depth");
+  }
   rapidjson::Reader reader;
-  if (!reader.Parse(in, handler)) {
+  if (!reader.Parse<kJsonParseFlags>(in, handler)) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot parse list response at offset ", reader.GetErrorOffset()));
   }
@@ -99,8 +105,7 @@ std::string ItemToEventForm(std::string_view item, std::string_view kind,
 absl::StatusOr<WatchLine> ParseWatchLine(std::string_view line) {
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
   rapidjson::Document doc;
-  doc.Parse(line.data(), line.size());
-  if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("type") || !doc["type"].IsString() ||
+  if (!ParseJson(line, doc).ok() || !doc.IsObject() || !doc.HasMember("type") || !doc["type"].IsString() ||
       !doc.HasMember("object") || !doc["object"].IsObject()) {
     return absl::InvalidArgumentError("malformed watch event");
   }

@@ -1,6 +1,8 @@
 #include "proxy/access_review.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/evict.h"
+#include "common/json.h"
 #include "proxy/upstream_client.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
@@ -57,8 +59,10 @@ asio::awaitable<bool> AccessReview::Check(UpstreamPool& pool, const std::string&
     ns = info.namespace_;
     name = info.name;
   }
-  const std::string key = absl::StrCat(authorization, "\n", info.verb, "\n", info.api_group, "\n",
-                                       info.resource, "\n", ns, "\n", name);
+  // Everything the review body asks about (ReviewBody), and the credentials it is asked with.
+  const std::string key =
+      absl::StrCat(authorization, "\n", info.verb, "\n", info.api_group, "\n", info.api_version,
+                   "\n", info.resource, "\n", ns, "\n", name);
   if (auto it = entries_.find(key); it != entries_.end()) {
     if (it->second.expires > std::chrono::steady_clock::now()) co_return it->second.allowed;
     entries_.erase(it);
@@ -81,15 +85,18 @@ asio::awaitable<bool> AccessReview::Review(UpstreamPool& pool, const std::string
   bool allowed = false;
   if (res.ok() && res->status == 201) {
     rapidjson::Document doc;
-    doc.Parse(res->body.data(), res->body.size());
-    if (!doc.HasParseError() && doc.IsObject() && doc.HasMember("status") &&
+    if (ParseJson(res->body, doc).ok() && doc.IsObject() && doc.HasMember("status") &&
         doc["status"].IsObject() && doc["status"].HasMember("allowed") &&
         doc["status"]["allowed"].IsBool()) {
       allowed = doc["status"]["allowed"].GetBool();
     }
   }
   if (!res.ok()) co_return false;  // Not cached: the upstream was unreachable.
-  if (entries_.size() >= max_entries_) entries_.clear();  // Crude but bounded.
+  if (entries_.size() >= max_entries_) {
+    // Bounded, never wiped: the answers nearest their expiry go first.
+    EvictLowest(entries_, std::max<size_t>(1, entries_.size() / 8),
+                [](const Entry& e) { return e.expires; });
+  }
   entries_[key] =
       Entry{allowed, std::chrono::steady_clock::now() + (allowed ? allowed_ttl_ : denied_ttl_)};
   co_return allowed;

@@ -21,6 +21,7 @@
 #include "cache/upstream_list.h"
 #include "common/strings.h"
 #include "proxy/await_callback.h"
+#include "proxy/coalescer.h"
 #include "proxy/status_response.h"
 #include "proxy/upstream_client.h"
 
@@ -66,11 +67,7 @@ bool Eligible(const RequestInfo& info, const http::fields& headers) {
     return false;  // Table, PartialObjectMetadata.
   }
   // The apiserver pretty-prints for curl, wget and browsers, and on ?pretty.
-  const std::string ua(headers[http::field::user_agent]);
-  for (const char* p : {"curl", "Wget", "Mozilla/"}) {
-    if (ua.rfind(p, 0) == 0) return false;
-  }
-  if (info.query.Has("pretty")) return false;
+  if (PrettyUserAgent(headers[http::field::user_agent]) || info.query.Has("pretty")) return false;
   for (const auto& f : headers) {
     if (absl::StartsWithIgnoreCase(ToAbsl(f.name_string()), "impersonate-")) return false;
   }
@@ -125,9 +122,11 @@ std::optional<WatchFilter> MakeFilter(const RequestInfo& info, const ResourceTyp
   } else {
     f.namespace_ = info.namespace_;
   }
-  auto labels = LabelSelector::Parse(info.label_selector);
+  // What the handler filters by is the query's selectors, however the verb was found: a legacy
+  // /watch/ path selects by them too (RequestInfo's copies are authorization's view).
+  auto labels = LabelSelector::Parse(info.query.First("labelSelector").value_or(""));
   if (!labels.ok()) return std::nullopt;
-  auto parsed = FieldSelector::Parse(info.field_selector);
+  auto parsed = FieldSelector::Parse(info.query.First("fieldSelector").value_or(""));
   if (!parsed.ok()) return std::nullopt;
   if (info.verb == "watch" && !info.name.empty()) {
     // A watch of one object by path (/watch/namespaces/ns/pods/name): the apiserver selects it
@@ -148,6 +147,26 @@ std::optional<WatchFilter> MakeFilter(const RequestInfo& info, const ResourceTyp
   f.name = f.fields.RequiresExactMatch("metadata.name");
   return f;
 }
+
+}  // namespace
+
+std::chrono::steady_clock::time_point WatchDeadline(std::chrono::steady_clock::time_point now,
+                                                   int64_t timeout_seconds) {
+  // The apiserver computes time.Duration(timeoutSeconds) * time.Second, which wraps in int64
+  // nanoseconds; zero (given or wrapped) means its default, a random duration in
+  // [MinRequestTimeout, 2*MinRequestTimeout); a wrapped negative one has already passed.
+  const auto ns = static_cast<int64_t>(static_cast<uint64_t>(timeout_seconds) * 1000000000ull);
+  if (ns == 0) {
+    std::mt19937 rng(std::random_device{}());
+    return now + std::chrono::seconds(std::uniform_int_distribution<int64_t>(1800, 3599)(rng));
+  }
+  if (ns < 0) return now;
+  // Past a century nobody can tell the difference; nearer the limit the clock would overflow.
+  constexpr int64_t kCentury = int64_t{100} * 365 * 24 * 3600 * 1000000000;
+  return now + std::chrono::nanoseconds(std::min(ns, kCentury));
+}
+
+namespace {
 
 // Waits (bounded) until the cache's RV reaches `rv`.
 asio::awaitable<bool> CatchUp(Cacher& cacher, uint64_t rv, std::chrono::milliseconds timeout) {
@@ -334,16 +353,8 @@ asio::awaitable<CacheOutcome> ServeGet(CacheRequest& r) {
   if (obj) {
     length = obj->json().size() + 1;
   } else {
-    // The apiserver's NotFound: "<resource>[.<group>] \"<name>\" not found".
     code = 404;
-    std::string details = absl::StrCat("{\"name\":\"", r.info.name, "\"");
-    if (!t.group.empty()) absl::StrAppend(&details, ",\"group\":\"", t.group, "\"");
-    absl::StrAppend(&details, ",\"kind\":\"", t.resource, "\"}");
-    body = absl::StrCat(
-        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":"
-        "\"Failure\",\"message\":\"",
-        t.GroupResource(), " \\\"", r.info.name,
-        "\\\" not found\",\"reason\":\"NotFound\",\"details\":", details, ",\"code\":404}\n");
+    body = EncodeStatusBody(NotFoundStatus(t.group, t.resource, r.info.name));
     length = body.size();
   }
   if (obj) {
@@ -406,9 +417,10 @@ asio::awaitable<CacheOutcome> WatchLoop(CacheRequest& r, WatchFilter filter, Wat
   if (!watcher.ok()) {
     // Like the apiserver: HTTP 200, one ERROR event carrying the 410 Status, then the end.
     const std::string event = absl::StrCat(
-        "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":"
-        "{},\"status\":\"Failure\",\"message\":\"",
-        watcher.status().message(), "\",\"reason\":\"Expired\",\"code\":410}}\n");
+        "{\"type\":\"ERROR\",\"object\":",
+        EncodeStatusJson(KubeStatus{410, "Expired", std::string(watcher.status().message()),
+                                    std::nullopt}),
+        "}\n");
     const std::string size = ChunkHeader(event.size());
     const std::vector<asio::const_buffer> bufs{asio::buffer(head), asio::buffer(size),
                                                asio::buffer(event), asio::buffer(kCrlf),
@@ -519,14 +531,9 @@ asio::awaitable<CacheOutcome> ServeWatch(CacheRequest& r, WatchFilter filter,
                 ParseGoBool(*q.First("allowWatchBookmarks")) == true;
   const bool send_initial = q.Has("sendInitialEvents");
   const auto rv = q.First("resourceVersion");
-  int64_t timeout = 0;
-  if (auto t = q.First("timeoutSeconds")) (void)absl::SimpleAtoi(ToAbsl(*t), &timeout);
-  if (timeout <= 0) {
-    // The apiserver's default: a random duration in [MinRequestTimeout, 2*MinRequestTimeout).
-    std::mt19937 rng(std::random_device{}());
-    timeout = std::uniform_int_distribution<int64_t>(1800, 3599)(rng);
-  }
-  p.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
+  int64_t timeout_seconds = 0;
+  if (auto t = q.First("timeoutSeconds")) (void)absl::SimpleAtoi(ToAbsl(*t), &timeout_seconds);
+  p.deadline = WatchDeadline(std::chrono::steady_clock::now(), timeout_seconds);
   if (send_initial) {
     // WatchList: the state at (at least) the requested RV, its end marked by a bookmark.
     auto need = co_await RequiredVersion(r, rv);

@@ -54,6 +54,11 @@ struct CacheOutcome {
   std::string error;
 };
 
+// When a watch with ?timeoutSeconds=`timeout_seconds` (0 if absent) started at `now` ends, as
+// the apiserver's watch handler decides it, without overflowing the clock.
+std::chrono::steady_clock::time_point WatchDeadline(std::chrono::steady_clock::time_point now,
+                                                   int64_t timeout_seconds);
+
 // nullopt: declined, pass the request through. `stop_hook` is set while a watch runs (see
 // RelayRequest::stop_hook).
 asio::awaitable<std::optional<CacheOutcome>> ServeFromCache(CacheRequest& request,

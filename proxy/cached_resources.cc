@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/json.h"
 #include "common/strings.h"
 #include "proxy/upstream_client.h"
 #include "rapidjson/document.h"
@@ -93,8 +94,7 @@ asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
     bool found = false;
     if (res.ok() && res->status == 200) {
       rapidjson::Document doc;
-      doc.Parse(res->body.data(), res->body.size());
-      if (!doc.HasParseError() && doc.IsObject() && doc.HasMember("resources") &&
+      if (ParseJson(res->body, doc).ok() && doc.IsObject() && doc.HasMember("resources") &&
           doc["resources"].IsArray()) {
         for (const auto& r : doc["resources"].GetArray()) {
           if (!r.IsObject() || !r.HasMember("name") || r["name"].GetString() != spec.resource) {

@@ -1,6 +1,50 @@
 #include "proxy/coalescer.h"
 
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/strings.h"
+#include "proxy/hop_by_hop.h"
+
 namespace kf {
+
+bool PrettyUserAgent(std::string_view ua) {
+  // apiserver handlers/responsewriters: pretty for curl, wget and browsers.
+  for (std::string_view p : {"curl", "Wget", "Mozilla/"}) {
+    if (ua.substr(0, p.size()) == p) return true;
+  }
+  return false;
+}
+
+std::string CoalesceKey(std::string_view method, std::string_view target,
+                        const boost::beast::http::fields& fields) {
+  namespace http = boost::beast::http;
+  boost::beast::http::fields end_to_end;
+  CopyEndToEndFields(fields, end_to_end);
+  std::vector<std::pair<std::string, std::string_view>> kept;
+  for (const auto& f : end_to_end) {
+    switch (f.name()) {
+      case http::field::host:
+      case http::field::content_length:
+      case http::field::user_agent:
+        continue;
+      default:
+        break;
+    }
+    std::string name = absl::AsciiStrToLower(ToAbsl(f.name_string()));
+    if (name == "x-forwarded-for") continue;
+    kept.emplace_back(std::move(name), f.value());
+  }
+  std::stable_sort(kept.begin(), kept.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Neither a method, a target, a field name nor a field value can hold a newline.
+  std::string key = absl::StrCat(ToAbsl(method), " ", ToAbsl(target), "\npretty:",
+                                 PrettyUserAgent(fields[http::field::user_agent]) ? "1" : "0");
+  for (const auto& [name, value] : kept) absl::StrAppend(&key, "\n", name, ":", ToAbsl(value));
+  return key;
+}
 
 Coalescer::Ticket Coalescer::Join(const std::string& key) {
   absl::MutexLock lock(&mu_);

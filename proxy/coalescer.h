@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -31,6 +32,19 @@ struct CapturedResponse {
   size_t limit = 8u << 20;
 };
 using CapturedPtr = std::shared_ptr<const CapturedResponse>;
+
+// The whole identity of a request for coalescing: two requests share an answer only if their
+// keys are equal. Method, request target (path and query, as sent) and every request field,
+// names lower-cased and sorted (values of one name in order), except those that cannot change
+// the apiserver's answer: hop-by-hop fields, Host, Content-Length, X-Forwarded-For, and
+// User-Agent, which counts only as whether the apiserver pretty-prints for it. Everything else
+// (credentials, Accept, Accept-Encoding, Impersonate-*, Audit-Id the apiserver echoes, ...)
+// is part of the key: a field we do not know may change the answer.
+std::string CoalesceKey(std::string_view method, std::string_view target,
+                        const boost::beast::http::fields& fields);
+
+// The apiserver pretty-prints JSON for these user agents (curl, Wget, browsers) and on ?pretty.
+bool PrettyUserAgent(std::string_view user_agent);
 
 class Coalescer {
  public:

@@ -21,6 +21,7 @@
 #include "proxy/await_callback.h"
 #include "proxy/hop_by_hop.h"
 #include "proxy/passthrough.h"
+#include "proxy/request_parser.h"
 #include "proxy/request_info.h"
 #include "proxy/worker.h"
 
@@ -101,17 +102,16 @@ asio::awaitable<void> HttpSession::Run() {
 }
 
 asio::awaitable<bool> HttpSession::ServeOne() {
-  http::request_parser<http::buffer_body> parser;
-  parser.body_limit(boost::none);
-  parser.header_limit(1024 * 1024);  // Go's http.DefaultMaxHeaderBytes.
+  RequestParser parser;
   state_ = State::kIdle;
   // The first byte may be a long time coming on a kept-alive connection; the rest of the header
   // must follow promptly.
   client_->tcp().expires_after(buffer_.size() > 0 ? kHeaderTimeout : kIdleTimeout);
   auto [ec, n] = co_await http::async_read_header(*client_, buffer_, parser, use_nothrow);
   if (ec) {
-    // Only a malformed request is answered (as Go's server does, then the connection closes);
-    // a peer that went away, a timeout or a stop just ends the connection.
+    // Only a malformed request is answered, with the bytes Go's server writes before it closes
+    // the connection (431 for a header past the limits, else 400); a peer that went away, a
+    // timeout or a stop just ends the connection.
     const bool malformed =
         ec != http::error::end_of_stream && ec != http::error::partial_message &&
         &ec.category() == &http::make_error_code(http::error::bad_target).category();
@@ -119,7 +119,7 @@ asio::awaitable<bool> HttpSession::ServeOne() {
       RequestLog log;
       log.route = "reject";
       log.error = ec.message();
-      co_await WriteSimple(400, "text/plain; charset=utf-8", "400 Bad Request", false, log);
+      co_await WriteGoServerError(ec == http::error::header_limit ? 431 : 400, log);
     }
     co_return false;
   }
@@ -154,9 +154,19 @@ asio::awaitable<bool> HttpSession::ServeOne() {
     }
   }
 
+  const bool events = info->resource == "events" &&
+                    (info->api_group.empty() || info->api_group == "events.k8s.io");
+  const bool judge_event = events && info->verb == "create" && env_.event_spam_filter_enabled();
+  // Who is asking (cached per credential): admission's flows and the Event spam filter's keys.
+  std::optional<UserInfo> user;
+  if (env_.admission != nullptr || judge_event) {
+    const std::string authorization(req[http::field::authorization]);
+    user = co_await worker_.who_am_i().Lookup(worker_.upstream_pool(), authorization);
+  }
+
   // Admission (ratelimit/): fair queues per priority level, token buckets for polling flows,
   // and a cap on passthrough requests in flight upstream. Over a limit: 429 with Retry-After.
-  ratelimit::Decision admitted = co_await Admit(req.base(), *info, req.method_string());
+  ratelimit::Decision admitted = co_await Admit(req.base(), *info, req.method_string(), user);
   if (!admitted.admitted) {
     log.route = "reject";
     log.error = absl::StrCat("admission: ", admitted.reject_reason, " (", admitted.flow.schema,
@@ -215,7 +225,7 @@ asio::awaitable<bool> HttpSession::ServeOne() {
   if (env_.coalescer != nullptr && log.route == "passthrough" &&
       req.method() == http::verb::get && (info->verb == "get" || info->verb == "list") &&
       parser.is_done()) {
-    coalesce_key = CoalesceKey(req.base());
+    coalesce_key = CoalesceKey(req.method_string(), req.target(), req.base());
     ticket = env_.coalescer->Join(coalesce_key);
     if (!ticket.leader) {
       CapturedPtr shared = co_await WaitFlight(ticket.flight);
@@ -265,12 +275,12 @@ asio::awaitable<bool> HttpSession::ServeOne() {
     }
     in_flight.n = &env_.passthrough_in_flight;
   }
-  const bool events = info->resource == "events" &&
-                      (info->api_group.empty() || info->api_group == "events.k8s.io");
   std::optional<std::string> body;
-  if (events && info->verb == "create" && env_.event_spam_filter_enabled()) {
-    // Event creations pass the spam filter first: the body is read whole (bounded as the
-    // apiserver bounds request bodies), judged, then relayed as read.
+  if (judge_event && user) {
+    // Event creations of an authenticated user pass the spam filter first: the body is read
+    // whole (bounded as the apiserver bounds request bodies), judged against that user's
+    // buckets, then relayed as read. Unauthenticated ones go straight to the apiserver, which
+    // refuses them; their bodies are never looked at.
     auto read = co_await ReadWholeBody(parser, kMaxEventBody);
     if (!read) {
       log.route = "reject";
@@ -278,7 +288,7 @@ asio::awaitable<bool> HttpSession::ServeOne() {
           KubeStatus{413, "RequestEntityTooLarge", "Request entity too large", std::nullopt},
           false, log);
     }
-    if (!env_.event_filter->Allow(*read, std::chrono::steady_clock::now())) {
+    if (!env_.event_filter->Allow(user->username, *read, std::chrono::steady_clock::now())) {
       log.route = "reject";
       log.error = "event spam filter";
       KubeStatus status{429, "TooManyRequests",
@@ -347,23 +357,6 @@ void HttpSession::LogRequest(const RequestLog& log) const {
                             {"latency_ms", absl::ToDoubleMilliseconds(absl::Now() - log.start)}});
 }
 
-std::string HttpSession::CoalesceKey(const http::fields& h) const {
-  // Everything the answer depends on: the request, the credentials, the representation asked
-  // for, and whether the apiserver would pretty-print it (curl, wget and browsers).
-  std::string key;
-  const std::string_view ua = h[http::field::user_agent];
-  const bool pretty = ua.rfind("curl", 0) == 0 || ua.rfind("Wget", 0) == 0 ||
-                      ua.rfind("Mozilla/", 0) == 0;
-  absl::StrAppend(&key, pretty ? "p" : "-", "\n", ToAbsl(h[http::field::authorization]), "\n",
-                  ToAbsl(h[http::field::accept]), "\n", ToAbsl(h[http::field::accept_encoding]));
-  for (const auto& f : h) {
-    if (absl::StartsWithIgnoreCase(ToAbsl(f.name_string()), "impersonate-")) {
-      absl::StrAppend(&key, "\n", ToAbsl(f.name_string()), ":", ToAbsl(f.value()));
-    }
-  }
-  return key;
-}
-
 asio::awaitable<CapturedPtr> HttpSession::WaitFlight(std::shared_ptr<Coalescer::Flight> flight) {
   auto result = co_await AwaitCallback<CapturedPtr>(
       [&flight](std::function<void(CapturedPtr)> done) {
@@ -393,7 +386,7 @@ asio::awaitable<bool> HttpSession::WriteCaptured(const CapturedResponse& shared,
 }
 
 asio::awaitable<std::optional<std::string>> HttpSession::ReadWholeBody(
-    http::request_parser<http::buffer_body>& parser, size_t limit) {
+    RequestParser& parser, size_t limit) {
   std::string body;
   std::array<char, 16384> buf;
   while (!parser.is_done()) {
@@ -410,15 +403,15 @@ asio::awaitable<std::optional<std::string>> HttpSession::ReadWholeBody(
 
 asio::awaitable<ratelimit::Decision> HttpSession::Admit(const http::fields& headers,
                                                         const RequestInfo& info,
-                                                        std::string_view method) {
+                                                        std::string_view method,
+                                                        const std::optional<UserInfo>& user) {
   if (env_.admission == nullptr) {
     ratelimit::Decision d;
     d.admitted = true;
     co_return d;
   }
   ratelimit::RequestAttributes a;
-  const std::string authorization(headers[http::field::authorization]);
-  if (auto user = co_await worker_.who_am_i().Lookup(worker_.upstream_pool(), authorization)) {
+  if (user) {
     a.user = user->username;
     a.groups = user->groups;
   }
@@ -468,6 +461,21 @@ asio::awaitable<bool> HttpSession::WriteSimple(int code, std::string_view conten
   if (ec) log.error = ec.message();
   LogRequest(log);
   co_return !ec && keep_alive;
+}
+
+asio::awaitable<void> HttpSession::WriteGoServerError(int code, RequestLog& log) {
+  // net/http's conn.serve for a request it cannot read: no Date, no length, then close.
+  const std::string status =
+      code == 431 ? "431 Request Header Fields Too Large" : "400 Bad Request";
+  const std::string response = absl::StrCat(
+      "HTTP/1.1 ", status,
+      "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n", status);
+  log.status = code;
+  log.bytes = status.size();
+  client_->tcp().expires_after(kWriteTimeout);
+  auto [ec, n] = co_await asio::async_write(*client_, asio::buffer(response), use_nothrow);
+  if (ec) log.error = ec.message();
+  LogRequest(log);
 }
 
 asio::awaitable<bool> HttpSession::WriteKubeStatus(const KubeStatus& status, bool keep_alive,

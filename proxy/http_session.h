@@ -21,7 +21,9 @@
 #include "proxy/cached_resources.h"
 #include "proxy/coalescer.h"
 #include "proxy/health.h"
+#include "proxy/identity.h"
 #include "proxy/metrics.h"
+#include "proxy/request_parser.h"
 #include "proxy/status_response.h"
 #include "ratelimit/admission.h"
 #include "ratelimit/event_filter.h"
@@ -72,19 +74,22 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   asio::awaitable<void> Run();
   asio::awaitable<bool> ServeOne();  // false: close the connection.
   // Coalescing of identical passthrough reads (coalescer.h).
-  std::string CoalesceKey(const http::fields& headers) const;
   asio::awaitable<CapturedPtr> WaitFlight(std::shared_ptr<Coalescer::Flight> flight);
   asio::awaitable<bool> WriteCaptured(const CapturedResponse& shared, bool keep_alive,
                                       RequestLog& log);
   // The rest of the request body, whole; nullopt past `limit` bytes or on a read error.
   asio::awaitable<std::optional<std::string>> ReadWholeBody(
-      http::request_parser<http::buffer_body>& parser, size_t limit);
+      RequestParser& parser, size_t limit);
   // Admission's verdict for this request (always admitted when admission is off).
   asio::awaitable<ratelimit::Decision> Admit(const http::fields& headers, const RequestInfo& info,
-                                             std::string_view method);
+                                             std::string_view method,
+                                             const std::optional<UserInfo>& user);
   asio::awaitable<bool> WriteSimple(int code, std::string_view content_type, std::string body,
                                     bool keep_alive, RequestLog& log,
                                     std::optional<int> retry_after = std::nullopt);
+  // The answer of Go's http.Server to a request it cannot parse (400) or whose header is too
+  // large (431): plain text, then the connection closes.
+  asio::awaitable<void> WriteGoServerError(int code, RequestLog& log);
   void LogRequest(const RequestLog& log) const;
   asio::awaitable<bool> WriteKubeStatus(const KubeStatus& status, bool keep_alive, RequestLog& log);
 

@@ -1,5 +1,7 @@
 #include "proxy/identity.h"
 
+#include "common/evict.h"
+#include "common/json.h"
 #include "proxy/upstream_client.h"
 #include "rapidjson/document.h"
 
@@ -7,8 +9,7 @@ namespace kf {
 
 std::optional<UserInfo> WhoAmI::ParseReview(std::string_view body) {
   rapidjson::Document doc;
-  doc.Parse(body.data(), body.size());
-  if (doc.HasParseError() || !doc.IsObject()) return std::nullopt;
+  if (!ParseJson(body, doc).ok() || !doc.IsObject()) return std::nullopt;
   auto status = doc.FindMember("status");
   if (status == doc.MemberEnd() || !status->value.IsObject()) return std::nullopt;
   auto info = status->value.FindMember("userInfo");
@@ -56,7 +57,11 @@ asio::awaitable<std::optional<UserInfo>> WhoAmI::Review(UpstreamPool& pool,
   }
   std::optional<UserInfo> user;
   if (res->status == 201 || res->status == 200) user = ParseReview(res->body);
-  if (entries_.size() >= max_entries_) entries_.clear();  // Crude but bounded.
+  if (entries_.size() >= max_entries_) {
+    // Bounded, never wiped: the answers nearest their expiry go first.
+    EvictLowest(entries_, std::max<size_t>(1, entries_.size() / 8),
+                [](const Entry& e) { return e.expires; });
+  }
   entries_[authorization] =
       Entry{user, std::chrono::steady_clock::now() + (user ? ttl_ : negative_ttl_)};
   co_return user;

@@ -138,7 +138,7 @@ struct BodyRelay {
   RelayRequest& r;
   AnyStream& up;
   beast::flat_buffer& up_buf;
-  http::response_parser<http::buffer_body>& rp;
+  BoundedParser<false, http::buffer_body>& rp;
   http::response<http::buffer_body>& res;
   http::response_serializer<http::buffer_body>& sr;
   bool watch;
@@ -244,7 +244,7 @@ asio::awaitable<RelayOutcome> Relay(RelayRequest& r) {
   // a fresh connection (nothing of it was consumed).
   UpstreamPool::Lease lease;
   beast::flat_buffer up_buf;
-  std::optional<http::response_parser<http::buffer_body>> rp;
+  std::optional<BoundedParser<false, http::buffer_body>> rp;
   for (int attempt = 0;; ++attempt) {
     auto acquired = co_await r.pool.Acquire(/*allow_reuse=*/attempt == 0 && !upgrade);
     if (!acquired.ok()) {

@@ -17,6 +17,7 @@
 #include "proxy/any_stream.h"
 #include "proxy/coalescer.h"
 #include "proxy/request_info.h"
+#include "proxy/request_parser.h"
 #include "proxy/upstream_pool.h"
 
 namespace kf {
@@ -35,7 +36,7 @@ struct RelayOutcome {
 struct RelayRequest {
   AnyStream& client;
   beast::flat_buffer& client_buffer;
-  http::request_parser<http::buffer_body>& parser;  // Header read, body not yet.
+  RequestParser& parser;  // Header read, body not yet.
   const RequestInfo& info;
   std::string remote_ip;
   UpstreamPool& pool;

@@ -1,9 +1,9 @@
 #include "proxy/status_response.h"
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/json.h"
 #include "common/strings.h"
-#include "rapidjson/stringbuffer.h"
-#include "rapidjson/writer.h"
 
 namespace kf {
 
@@ -56,58 +56,42 @@ KubeStatus ToKubeStatus(const absl::Status& status) {
   return out;
 }
 
-std::string EncodeStatusBody(const KubeStatus& status) {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-  w.StartObject();
-  w.Key("kind");
-  w.String("Status");
-  w.Key("apiVersion");
-  w.String("v1");
-  w.Key("metadata");
-  w.StartObject();
-  w.EndObject();
-  w.Key("status");
-  w.String("Failure");
-  w.Key("message");
-  w.String(status.message.data(), static_cast<rapidjson::SizeType>(status.message.size()));
-  if (!status.reason.empty()) {
-    w.Key("reason");
-    w.String(status.reason.data(), static_cast<rapidjson::SizeType>(status.reason.size()));
-  }
+KubeStatus NotFoundStatus(std::string_view group, std::string_view resource,
+                          std::string_view name) {
+  KubeStatus s{404, "NotFound",
+               absl::StrCat(ToAbsl(resource), group.empty() ? "" : ".", ToAbsl(group), " \"",
+                            ToAbsl(name), "\" not found"),
+               std::nullopt};
+  s.details_name = std::string(name);
+  s.details_group = std::string(group);
+  s.details_kind = std::string(resource);
+  return s;
+}
+
+std::string EncodeStatusJson(const KubeStatus& status) {
+  std::string out = absl::StrCat(R"({"kind":"Status","apiVersion":"v1","metadata":{},)",
+                                 R"("status":"Failure","message":)", GoJsonString(status.message));
+  if (!status.reason.empty()) absl::StrAppend(&out, ",\"reason\":", GoJsonString(status.reason));
+  std::string details;
+  auto field = [&details](std::string_view key, const std::string& value) {
+    if (value.empty()) return;
+    absl::StrAppend(&details, details.empty() ? "" : ",", "\"", ToAbsl(key), "\":",
+                    GoJsonString(value));
+  };
+  field("name", status.details_name);
+  field("group", status.details_group);
+  field("kind", status.details_kind);
   if (status.retry_after_seconds) {
-    w.Key("details");
-    w.StartObject();
-    w.Key("retryAfterSeconds");
-    w.Int(*status.retry_after_seconds);
-    w.EndObject();
+    absl::StrAppend(&details, details.empty() ? "" : ",", "\"retryAfterSeconds\":",
+                    *status.retry_after_seconds);
   }
-  w.Key("code");
-  w.Int(status.code);
-  w.EndObject();
-  // Go's encoder escapes <, > and & (and U+2028/2029) inside strings; outside strings these
-  // bytes cannot occur in this document, so a plain pass over the output is exact.
-  std::string body;
-  body.reserve(buf.GetSize() + 1);
-  const std::string_view raw(buf.GetString(), buf.GetSize());
-  for (size_t i = 0; i < raw.size(); ++i) {
-    const char c = raw[i];
-    if (c == '<') {
-      body += "\\u003c";
-    } else if (c == '>') {
-      body += "\\u003e";
-    } else if (c == '&') {
-      body += "\\u0026";
-    } else if (c == '\xe2' && raw.substr(i, 2) == "\xe2\x80" && i + 2 < raw.size() &&
-               (raw[i + 2] == '\xa8' || raw[i + 2] == '\xa9')) {
-      body += raw[i + 2] == '\xa8' ? "\\u2028" : "\\u2029";
-      i += 2;
-    } else {
-      body.push_back(c);
-    }
-  }
-  body.push_back('\n');
-  return body;
+  if (!details.empty()) absl::StrAppend(&out, ",\"details\":{", details, "}");
+  absl::StrAppend(&out, ",\"code\":", status.code, "}");
+  return out;
+}
+
+std::string EncodeStatusBody(const KubeStatus& status) {
+  return absl::StrCat(EncodeStatusJson(status), "\n");
 }
 
 }  // namespace kf

@@ -17,7 +17,14 @@ struct KubeStatus {
   std::string reason;  // metav1.StatusReason, e.g. "NotFound"; empty for none.
   std::string message;
   std::optional<int> retry_after_seconds;  // details.retryAfterSeconds and Retry-After.
+  // details.name, .group, .kind (metav1.StatusDetails), each omitted when empty.
+  std::string details_name, details_group, details_kind;
 };
+
+// The apiserver's NotFound for an object of a resource (errors.NewNotFound):
+// 404, `<resource>[.<group>] "<name>" not found`, details {name, group, kind: resource}.
+KubeStatus NotFoundStatus(std::string_view group, std::string_view resource,
+                          std::string_view name);
 
 // The row of the table for `code`: HTTP status and reason.
 struct StatusMapping {
@@ -31,8 +38,12 @@ StatusMapping MapStatusCode(absl::StatusCode code);
 KubeStatus ToKubeStatus(const absl::Status& status);
 inline constexpr std::string_view kRetryAfterPayload = "kube-fanout/retry-after-seconds";
 
-// The JSON body, byte-compatible with the apiserver's (Go's encoder: compact, field order kind,
-// apiVersion, metadata, status, message, reason, details, code; trailing newline).
+// The JSON object, byte-compatible with the apiserver's (Go's encoder: compact, field order kind,
+// apiVersion, metadata, status, message, reason, details, code; strings escaped as Go escapes
+// them, so nothing in a message or name can leave its string). No trailing newline: for
+// embedding (a watch ERROR event's object).
+std::string EncodeStatusJson(const KubeStatus& status);
+// The response body: the object and the newline Go's encoder ends it with.
 std::string EncodeStatusBody(const KubeStatus& status);
 
 }  // namespace kf

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/json.h"
 #include "common/strings.h"
 
 namespace kf {
@@ -43,7 +44,7 @@ asio::awaitable<absl::StatusOr<UpstreamResponse>> UpstreamCall(
     s.tcp().expires_after(timeout);
     auto [wec, wn] = co_await http::async_write(s, req, use_nothrow);
     beast::flat_buffer buf;
-    http::response_parser<http::string_body> parser;
+    BoundedParser<false, http::string_body> parser;
     parser.body_limit(boost::none);
     beast::error_code ec = wec;
     if (!ec) {
@@ -100,11 +101,17 @@ UpstreamWatch::Open(UpstreamPool& pool, std::string target, std::string authoriz
 
 asio::awaitable<absl::StatusOr<std::string>> UpstreamWatch::NextLine() {
   std::array<char, 16 * 1024> buf;
+  size_t scanned = 0;  // No newline in pending_[0, scanned).
   for (;;) {
-    if (const size_t nl = pending_.find('\n'); nl != std::string::npos) {
+    if (const size_t nl = pending_.find('\n', scanned); nl != std::string::npos) {
       std::string line = pending_.substr(0, nl);
       pending_.erase(0, nl + 1);
       co_return line;
+    }
+    scanned = pending_.size();
+    // One event is one object; nothing the apiserver stores comes near this.
+    if (pending_.size() > JsonLimits{}.max_bytes) {
+      co_return absl::DataLossError("upstream watch: event larger than the JSON size limit");
     }
     if (parser_.is_done()) co_return absl::NotFoundError("watch ended");
     parser_.get().body().data = buf.data();

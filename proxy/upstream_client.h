@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "proxy/any_stream.h"
+#include "proxy/request_parser.h"
 #include "proxy/upstream_pool.h"
 
 namespace kf {
@@ -57,7 +58,7 @@ class UpstreamWatch {
 
   std::unique_ptr<AnyStream> stream_;
   beast::flat_buffer buffer_;
-  http::response_parser<http::buffer_body> parser_;
+  BoundedParser<false, http::buffer_body> parser_;
   std::string pending_;  // Bytes after the last complete line.
   std::chrono::seconds idle_;
 };

@@ -13,6 +13,7 @@ namespace {
 
 constexpr char kApiVersion[] = "kube-fanout.io/v1alpha1";
 constexpr char kKind[] = "AdmissionConfiguration";
+constexpr size_t kMaxConfigBytes = 1u << 20;
 
 absl::Status Invalid(const std::string& path, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
@@ -23,7 +24,8 @@ absl::Status OnlyKnown(const YAML::Node& node, const std::string& path,
                        std::initializer_list<std::string_view> known) {
   if (!node.IsMap()) return Invalid(path, "must be a mapping");
   for (const auto& kv : node) {
-    const std::string key = kv.first.as<std::string>();
+    if (!kv.first.IsScalar()) return Invalid(path, "field names must be strings");
+    const std::string key = kv.first.Scalar();
     if (std::find(known.begin(), known.end(), key) == known.end()) {
       return Invalid(absl::StrCat(path, ".", key), "unknown field");
     }
@@ -217,13 +219,7 @@ Config DefaultConfig() {
   return c;
 }
 
-absl::StatusOr<Config> ParseConfig(std::string_view yaml) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("not YAML: ", e.what()));
-  }
+absl::StatusOr<Config> ParseConfigNode(const YAML::Node& root) {
   KF_RETURN_IF_ERROR(OnlyKnown(root, "config", {"apiVersion", "kind", "totalConcurrency",
                                                 "priorityLevels", "flowSchemas"}));
   std::string api_version, kind;
@@ -256,6 +252,21 @@ absl::StatusOr<Config> ParseConfig(std::string_view yaml) {
                      return a.matching_precedence < b.matching_precedence;
                    });
   return c;
+}
+
+absl::StatusOr<Config> ParseConfig(std::string_view yaml) {
+  if (yaml.size() > kMaxConfigBytes) {
+    return Invalid("config", absl::StrCat("larger than ", kMaxConfigBytes, " bytes"));
+  }
+  // yaml-cpp reports errors by exception (including its own nesting-depth guard): every one
+  // stops here and becomes a Status, whatever part of the walk above raised it.
+  try {
+    return ParseConfigNode(YAML::Load(std::string(yaml)));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("not a valid configuration: ", e.what()));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("not a valid configuration: ", e.what()));
+  }
 }
 
 }  // namespace kf::ratelimit

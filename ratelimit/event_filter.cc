@@ -3,10 +3,15 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "rapidjson/document.h"
+#include "common/evict.h"
+#include "common/json.h"
+#include "common/strings.h"
 
 namespace kf::ratelimit {
 namespace {
+
+// The apiserver's MaxRequestBodyBytes; the proxy reads no more of an Event body than this.
+constexpr size_t kMaxBody = 3u << 20;
 
 std::string Field(const rapidjson::Value& obj, const char* name) {
   if (!obj.IsObject()) return "";
@@ -33,8 +38,7 @@ std::string ObjectKey(const rapidjson::Value& ref) {
 
 std::optional<std::string> EventSpamFilter::SpamKey(std::string_view json) {
   rapidjson::Document doc;
-  doc.Parse(json.data(), json.size());
-  if (doc.HasParseError() || !doc.IsObject()) return std::nullopt;
+  if (!ParseJson(json, doc, JsonLimits{kMaxBody}).ok() || !doc.IsObject()) return std::nullopt;
   const std::string api_version = Field(doc, "apiVersion");
   if (Field(doc, "kind") != "Event") return std::nullopt;
   if (api_version == "events.k8s.io/v1") {
@@ -47,25 +51,32 @@ std::optional<std::string> EventSpamFilter::SpamKey(std::string_view json) {
                       ObjectKey(Member(doc, "involvedObject")));
 }
 
-bool EventSpamFilter::Allow(std::string_view json, Clock::time_point now) {
-  const auto key = SpamKey(json);
+double EventSpamFilter::TokensAt(const Bucket& b, Clock::time_point now) const {
+  return std::min(options_.burst,
+                  b.tokens + std::chrono::duration<double>(now - b.last).count() * options_.qps);
+}
+
+void EventSpamFilter::MakeRoomLocked(Clock::time_point now) {
+  absl::erase_if(buckets_,
+                 [&](const auto& kv) { return TokensAt(kv.second, now) >= options_.burst; });
+  if (buckets_.size() < options_.max_keys) return;
+  // Still full: forget the fullest eighth. Buckets holding a source back (few tokens) stay.
+  EvictLowest(buckets_, std::max<size_t>(1, buckets_.size() / 8),
+              [&](const Bucket& b) { return -TokensAt(b, now); });
+}
+
+bool EventSpamFilter::Allow(std::string_view user, std::string_view json, Clock::time_point now) {
+  const auto spam_key = SpamKey(json);
   absl::MutexLock lock(&mu_);
-  if (!key) {
+  if (!spam_key) {
     ++allowed_;
     return true;
   }
-  if (buckets_.size() >= options_.max_keys) {
-    absl::erase_if(buckets_, [&](const auto& kv) {
-      return kv.second.tokens + std::chrono::duration<double>(now - kv.second.last).count() *
-                                    options_.qps >=
-             options_.burst;
-    });
-    if (buckets_.size() >= options_.max_keys) buckets_.clear();  // Still full: start over.
-  }
-  auto [it, fresh] = buckets_.try_emplace(*key, Bucket{options_.burst, now});
+  if (buckets_.size() >= options_.max_keys) MakeRoomLocked(now);
+  auto [it, fresh] = buckets_.try_emplace(absl::StrCat(ToAbsl(user), "\x1e", *spam_key),
+                                          Bucket{options_.burst, now});
   Bucket& b = it->second;
-  b.tokens = std::min(options_.burst,
-                      b.tokens + std::chrono::duration<double>(now - b.last).count() * options_.qps);
+  b.tokens = TokensAt(b, now);
   b.last = now;
   if (b.tokens < 1) {
     ++rejected_;

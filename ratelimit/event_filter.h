@@ -4,7 +4,13 @@
 // once, then one per 5 minutes). client-go drops such events silently on the client; kube-fanout
 // protects the upstream from clients that do not, and answers 429.
 //
-// No sockets. Thread-safe. Bounded: idle (full) buckets are dropped when the map grows.
+// Keys are per authenticated user: the body's source fields are the client's word, so a bucket
+// is only ever spent by the identity that sent the events (nobody can silence another user's
+// events by claiming its source). Callers judge only requests whose user is known.
+//
+// No sockets. Thread-safe. Bounded: when the table is full, refilled buckets are dropped, then
+// the fullest ones (those that forget least); a bucket that is holding a source back is never
+// reset by others filling the table.
 #ifndef KUBE_FANOUT_RATELIMIT_EVENT_FILTER_H_
 #define KUBE_FANOUT_RATELIMIT_EVENT_FILTER_H_
 
@@ -32,8 +38,9 @@ class EventSpamFilter {
   // reportingController + reportingInstance + regarding). nullopt: not an Event we can read.
   static std::optional<std::string> SpamKey(std::string_view json);
 
-  // True when the event may pass (takes a token). Unreadable bodies pass: the apiserver judges.
-  bool Allow(std::string_view json, Clock::time_point now);
+  // True when the event `user` sends may pass (takes a token). Unreadable bodies pass: the
+  // apiserver judges them.
+  bool Allow(std::string_view user, std::string_view json, Clock::time_point now);
 
   uint64_t allowed() const;
   uint64_t rejected() const;
@@ -43,6 +50,8 @@ class EventSpamFilter {
     double tokens;
     Clock::time_point last;
   };
+  double TokensAt(const Bucket& b, Clock::time_point now) const;
+  void MakeRoomLocked(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const Options options_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Bucket> buckets_ ABSL_GUARDED_BY(mu_);

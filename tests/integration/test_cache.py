@@ -259,7 +259,12 @@ def test_watch_from_cache_streams_the_apiservers_events(cluster, cached_proxy, n
                 # The legacy /watch/ paths, of a collection and of one object by name.
                 ("legacy", f"/api/v1/watch/namespaces/{ns}/configmaps?resourceVersion={rv}"),
                 ("legacy-name",
-                 f"/api/v1/watch/namespaces/{ns}/configmaps/a?resourceVersion={rv}")):
+                 f"/api/v1/watch/namespaces/{ns}/configmaps/a?resourceVersion={rv}"),
+                # ... with selectors, which they honour as the query form does.
+                ("legacy-labels", f"/api/v1/watch/namespaces/{ns}/configmaps"
+                                  f"?resourceVersion={rv}&labelSelector=keep%3Dyes"),
+                ("legacy-fields", f"/api/v1/watch/namespaces/{ns}/configmaps"
+                                  f"?resourceVersion={rv}&fieldSelector=metadata.name%3Dseed")):
             watches[(name, variant)] = open_watch(cluster, port, path)
     k = lambda *a: cluster.kubectl(*a, "-n", ns)
     k("create", "configmap", "a", "--from-literal=k=1")
@@ -268,12 +273,18 @@ def test_watch_from_cache_streams_the_apiservers_events(cluster, cached_proxy, n
     k("label", "configmap", "a", "keep-")          # leaves it: DELETED with the old state
     k("delete", "configmap", "a")
     k("delete", "configmap", "seed")
-    expected = {"from-rv": 6, "labels": 2, "initial": 7, "legacy": 6, "legacy-name": 5}
+    expected = {"from-rv": 6, "labels": 2, "initial": 7, "legacy": 6, "legacy-name": 5,
+                "legacy-labels": 2, "legacy-fields": 1}
     for variant, n in expected.items():
         direct = read_events(watches[("direct", variant)][1], n)
         cached = read_events(watches[("cached", variant)][1], n)
         assert len(direct) == n, variant
         assert cached == direct, variant
+        if variant.startswith("legacy-"):
+            # The selected streams hold only what they select (both events of "a" entering and
+            # leaving the label selection; seed's deletion).
+            names = [json.loads(line)["object"]["metadata"]["name"] for line in cached]
+            assert names == {"legacy-labels": ["a", "a"], "legacy-fields": ["seed"]}[variant]
     for conn, _ in watches.values():
         conn.close()
     # A watch is logged when it ends.

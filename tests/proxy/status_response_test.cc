@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/json.h"
 #include "common/strings.h"
 
 namespace kf {
@@ -60,6 +61,28 @@ TEST_CASE("StatusResponse carries retryAfterSeconds from a status payload") {
   REQUIRE(ks.retry_after_seconds == 3);
   CHECK(EncodeStatusBody(ks).find(",\"details\":{\"retryAfterSeconds\":3},\"code\":429}") !=
         std::string::npos);
+}
+
+TEST_CASE("StatusResponse builds the apiserver's NotFound with details, the name escaped") {
+  CHECK(EncodeStatusBody(NotFoundStatus("apps", "deployments", "web")) ==
+        R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",)"
+        R"("message":"deployments.apps \"web\" not found","reason":"NotFound",)"
+        R"("details":{"name":"web","group":"apps","kind":"deployments"},"code":404})"
+        "\n");
+  // A name that tries to close its string and add fields stays inside it.
+  const std::string hostile = R"(x","code":200,"kind":"Pod)";
+  const std::string body = EncodeStatusBody(NotFoundStatus("", "configmaps", hostile));
+  rapidjson::Document doc;
+  REQUIRE(ParseJson(body, doc).ok());
+  CHECK(doc["code"].GetInt() == 404);
+  CHECK(std::string(doc["kind"].GetString()) == "Status");
+  CHECK(std::string(doc["details"]["name"].GetString()) == hostile);
+  CHECK(std::string(doc["message"].GetString()) ==
+        "configmaps \"" + hostile + "\" not found");
+  CHECK(doc.MemberCount() == 8);  // kind apiVersion metadata status message reason details code
+  // Control characters and invalid UTF-8 as Go writes them.
+  CHECK(EncodeStatusJson(NotFoundStatus("", "pods", std::string("a\x01\xff", 3)))
+            .find(R"("details":{"name":"a\u0001\ufffd")") != std::string::npos);
 }
 
 }  // namespace

@@ -61,9 +61,26 @@ TEST_CASE("ParseConfig names the field that is wrong") {
             "flowSchemas:\n- {name: a, priorityLevel: l}\n") ==
         "priorityLevels[0].limited.handSize: must be between 1 and queues");
   CHECK(err(head + "totalConcurrency: many\n") == "config.totalConcurrency: wrong type");
-  CHECK(err("{") .find("not YAML") == 0);
+  CHECK(err("{").find("not a valid configuration") == 0);
   CHECK(err(head + "priorityLevels: []\nflowSchemas: []\n") ==
         "flowSchemas: at least one is required");
+}
+
+TEST_CASE("ParseConfig turns hostile YAML into an error, never an exception") {
+  const std::string head = "apiVersion: kube-fanout.io/v1alpha1\nkind: AdmissionConfiguration\n";
+  // A mapping as a mapping key (yaml-cpp throws on converting it to a string).
+  auto a = ParseConfig(head + "? {a: b}\n: c\n");
+  REQUIRE_FALSE(a.ok());
+  CHECK(std::string(a.status().message()) == "config: field names must be strings");
+  auto b = ParseConfig(head + "flowSchemas:\n- ? [x]\n  : y\n");
+  REQUIRE_FALSE(b.ok());
+  // Nesting deep enough to exhaust a recursive parser's stack.
+  CHECK_FALSE(ParseConfig(head + "x: " + std::string(100000, '[')).ok());
+  CHECK_FALSE(ParseConfig(std::string(100000, '-') + " a").ok());
+  CHECK_FALSE(ParseConfig(head + "flowSchemas: " + std::string(2u << 20, ' ') + "[]").ok());
+  // Scalars where mappings or lists belong.
+  CHECK_FALSE(ParseConfig(head + "priorityLevels: [1, 2]\nflowSchemas: x\n").ok());
+  CHECK_FALSE(ParseConfig(head + "priorityLevels:\n- name: [a]\n").ok());
 }
 
 TEST_CASE("GlobMatch takes a star alone or at the end") {

@@ -1,0 +1,37 @@
+#include "common/json.h"
+
+#include <catch2/catch.hpp>
+
+namespace kf {
+namespace {
+
+TEST_CASE("GoJsonString escapes as encoding/json") {
+  CHECK(GoJsonString("a\"b\\c") == R"("a\"b\\c")");
+  CHECK(GoJsonString(std::string("\0\x1f\n", 3)) == R"("\u0000\u001f\n")");
+  CHECK(GoJsonString("<&>") == R"("\u003c\u0026\u003e")");
+  CHECK(GoJsonString("\xE2\x80\xA8") == R"("\u2028")");
+  CHECK(GoJsonString("caf\xC3\xA9") == "\"caf\xC3\xA9\"");
+  CHECK(GoJsonString("\xFF") == R"("\ufffd")");
+}
+
+TEST_CASE("JsonDepth counts nesting outside strings and stops past the limit") {
+  CHECK(JsonDepth("{}", 10) == 1);
+  CHECK(JsonDepth(R"({"a":[1,{"b":"[[[["}]})", 10) == 3);
+  CHECK(JsonDepth(R"({"a":"\"[[[["})", 10) == 1);
+  CHECK(JsonDepth(std::string(1000, '['), 10) == 11);
+}
+
+TEST_CASE("ParseJson refuses documents too deep or too large, without recursing") {
+  rapidjson::Document doc;
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  CHECK(ParseJson(deep, doc).message() == "exceeded max depth");
+  const std::string ok_depth = std::string(10000, '[') + std::string(10000, ']');
+  CHECK(ParseJson(ok_depth, doc).ok());
+  CHECK_FALSE(ParseJson(R"({"a":1})", doc, JsonLimits{4, 10}).ok());
+  CHECK_FALSE(ParseJson(R"({"a":1} x)", doc).ok());
+  REQUIRE(ParseJson(R"({"a":[1,2]})", doc).ok());
+  CHECK(doc["a"].Size() == 2);
+}
+
+}  // namespace
+}  // namespace kf
