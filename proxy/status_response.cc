@@ -2,6 +2,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cache/labels.h"  // GoQuote
 #include "common/json.h"
 #include "common/strings.h"
 
@@ -58,9 +59,10 @@ KubeStatus ToKubeStatus(const absl::Status& status) {
 
 KubeStatus NotFoundStatus(std::string_view group, std::string_view resource,
                           std::string_view name) {
+  // errors.NewNotFound: fmt.Sprintf("%s %q not found", qualifiedResource, name).
   KubeStatus s{404, "NotFound",
-               absl::StrCat(ToAbsl(resource), group.empty() ? "" : ".", ToAbsl(group), " \"",
-                            ToAbsl(name), "\" not found"),
+               absl::StrCat(ToAbsl(resource), group.empty() ? "" : ".", ToAbsl(group), " ",
+                            GoQuote(name), " not found"),
                std::nullopt};
   s.details_name = std::string(name);
   s.details_group = std::string(group);

@@ -22,7 +22,7 @@ struct KubeStatus {
 };
 
 // The apiserver's NotFound for an object of a resource (errors.NewNotFound):
-// 404, `<resource>[.<group>] "<name>" not found`, details {name, group, kind: resource}.
+// 404, `<resource>[.<group>] <name as Go's %q> not found`, details {name, group, kind: resource}.
 KubeStatus NotFoundStatus(std::string_view group, std::string_view resource,
                           std::string_view name);
 

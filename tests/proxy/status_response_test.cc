@@ -78,7 +78,7 @@ TEST_CASE("StatusResponse builds the apiserver's NotFound with details, the name
   CHECK(std::string(doc["kind"].GetString()) == "Status");
   CHECK(std::string(doc["details"]["name"].GetString()) == hostile);
   CHECK(std::string(doc["message"].GetString()) ==
-        "configmaps \"" + hostile + "\" not found");
+        R"(configmaps "x\",\"code\":200,\"kind\":\"Pod" not found)");
   CHECK(doc.MemberCount() == 8);  // kind apiVersion metadata status message reason details code
   // Control characters and invalid UTF-8 as Go writes them.
   CHECK(EncodeStatusJson(NotFoundStatus("", "pods", std::string("a\x01\xff", 3)))
