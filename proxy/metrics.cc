@@ -3,11 +3,30 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "common/strings.h"
 #include "proxy/cache_handler.h"
 #include "proxy/cached_resources.h"
 
 namespace kf {
 namespace {
+
+// A label value in the text exposition format: \, " and newline escaped (names from
+// configuration files and discovery must not break a scrape).
+std::string Label(std::string_view name, std::string_view value) {
+  std::string out = absl::StrCat(ToAbsl(name), "=\"");
+  for (char c : value) {
+    if (c == '\\' || c == '"') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out.push_back(c);
+    }
+  }
+  out.push_back('"');
+  return out;
+}
 
 class Writer {
  public:
@@ -22,7 +41,6 @@ class Writer {
   std::string Take() { return std::move(out_); }
 
  private:
-  static absl::string_view ToAbsl(std::string_view s) { return {s.data(), s.size()}; }
   std::string out_;
 };
 
@@ -71,7 +89,7 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
   };
   std::vector<Row> rows;
   for (const auto& e : cache->entries()) {
-    rows.push_back({absl::StrCat("resource=\"", e->cacher->type().GroupResource(), "\""),
+    rows.push_back({Label("resource", e->cacher->type().GroupResource()),
                     e->cacher->GetStats(), &e->reflector->stats()});
   }
   const auto now = std::chrono::steady_clock::now();
@@ -128,7 +146,7 @@ std::string RenderAdmissionMetrics(const ratelimit::Admission& admission,
   const auto schemas = admission.SchemaStatsSnapshot();
   const auto levels = admission.LevelStatsSnapshot();
   auto labels = [](const std::string& schema, const std::string& level) {
-    return absl::StrCat("flow_schema=\"", schema, "\",priority_level=\"", level, "\"");
+    return absl::StrCat(Label("flow_schema", schema), ",", Label("priority_level", level));
   };
   w.Family("kube_fanout_admission_dispatched_requests_total", "counter",
            "Requests admitted, by flow schema and priority level.");
@@ -149,7 +167,7 @@ std::string RenderAdmissionMetrics(const ratelimit::Admission& admission,
   auto level_family = [&](const char* name, const char* type, const char* help, auto value) {
     w.Family(name, type, help);
     for (const auto& [level, st] : levels) {
-      w.Sample(name, absl::StrCat("priority_level=\"", level, "\""), value(st));
+      w.Sample(name, Label("priority_level", level), value(st));
     }
   };
   using LS = ratelimit::Admission::LevelStats;
