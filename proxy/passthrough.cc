@@ -90,9 +90,14 @@ asio::awaitable<void> Tunnel(AnyStream& client, beast::flat_buffer& client_buf, 
   co_await (CopyStream(client, up) || CopyStream(up, client));
 }
 
-// Sends the request header and streams the client's body to the upstream.
+// Sends the request header and streams the client's body to the upstream. `body_write_failed`:
+// the header went out but writing the body to the upstream failed, which is how an upstream that
+// answers before reading the body (the apiserver refusing a request, then closing) looks from
+// here; its answer may still be waiting to be read.
 asio::awaitable<beast::error_code> SendRequest(RelayRequest& r, AnyStream& up,
-                                               http::request<http::buffer_body>& req) {
+                                               http::request<http::buffer_body>& req,
+                                               bool* body_write_failed) {
+  *body_write_failed = false;
   http::request_serializer<http::buffer_body> sr(req);
   std::array<char, kPiece> buf;
   req.body().data = nullptr;
@@ -106,7 +111,8 @@ asio::awaitable<beast::error_code> SendRequest(RelayRequest& r, AnyStream& up,
     req.body().more = false;
     up.tcp().expires_after(kWriteTimeout);
     auto [wec, wn] = co_await http::async_write(up, sr, use_nothrow);
-    if (!IgnoreNeedBuffer(wec)) co_return wec;
+    *body_write_failed = !IgnoreNeedBuffer(wec);
+    if (*body_write_failed) co_return wec;
   }
   while (!r.parser.is_done()) {
     r.parser.get().body().data = buf.data();
@@ -122,13 +128,15 @@ asio::awaitable<beast::error_code> SendRequest(RelayRequest& r, AnyStream& up,
     if (req.body().size == 0) req.body().data = nullptr;
     up.tcp().expires_after(kWriteTimeout);
     auto [wec, wn] = co_await http::async_write(up, sr, use_nothrow);
-    if (!IgnoreNeedBuffer(wec)) co_return wec;
+    *body_write_failed = !IgnoreNeedBuffer(wec);
+    if (*body_write_failed) co_return wec;
   }
   if (!sr.is_done()) {
     req.body().data = nullptr;
     req.body().more = false;
     auto [wec, wn] = co_await http::async_write(up, sr, use_nothrow);
-    if (!IgnoreNeedBuffer(wec)) co_return wec;
+    *body_write_failed = !IgnoreNeedBuffer(wec);
+    if (*body_write_failed) co_return wec;
   }
   co_return beast::error_code{};
 }
@@ -245,6 +253,7 @@ asio::awaitable<RelayOutcome> Relay(RelayRequest& r) {
   UpstreamPool::Lease lease;
   beast::flat_buffer up_buf;
   std::optional<BoundedParser<false, http::buffer_body>> rp;
+  bool request_sent = false;  // Else the upstream answered before taking the whole body.
   for (int attempt = 0;; ++attempt) {
     auto acquired = co_await r.pool.Acquire(/*allow_reuse=*/attempt == 0 && !upgrade);
     if (!acquired.ok()) {
@@ -256,8 +265,10 @@ asio::awaitable<RelayOutcome> Relay(RelayRequest& r) {
     AnyStream& up = *lease.stream;
     http::request<http::buffer_body> req =
         UpstreamRequestHeader(r, r.pool.endpoint(lease.endpoint), upgrade);
-    beast::error_code ec = co_await SendRequest(r, up, req);
-    if (!ec) {
+    bool body_write_failed = false;
+    beast::error_code ec = co_await SendRequest(r, up, req, &body_write_failed);
+    request_sent = !ec;
+    if (!ec || (body_write_failed && !upgrade)) {
       up_buf.clear();
       rp.emplace();
       rp->body_limit(boost::none);
@@ -302,7 +313,9 @@ asio::awaitable<RelayOutcome> Relay(RelayRequest& r) {
   res.version(in.version() == 10 ? 10 : 11);
   CopyEndToEndFields(upres.base(), res.base());
   const bool body = ResponseHasBody(status, head) && !rp->is_done();
-  bool keep_alive = in.keep_alive() && !r.stopping;
+  // A client whose body was not all read cannot send its next request on this connection (Go's
+  // server closes it too when a handler answers without reading the body).
+  bool keep_alive = in.keep_alive() && !r.stopping && r.parser.is_done();
   if (ResponseHasBody(status, head) && !rp->content_length()) {
     // Unknown length (chunked upstream, e.g. every watch): chunk it again for HTTP/1.1 clients,
     // end it by closing for HTTP/1.0 ones.
@@ -362,7 +375,7 @@ asio::awaitable<RelayOutcome> Relay(RelayRequest& r) {
   }
   out.client_reusable = keep_alive;  // False already for a close-delimited body.
   if (r.capture != nullptr && rp->is_done()) r.capture->complete = true;
-  if (b.upstream_clean && rp->is_done() && upres.keep_alive()) {
+  if (b.upstream_clean && request_sent && rp->is_done() && upres.keep_alive()) {
     up.tcp().expires_never();
     r.pool.Release(std::move(lease));
   }

@@ -9,6 +9,7 @@ import concurrent.futures
 import json
 import socket
 import ssl
+import subprocess
 import threading
 import time
 
@@ -156,18 +157,41 @@ def test_a_deeply_nested_continue_token_gets_the_apiservers_400(cluster, cached_
     alive(cluster, cached_proxy)
 
 
-def test_a_deeply_nested_event_body_gets_the_apiservers_answer(cluster, cached_proxy, namespace):
-    deep = "[" * 200000 + "]" * 200000
-    body = ('{"apiVersion":"v1","kind":"Event","metadata":{"name":"e"},"x":' + deep +
-            "}").encode()
+def curl_post(cluster, port, path, body_file, identity):
+    """POST with curl, which (unlike http.client) reads an answer that comes before the whole
+    body went up, as Go's client does. Returns (status, body)."""
+    out = body_file.with_suffix(".out")
+    cmd = ["curl", "-sS", "-o", str(out), "-w", "%{http_code}", "-X", "POST",
+           "--data-binary", f"@{body_file}", "-H", "Content-Type: application/json",
+           "--cacert", cluster.env["KF_CA_FILE"], f"https://127.0.0.1:{port}{path}"]
+    if cluster.token(identity):
+        cmd += ["-H", f"Authorization: Bearer {cluster.token(identity)}"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    return int(done.stdout or 0), out.read_bytes() if out.exists() else b""
+
+
+def test_a_deeply_nested_event_body_gets_the_apiservers_answer(cluster, cached_proxy, namespace,
+                                                               tmp_path):
     path = f"/api/v1/namespaces/{namespace}/events"
-    hdrs = {"Content-Type": "application/json"}
-    for identity in ("anonymous", "admin"):
-        direct = cluster.request("POST", path, identity=identity, body=body, headers=hdrs)
-        through = cluster.request("POST", path, identity=identity, body=body, headers=hdrs,
-                                  port=cached_proxy.secure_port)
-        assert direct.status in (400, 401, 403, 422), (identity, direct.status)
-        same_answer(direct, through, identity)
+    # Authenticated: the body is read (by kube-fanout's spam filter, then the apiserver), 2.8 MB,
+    # under the apiserver's 3 MiB limit. Unauthenticated: 20 MB, which the apiserver refuses
+    # without reading and then closes, so kube-fanout sees its answer while the body is still
+    # going up (more than loopback socket buffers hold).
+    def body_file(name, depth):
+        f = tmp_path / f"{name}.json"
+        f.write_bytes(('{"apiVersion":"v1","kind":"Event","metadata":{"name":"e"},"x":' +
+                       "[" * depth + "]" * depth + "}").encode())
+        return f
+
+    # (The apiserver's own answer to the unauthenticated 20 MB body loses its body to the reset
+    # that follows; it does not read the body, so its answer to a small one is the same.)
+    for identity, depth, direct_depth in (("admin", 1400000, 1400000),
+                                          ("anonymous", 10000000, 10)):
+        direct = curl_post(cluster, cluster.port, path, body_file("d", direct_depth), identity)
+        through = curl_post(cluster, cached_proxy.secure_port, path, body_file("t", depth),
+                            identity)
+        assert direct[0] in (400, 401, 403, 422), (identity, direct)
+        assert through == direct, (identity, direct, through)
     alive(cluster, cached_proxy)
 
 
