@@ -1,0 +1,67 @@
+// AnyStream: one connection, plain TCP or TLS over TCP, behind one type, so the HTTP code
+// (Beast) is written once for both. Models AsyncReadStream and AsyncWriteStream.
+//
+// Owned by the session or upstream lease that holds it; used from its io_context's thread only.
+// Timeouts are those of the underlying beast::tcp_stream (tcp().expires_after()).
+#ifndef KUBE_FANOUT_COMMON_ANY_STREAM_H_
+#define KUBE_FANOUT_COMMON_ANY_STREAM_H_
+
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ssl/stream.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+#include <chrono>
+#include <variant>
+
+namespace kf {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+
+class AnyStream {
+ public:
+  using executor_type = beast::tcp_stream::executor_type;
+  using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+  explicit AnyStream(beast::tcp_stream plain) : stream_(std::move(plain)) {}
+  explicit AnyStream(TlsStream tls) : stream_(std::move(tls)) {}
+
+  executor_type get_executor() { return tcp().get_executor(); }
+  bool is_tls() const { return std::holds_alternative<TlsStream>(stream_); }
+  beast::tcp_stream& tcp() {
+    if (auto* p = std::get_if<beast::tcp_stream>(&stream_)) return *p;
+    return beast::get_lowest_layer(std::get<TlsStream>(stream_));
+  }
+  TlsStream* tls() { return std::get_if<TlsStream>(&stream_); }
+
+  template <class MutableBufferSequence, class Token>
+  auto async_read_some(const MutableBufferSequence& buffers, Token&& token) {
+    return asio::async_initiate<Token, void(beast::error_code, std::size_t)>(
+        [this](auto handler, const MutableBufferSequence& b) {
+          std::visit([&](auto& s) { s.async_read_some(b, std::move(handler)); }, stream_);
+        },
+        token, buffers);
+  }
+
+  template <class ConstBufferSequence, class Token>
+  auto async_write_some(const ConstBufferSequence& buffers, Token&& token) {
+    return asio::async_initiate<Token, void(beast::error_code, std::size_t)>(
+        [this](auto handler, const ConstBufferSequence& b) {
+          std::visit([&](auto& s) { s.async_write_some(b, std::move(handler)); }, stream_);
+        },
+        token, buffers);
+  }
+
+  // Ends the connection: a bounded TLS close_notify exchange when TLS, then the socket closes.
+  asio::awaitable<void> Close(std::chrono::milliseconds tls_shutdown_budget);
+  // Cancels pending operations (the owner's coroutine then sees operation_aborted).
+  void Cancel() { tcp().cancel(); }
+
+ private:
+  std::variant<beast::tcp_stream, TlsStream> stream_;
+};
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_COMMON_ANY_STREAM_H_

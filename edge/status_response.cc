@@ -1,0 +1,99 @@
+#include "edge/status_response.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "cache/labels.h"  // GoQuote
+#include "common/json.h"
+#include "common/strings.h"
+
+namespace kf {
+
+StatusMapping MapStatusCode(absl::StatusCode code) {
+  // Reasons and codes as k8s.io/apimachinery/pkg/api/errors constructs them.
+  switch (code) {
+    case absl::StatusCode::kOk:
+      return {200, ""};
+    case absl::StatusCode::kInvalidArgument:
+      return {400, "BadRequest"};
+    case absl::StatusCode::kUnauthenticated:
+      return {401, "Unauthorized"};
+    case absl::StatusCode::kPermissionDenied:
+      return {403, "Forbidden"};
+    case absl::StatusCode::kNotFound:
+      return {404, "NotFound"};
+    case absl::StatusCode::kUnimplemented:
+      return {405, "MethodNotAllowed"};
+    case absl::StatusCode::kAlreadyExists:
+      return {409, "AlreadyExists"};
+    case absl::StatusCode::kAborted:
+      return {409, "Conflict"};
+    case absl::StatusCode::kOutOfRange:
+      return {410, "Expired"};
+    case absl::StatusCode::kFailedPrecondition:
+      return {422, "Invalid"};
+    case absl::StatusCode::kResourceExhausted:
+      return {429, "TooManyRequests"};
+    case absl::StatusCode::kUnavailable:
+      return {503, "ServiceUnavailable"};
+    case absl::StatusCode::kDeadlineExceeded:
+      return {504, "Timeout"};
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kDataLoss:
+      return {500, "InternalError"};
+    default:
+      return {500, "InternalError"};
+  }
+}
+
+KubeStatus ToKubeStatus(const absl::Status& status) {
+  const StatusMapping m = MapStatusCode(status.code());
+  KubeStatus out{m.http_code, std::string(m.reason), std::string(status.message()), std::nullopt};
+  if (auto payload = status.GetPayload(ToAbsl(kRetryAfterPayload))) {
+    int seconds = 0;
+    if (absl::SimpleAtoi(std::string(*payload), &seconds)) out.retry_after_seconds = seconds;
+  }
+  return out;
+}
+
+KubeStatus NotFoundStatus(std::string_view group, std::string_view resource,
+                          std::string_view name) {
+  // errors.NewNotFound: fmt.Sprintf("%s %q not found", qualifiedResource, name).
+  KubeStatus s{404, "NotFound",
+               absl::StrCat(ToAbsl(resource), group.empty() ? "" : ".", ToAbsl(group), " ",
+                            GoQuote(name), " not found"),
+               std::nullopt};
+  s.details_name = std::string(name);
+  s.details_group = std::string(group);
+  s.details_kind = std::string(resource);
+  return s;
+}
+
+std::string EncodeStatusJson(const KubeStatus& status) {
+  std::string out = absl::StrCat(R"({"kind":"Status","apiVersion":"v1","metadata":{},)",
+                                 R"("status":"Failure","message":)", GoJsonString(status.message));
+  if (!status.reason.empty()) absl::StrAppend(&out, ",\"reason\":", GoJsonString(status.reason));
+  std::string details;
+  auto field = [&details](std::string_view key, const std::string& value) {
+    if (value.empty()) return;
+    absl::StrAppend(&details, details.empty() ? "" : ",", "\"", ToAbsl(key), "\":",
+                    GoJsonString(value));
+  };
+  field("name", status.details_name);
+  field("group", status.details_group);
+  field("kind", status.details_kind);
+  if (status.retry_after_seconds) {
+    absl::StrAppend(&details, details.empty() ? "" : ",", "\"retryAfterSeconds\":",
+                    *status.retry_after_seconds);
+  }
+  if (!details.empty()) absl::StrAppend(&out, ",\"details\":{", details, "}");
+  absl::StrAppend(&out, ",\"code\":", status.code, "}");
+  return out;
+}
+
+std::string EncodeStatusBody(const KubeStatus& status) {
+  return absl::StrCat(EncodeStatusJson(status), "\n");
+}
+
+}  // namespace kf

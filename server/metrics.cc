@@ -1,0 +1,199 @@
+#include "server/metrics.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "common/strings.h"
+#include "serve/cache_handler.h"
+#include "sync/cached_resources.h"
+
+namespace kf {
+namespace {
+
+// A label value in the text exposition format: \, " and newline escaped (names from
+// configuration files and discovery must not break a scrape).
+std::string Label(std::string_view name, std::string_view value) {
+  std::string out = absl::StrCat(ToAbsl(name), "=\"");
+  for (char c : value) {
+    if (c == '\\' || c == '"') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out.push_back(c);
+    }
+  }
+  out.push_back('"');
+  return out;
+}
+
+class Writer {
+ public:
+  void Family(std::string_view name, std::string_view type, std::string_view help) {
+    absl::StrAppend(&out_, "# HELP ", ToAbsl(name), " ", ToAbsl(help), "\n# TYPE ", ToAbsl(name),
+                    " ", ToAbsl(type), "\n");
+  }
+  void Sample(std::string_view name, std::string_view labels, double value) {
+    absl::StrAppend(&out_, ToAbsl(name), labels.empty() ? "" : "{", ToAbsl(labels),
+                    labels.empty() ? "" : "}", " ", value, "\n");
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+}  // namespace
+
+std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& serve,
+                          const RouteStats& routes, int64_t open_connections) {
+  Writer w;
+  w.Family("kube_fanout_requests_total", "counter", "Requests by how they were answered.");
+  for (auto [route, n] : {std::pair<const char*, uint64_t>{"cache", routes.cache.load()},
+                          {"passthrough", routes.passthrough.load()},
+                          {"tunnel", routes.tunnel.load()},
+                          {"local", routes.local.load()},
+                          {"coalesced", routes.coalesced.load()},
+                          {"rejected", routes.rejected.load()}}) {
+    w.Sample("kube_fanout_requests_total", absl::StrCat("route=\"", route, "\""),
+             static_cast<double>(n));
+  }
+  w.Family("kube_fanout_upstream_unavailable_total", "counter",
+           "Requests answered 503 because no upstream endpoint answered.");
+  w.Sample("kube_fanout_upstream_unavailable_total", "",
+           static_cast<double>(routes.upstream_unavailable.load()));
+  w.Family("kube_fanout_open_connections", "gauge", "Client connections open.");
+  w.Sample("kube_fanout_open_connections", "", static_cast<double>(open_connections));
+
+  w.Family("kube_fanout_cache_requests_total", "counter",
+           "Reads answered from the cache, by verb.");
+  w.Sample("kube_fanout_cache_requests_total", "verb=\"list\"",
+           static_cast<double>(serve.lists.load()));
+  w.Sample("kube_fanout_cache_requests_total", "verb=\"get\"",
+           static_cast<double>(serve.gets.load()));
+  w.Sample("kube_fanout_cache_requests_total", "verb=\"watch\"",
+           static_cast<double>(serve.watches.load()));
+  w.Family("kube_fanout_cache_declined_total", "counter",
+           "Reads of cached resources passed through (not answerable exactly, or not allowed).");
+  w.Sample("kube_fanout_cache_declined_total", "", static_cast<double>(serve.declined.load()));
+  w.Family("kube_fanout_cache_bytes_written_total", "counter", "Bytes written from the cache.");
+  w.Sample("kube_fanout_cache_bytes_written_total", "",
+           static_cast<double>(serve.bytes_written.load()));
+
+  if (cache == nullptr || !cache->started()) return w.Take();
+  struct Row {
+    std::string labels;
+    Cacher::Stats stats;
+    const ReflectorStats* reflector;
+  };
+  std::vector<Row> rows;
+  for (const auto& e : cache->entries()) {
+    rows.push_back({Label("resource", e->cacher->type().GroupResource()),
+                    e->cacher->GetStats(), &e->reflector->stats()});
+  }
+  const auto now = std::chrono::steady_clock::now();
+  auto family = [&](const char* name, const char* type, const char* help, auto value) {
+    w.Family(name, type, help);
+    for (const Row& r : rows) w.Sample(name, r.labels, static_cast<double>(value(r)));
+  };
+  family("kube_fanout_cache_synced", "gauge", "1 once the resource's cache has listed.",
+         [](const Row& r) { return r.stats.synced ? 1 : 0; });
+  family("kube_fanout_cache_objects", "gauge", "Objects in the cache.",
+         [](const Row& r) { return r.stats.objects; });
+  family("kube_fanout_cache_resource_version", "gauge", "The cache's resourceVersion.",
+         [](const Row& r) { return r.stats.resource_version; });
+  family("kube_fanout_cache_update_age_seconds", "gauge",
+         "Seconds since the upstream last moved the cache (event, bookmark or list).",
+         [&now](const Row& r) {
+           return std::chrono::duration<double>(now - r.stats.last_update).count();
+         });
+  family("kube_fanout_watchers", "gauge", "Open watches served from the cache.",
+         [](const Row& r) { return r.stats.watchers; });
+  family("kube_fanout_watch_queue_bytes", "gauge", "Event bytes queued to watchers, unsent.",
+         [](const Row& r) { return r.stats.queued_bytes; });
+  family("kube_fanout_event_window_events", "gauge", "Events kept to resume watches from.",
+         [](const Row& r) { return r.stats.window_events; });
+  family("kube_fanout_event_window_bytes", "gauge", "Bytes of the events kept.",
+         [](const Row& r) { return r.stats.window_bytes; });
+  family("kube_fanout_watchers_cut_total", "counter",
+         "Watches closed because their client fell behind by more than its byte budget.",
+         [](const Row& r) { return r.stats.watchers_cut; });
+  family("kube_fanout_events_dispatched_total", "counter", "Events queued to watchers.",
+         [](const Row& r) { return r.stats.dispatched; });
+  family("kube_fanout_upstream_events_total", "counter", "Events received from the upstream.",
+         [](const Row& r) { return r.reflector->events.load(); });
+  family("kube_fanout_upstream_watches_total", "counter",
+         "Upstream watch requests (the first, and each resume after a drop or timeout).",
+         [](const Row& r) { return r.reflector->watches.load(); });
+  family("kube_fanout_upstream_relists_total", "counter", "Upstream relists after a 410.",
+         [](const Row& r) { return r.reflector->relists.load(); });
+  family("kube_fanout_upstream_errors_total", "counter", "Failed upstream lists and watches.",
+         [](const Row& r) { return r.reflector->errors.load(); });
+  family("kube_fanout_upstream_rv_probes_total", "counter",
+         "Probes of the upstream's current resourceVersion for consistent reads (shared by "
+         "concurrent readers).",
+         [](const Row& r) { return r.reflector->rv_probes.load(); });
+  family("kube_fanout_upstream_progress_watches_total", "counter",
+         "Short upstream watches opened to prove a quiet cache current for consistent reads.",
+         [](const Row& r) { return r.reflector->progress_watches.load(); });
+  return w.Take();
+}
+
+std::string RenderAdmissionMetrics(const ratelimit::Admission& admission,
+                                   int64_t passthrough_in_flight, uint64_t passthrough_rejected) {
+  Writer w;
+  const auto schemas = admission.SchemaStatsSnapshot();
+  const auto levels = admission.LevelStatsSnapshot();
+  auto labels = [](const std::string& schema, const std::string& level) {
+    return absl::StrCat(Label("flow_schema", schema), ",", Label("priority_level", level));
+  };
+  w.Family("kube_fanout_admission_dispatched_requests_total", "counter",
+           "Requests admitted, by flow schema and priority level.");
+  for (const auto& [name, st] : schemas) {
+    w.Sample("kube_fanout_admission_dispatched_requests_total", labels(name, st.level),
+             static_cast<double>(st.admitted));
+  }
+  w.Family("kube_fanout_admission_rejected_requests_total", "counter",
+           "Requests answered 429, by flow schema, priority level and reason (rate-limited: "
+           "the flow's token bucket; queue-full; time-out: waited past the level's limit).");
+  for (const auto& [name, st] : schemas) {
+    for (const auto& [reason, n] : st.rejected) {
+      w.Sample("kube_fanout_admission_rejected_requests_total",
+               absl::StrCat(labels(name, st.level), ",reason=\"", reason, "\""),
+               static_cast<double>(n));
+    }
+  }
+  auto level_family = [&](const char* name, const char* type, const char* help, auto value) {
+    w.Family(name, type, help);
+    for (const auto& [level, st] : levels) {
+      w.Sample(name, Label("priority_level", level), value(st));
+    }
+  };
+  using LS = ratelimit::Admission::LevelStats;
+  level_family("kube_fanout_admission_seats", "gauge",
+               "Seats (requests served at once) of each limited priority level.",
+               [](const LS& s) { return static_cast<double>(s.seats); });
+  level_family("kube_fanout_admission_current_executing_requests", "gauge",
+               "Requests holding a seat.",
+               [](const LS& s) { return static_cast<double>(s.executing); });
+  level_family("kube_fanout_admission_current_inqueue_requests", "gauge",
+               "Requests waiting in the level's queues.",
+               [](const LS& s) { return static_cast<double>(s.queued); });
+  level_family("kube_fanout_admission_queued_requests_total", "counter",
+               "Requests admitted after waiting in a queue.",
+               [](const LS& s) { return static_cast<double>(s.queued_total); });
+  level_family("kube_fanout_admission_wait_seconds_total", "counter",
+               "Seconds spent waiting in queues by the requests admitted after waiting.",
+               [](const LS& s) { return s.wait_seconds_sum; });
+  w.Family("kube_fanout_passthrough_in_flight", "gauge",
+           "Passthrough requests (not watches) in flight to the upstream.");
+  w.Sample("kube_fanout_passthrough_in_flight", "", static_cast<double>(passthrough_in_flight));
+  w.Family("kube_fanout_passthrough_rejected_total", "counter",
+           "Passthrough requests answered 429 because --max-passthrough-in-flight were in flight.");
+  w.Sample("kube_fanout_passthrough_rejected_total", "",
+           static_cast<double>(passthrough_rejected));
+  return w.Take();
+}
+
+}  // namespace kf

@@ -1,0 +1,33 @@
+// Metrics: kube-fanout's /metrics in the Prometheus text format (version 0.0.4), rendered on
+// demand from the counters each component keeps (no global registry).
+#ifndef KUBE_FANOUT_SERVER_METRICS_H_
+#define KUBE_FANOUT_SERVER_METRICS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "ratelimit/admission.h"
+
+namespace kf {
+
+class CachedResources;
+struct CacheServeStats;
+
+// Requests by how they were answered.
+struct RouteStats {
+  std::atomic<uint64_t> cache{0}, passthrough{0}, tunnel{0}, local{0}, coalesced{0}, rejected{0};
+  std::atomic<uint64_t> upstream_unavailable{0};
+};
+
+std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& serve,
+                          const RouteStats& routes, int64_t open_connections);
+
+// Admission by flow schema and priority level (names follow the apiserver's
+// apiserver_flowcontrol_* families), and the passthrough cap.
+std::string RenderAdmissionMetrics(const ratelimit::Admission& admission,
+                                   int64_t passthrough_in_flight, uint64_t passthrough_rejected);
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_SERVER_METRICS_H_

@@ -1,0 +1,260 @@
+#include "server/options.h"
+
+#include <boost/program_options.hpp>
+#include <cstdlib>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/strings.h"
+
+namespace kf {
+namespace po = boost::program_options;
+namespace {
+
+po::options_description Describe(ProxyOptions* o, std::string* grace, std::string* dial,
+                                 std::string* bookmark) {
+  po::options_description d("Flags", /*line_length=*/100, /*min_description_length=*/50);
+  // clang-format off
+  d.add_options()
+    ("listen", po::value(&o->listen)->value_name("HOST:PORT"),
+     "Serve plain HTTP on this address. Default 127.0.0.1:8001 when neither --listen nor "
+     "--secure-listen is given.")
+    ("secure-listen", po::value(&o->secure_listen)->value_name("HOST:PORT"),
+     "Serve HTTPS on this address; needs --tls-cert-file and --tls-private-key-file.")
+    ("tls-cert-file", po::value(&o->tls_cert_file)->value_name("PATH"),
+     "PEM certificate (chain) served on --secure-listen.")
+    ("tls-private-key-file", po::value(&o->tls_private_key_file)->value_name("PATH"),
+     "PEM private key matching --tls-cert-file.")
+    ("kubeconfig", po::value(&o->kubeconfig)->value_name("PATH"),
+     "Kubeconfig naming the upstream apiserver and kube-fanout's own credentials.")
+    ("context", po::value(&o->context)->value_name("NAME"),
+     "Kubeconfig context to use (default: its current-context).")
+    ("upstream", po::value(&o->upstreams)->value_name("URL")->composing(),
+     "Upstream apiserver URL (https://HOST:PORT). Repeat for failover, tried in order. "
+     "Overrides the kubeconfig's server.")
+    ("events-upstream", po::value(&o->events_upstreams)->value_name("URL")->composing(),
+     "Upstream for Events (core v1 and events.k8s.io/v1): their passthrough and their cache's "
+     "LIST/WATCH go here, like the apiserver's --etcd-servers-overrides for events. Same TLS "
+     "settings and credentials as the main upstream. Repeat for failover.")
+    ("event-spam-filter", po::value(&o->event_spam_filter)->value_name("BOOL")->default_value(true),
+     "Refuse (429) Event creations past a per-source, per-object budget (25, then one per 5 "
+     "minutes, as client-go's event spam filter).")
+    ("coalesce-reads", po::value(&o->coalesce_reads)->value_name("BOOL")->default_value(true),
+     "Identical concurrent passthrough GET/LIST requests (same request, same credentials) "
+     "share one upstream call; a request only joins a call that starts after it arrived.")
+    ("upstream-ca-file", po::value(&o->upstream_ca_file)->value_name("PATH"),
+     "PEM CA bundle trusted for the upstream's serving certificate.")
+    ("upstream-token-file", po::value(&o->upstream_token_file)->value_name("PATH"),
+     "Bearer token file for kube-fanout's own upstream requests (never used for clients' "
+     "requests, which carry their own credentials).")
+    ("upstream-insecure-skip-tls-verify",
+     po::bool_switch(&o->upstream_insecure_skip_tls_verify),
+     "Do not verify the upstream's certificate (testing only).")
+    ("upstream-dial-timeout", po::value(dial)->value_name("DURATION")->default_value("10s"),
+     "Timeout for connecting to an upstream endpoint before failing over.")
+    ("cache-resources", po::value<std::string>()->value_name("LIST")->implicit_value(""),
+     "Comma-separated resources served from the cache, as RESOURCE[.GROUP/VERSION] "
+     "(e.g. pods,endpointslices.discovery.k8s.io/v1,widgets.example.com/v1). Default: pods, "
+     "nodes, services, namespaces, configmaps, endpointslices, events (v1 and events.k8s.io/v1). "
+     "Empty: pass everything through.")
+    ("watch-cache-window-bytes", po::value(&o->watch_cache_window_bytes)->value_name("BYTES")
+         ->default_value(256u << 20),
+     "Per resource, the bytes of recent events kept to resume watches from (at least 75 s of "
+     "history unless this bound is hit first).")
+    ("watcher-max-queue-bytes", po::value(&o->watcher_max_queue_bytes)->value_name("BYTES")
+         ->default_value(8u << 20),
+     "Per watcher, the bytes that may wait unsent; a watch past it is closed and its client "
+     "resumes from its last resourceVersion.")
+    ("watch-bookmark-interval", po::value(bookmark)->value_name("DURATION")->default_value("1m"),
+     "How often watches that allow bookmarks get one (the apiserver's cadence is 1m); one also "
+     "goes 2s before a watch's timeout.")
+    ("enable-admission", po::value(&o->enable_admission)->value_name("BOOL")->default_value(true),
+     "Admit requests by flow and priority level (fair queues, token buckets for polling "
+     "clients; over the limits: 429 with Retry-After), as configured by --admission-config.")
+    ("admission-config", po::value(&o->admission_config)->value_name("PATH"),
+     "AdmissionConfiguration YAML (kube-fanout.io/v1alpha1; see ratelimit/README.md), "
+     "re-read when it changes; a bad file is logged and the previous configuration kept. "
+     "Default: built-in priority levels and flow schemas.")
+    ("max-passthrough-in-flight", po::value(&o->max_passthrough_in_flight)->value_name("N")
+         ->default_value(400),
+     "Passthrough requests (not watches) in flight to the upstream at once, for all but "
+     "exempt clients; past it: 429. 0: unlimited.")
+    ("threads", po::value(&o->threads)->value_name("N")->default_value(0),
+     "I/O threads; 0 means one per core.")
+    ("shutdown-grace-period", po::value(grace)->value_name("DURATION")->default_value("30s"),
+     "On SIGTERM/SIGINT: stop accepting, end watches cleanly, and give other in-flight "
+     "requests this long to finish.")
+    ("v", po::value(&o->verbosity)->value_name("N")->default_value(0),
+     "Log verbosity: 0 requests and warnings, 4 and above adds debug lines.")
+    ("version", po::bool_switch(&o->version), "Print the version and exit.")
+    ("help,h", po::bool_switch(&o->help), "Print this help and exit.");
+  // clang-format on
+  return d;
+}
+
+absl::Status ParseDurationFlag(std::string_view name, const std::string& text,
+                               absl::Duration* out) {
+  if (!absl::ParseDuration(text, out) || *out < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid argument \"", text, "\" for \"--",
+                                                   ToAbsl(name), "\" flag: not a duration"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<HostPort> HostPort::Parse(std::string_view text) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("address \"", ToAbsl(text), "\" is not HOST:PORT"));
+  }
+  HostPort hp;
+  absl::string_view host = ToAbsl(text.substr(0, colon));
+  if (absl::ConsumePrefix(&host, "[") && !absl::ConsumeSuffix(&host, "]")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("address \"", ToAbsl(text), "\" has a bad IPv6 host"));
+  }
+  hp.host = host.empty() ? "0.0.0.0" : std::string(host);
+  uint32_t port = 0;
+  if (!absl::SimpleAtoi(ToAbsl(text.substr(colon + 1)), &port) || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("address \"", ToAbsl(text), "\" has a bad port"));
+  }
+  hp.port = static_cast<uint16_t>(port);
+  return hp;
+}
+
+absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv) {
+  ProxyOptions o;
+  std::string grace, dial, bookmark;
+  po::options_description desc = Describe(&o, &grace, &dial, &bookmark);
+  // "--name=" (an empty value, as Kubernetes flags allow) becomes "--name", which Boost reads
+  // as the option's implicit value; Boost rejects the former.
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=' && a.find('=') == a.size() - 1) {
+      a.pop_back();
+    }
+    args.push_back(std::move(a));
+  }
+  try {
+    po::variables_map vm;
+    po::store(
+        po::command_line_parser(args)
+            .options(desc)
+            .style(po::command_line_style::unix_style | po::command_line_style::allow_long_disguise)
+            .run(),
+        vm);
+    po::notify(vm);
+    if (vm.count("cache-resources")) {
+      o.cache_resources_set = true;
+      for (absl::string_view r :
+           absl::StrSplit(vm["cache-resources"].as<std::string>(), ',', absl::SkipWhitespace())) {
+        o.cache_resources.emplace_back(absl::StripAsciiWhitespace(r));
+      }
+    }
+  } catch (const po::error& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+  if (auto s = ParseDurationFlag("shutdown-grace-period", grace, &o.shutdown_grace_period);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = ParseDurationFlag("upstream-dial-timeout", dial, &o.upstream_dial_timeout);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = ParseDurationFlag("watch-bookmark-interval", bookmark, &o.watch_bookmark_interval);
+      !s.ok()) {
+    return s;
+  }
+  if (o.watch_bookmark_interval < absl::Milliseconds(100)) {
+    return absl::InvalidArgumentError("--watch-bookmark-interval must be at least 100ms");
+  }
+  if (o.listen.empty() && o.secure_listen.empty()) o.listen = "127.0.0.1:8001";
+  return o;
+}
+
+std::string HelpText() {
+  ProxyOptions o;
+  std::string grace, dial, bookmark;
+  std::ostringstream out;
+  out << "kube-fanout: a watch-caching proxy for the Kubernetes API server.\n\n"
+      << "Usage:\n  kube-fanout [flags]\n\n"
+      << "Upstream: --upstream URLs, else --kubeconfig, else the in-cluster ServiceAccount,\n"
+      << "else $KUBECONFIG. Clients' requests pass through with their own credentials.\n\n"
+      << Describe(&o, &grace, &dial, &bookmark);
+  return out.str();
+}
+
+absl::Status Validate(const ProxyOptions& o) {
+  for (const std::string* addr : {&o.listen, &o.secure_listen}) {
+    if (addr->empty()) continue;
+    if (auto hp = HostPort::Parse(*addr); !hp.ok()) return hp.status();
+  }
+  if (!o.secure_listen.empty() && (o.tls_cert_file.empty() || o.tls_private_key_file.empty())) {
+    return absl::InvalidArgumentError(
+        "--secure-listen needs --tls-cert-file and --tls-private-key-file");
+  }
+  if (o.secure_listen.empty() && (!o.tls_cert_file.empty() || !o.tls_private_key_file.empty())) {
+    return absl::InvalidArgumentError(
+        "--tls-cert-file/--tls-private-key-file need --secure-listen");
+  }
+  if (o.threads < 0) return absl::InvalidArgumentError("--threads must be 0 or more");
+  if (o.max_passthrough_in_flight < 0) {
+    return absl::InvalidArgumentError("--max-passthrough-in-flight must be 0 or more");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<UpstreamConfig> ResolveUpstream(const ProxyOptions& o) {
+  absl::StatusOr<UpstreamConfig> cfg = absl::NotFoundError("");
+  if (!o.kubeconfig.empty()) {
+    cfg = LoadKubeconfig(o.kubeconfig, o.context);
+  } else if (o.upstreams.empty()) {
+    cfg = InClusterConfig();
+    if (absl::IsNotFound(cfg.status())) {
+      const char* env = std::getenv("KUBECONFIG");
+      if (env == nullptr || *env == '\0') {
+        return absl::InvalidArgumentError(
+            "no upstream: pass --upstream=URL or --kubeconfig=PATH, run in a pod, or set "
+            "$KUBECONFIG");
+      }
+      // Like kubectl, the first file of a colon-separated $KUBECONFIG.
+      cfg = LoadKubeconfig(
+          std::string(std::string_view(env).substr(0, std::string_view(env).find(':'))), o.context);
+    }
+  } else {
+    cfg = UpstreamConfig{};
+    cfg->source = "flags";
+  }
+  if (!cfg.ok()) return cfg.status();
+  if (!o.upstreams.empty()) {
+    cfg->endpoints.clear();
+    for (const std::string& url : o.upstreams) {
+      auto ep = UpstreamEndpoint::Parse(url);
+      if (!ep.ok()) return ep.status();
+      cfg->endpoints.push_back(*std::move(ep));
+    }
+  }
+  if (!o.upstream_ca_file.empty()) {
+    auto pem = ReadFile(o.upstream_ca_file);
+    if (!pem.ok()) return pem.status();
+    cfg->ca_pem = *std::move(pem);
+  }
+  if (!o.upstream_token_file.empty()) {
+    cfg->token.clear();
+    cfg->token_file = o.upstream_token_file;
+  }
+  if (o.upstream_insecure_skip_tls_verify) cfg->insecure_skip_tls_verify = true;
+  return cfg;
+}
+
+}  // namespace kf

@@ -1,0 +1,69 @@
+// ProxyOptions: kube-fanout's command-line flags, Kubernetes style (--name=value, repeatable
+// --upstream), parsed and validated once in main(). Value type.
+#ifndef KUBE_FANOUT_SERVER_OPTIONS_H_
+#define KUBE_FANOUT_SERVER_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "upstream/upstream_config.h"
+
+namespace kf {
+
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+  // "127.0.0.1:8001", "[::1]:8001", ":8001" (all addresses).
+  static absl::StatusOr<HostPort> Parse(std::string_view text);
+};
+
+struct ProxyOptions {
+  std::string listen;         // Plain HTTP listener, HOST:PORT.
+  std::string secure_listen;  // HTTPS listener, HOST:PORT.
+  std::string tls_cert_file;
+  std::string tls_private_key_file;
+  std::string kubeconfig;
+  std::string context;
+  std::vector<std::string> upstreams;
+  std::vector<std::string> events_upstreams;  // Events (v1, events.k8s.io) go here if set.
+  bool event_spam_filter = true;
+  bool coalesce_reads = true;
+  std::string upstream_ca_file;
+  std::string upstream_token_file;
+  bool upstream_insecure_skip_tls_verify = false;
+  int threads = 0;  // 0 → one per core.
+  absl::Duration shutdown_grace_period = absl::Seconds(30);
+  absl::Duration upstream_dial_timeout = absl::Seconds(10);
+  std::vector<std::string> cache_resources;  // Empty after parsing: the default set.
+  bool cache_resources_set = false;          // --cache-resources given (may be "" = none).
+  uint64_t watch_cache_window_bytes = 256u << 20;
+  uint64_t watcher_max_queue_bytes = 8u << 20;
+  absl::Duration watch_bookmark_interval = absl::Minutes(1);
+  bool enable_admission = true;
+  std::string admission_config;  // YAML file; empty: the defaults.
+  int max_passthrough_in_flight = 400;  // 0: unlimited.
+  int verbosity = 0;
+  bool help = false;
+  bool version = false;
+};
+
+// Parses argv. InvalidArgument with a one-line reason on unknown flags or bad values.
+absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv);
+
+// The --help text: usage line and every flag with its default.
+std::string HelpText();
+
+// Checks the combination of flags (listeners, TLS files, upstream sources).
+absl::Status Validate(const ProxyOptions& options);
+
+// The upstream in order of precedence: --upstream flags, --kubeconfig, the in-cluster
+// ServiceAccount, then $KUBECONFIG. --upstream-ca-file / --upstream-token-file override.
+absl::StatusOr<UpstreamConfig> ResolveUpstream(const ProxyOptions& options);
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_SERVER_OPTIONS_H_

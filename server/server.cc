@@ -1,0 +1,354 @@
+#include "server/server.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <csignal>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace kf {
+namespace {
+
+constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+
+template <class Socket>
+std::string RemoteOf(const Socket& socket) {
+  beast::error_code ec;
+  auto ep = socket.remote_endpoint(ec);
+  if (ec) return "unknown";
+  const auto addr = ep.address();
+  return addr.is_v6() ? absl::StrCat("[", addr.to_string(), "]:", ep.port())
+                      : absl::StrCat(addr.to_string(), ":", ep.port());
+}
+
+}  // namespace
+
+Server::Server(ProxyOptions options, UpstreamConfig upstream, const Logger& log)
+    : options_(std::move(options)), upstream_(std::move(upstream)), log_(log) {}
+
+Server::~Server() {
+  for (auto& w : workers_) w->StopNow();
+  for (auto& w : workers_) w->Join();
+}
+
+absl::Status Server::Listen(const std::string& address, asio::ip::tcp::acceptor& acceptor,
+                            uint16_t* port) {
+  auto hp = HostPort::Parse(address);
+  if (!hp.ok()) return hp.status();
+  beast::error_code ec;
+  const auto ip = asio::ip::make_address(hp->host, ec);
+  if (ec)
+    return absl::InvalidArgumentError(
+        absl::StrCat("listen address \"", hp->host, "\": ", ec.message()));
+  const asio::ip::tcp::endpoint ep(ip, hp->port);
+  acceptor.open(ep.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(ep, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("listen on ", address, ": ", ec.message()));
+  *port = acceptor.local_endpoint().port();
+  return absl::OkStatus();
+}
+
+absl::Status Server::Start() {
+  auto passthrough = MakePassthroughTlsContext(upstream_);
+  if (!passthrough.ok()) return passthrough.status();
+  passthrough_tls_ = *std::move(passthrough);
+  auto own = MakeOwnTlsContext(upstream_);
+  if (!own.ok()) return own.status();
+  own_tls_ = *std::move(own);
+  own_credentials_ = std::make_unique<OwnCredentials>(upstream_);
+
+  std::vector<ResourceSpec> specs;
+  for (const std::string& r :
+       options_.cache_resources_set ? options_.cache_resources : DefaultCachedResources()) {
+    auto spec = ResourceSpec::Parse(r);
+    if (!spec.ok()) return spec.status();
+    specs.push_back(*std::move(spec));
+  }
+  if (!specs.empty()) {
+    EventRingLimits limits;
+    limits.max_bytes = options_.watch_cache_window_bytes;
+    cache_ = std::make_unique<CachedResources>(std::move(specs), limits, log_);
+    health_.Add("cache-sync", {HealthChecks::Endpoint::kReadyz}, [this] {
+      return cache_->AllSynced() ? absl::OkStatus() : absl::UnavailableError("caches not synced");
+    });
+  }
+  if (options_.enable_admission) {
+    ratelimit::Config config = ratelimit::DefaultConfig();
+    if (!options_.admission_config.empty()) {
+      std::ifstream in(options_.admission_config);
+      std::stringstream text;
+      text << in.rdbuf();
+      if (!in) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--admission-config ", options_.admission_config, ": cannot read"));
+      }
+      auto parsed = ratelimit::ParseConfig(text.str());
+      if (!parsed.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--admission-config ", options_.admission_config, ": ", parsed.status().message()));
+      }
+      config = *std::move(parsed);
+      admission_config_text_ = text.str();
+    }
+    admission_ = std::make_unique<ratelimit::Admission>(std::move(config));
+  }
+  if (options_.coalesce_reads) coalescer_ = std::make_unique<Coalescer>();
+  if (options_.event_spam_filter) {
+    event_filter_ = std::make_unique<ratelimit::EventSpamFilter>(
+        ratelimit::EventSpamFilter::Options{});
+  }
+  env_ = std::make_unique<SessionEnv>(SessionEnv{
+      log_, health_, active_sessions_, cache_.get(), cache_stats_,
+      [creds = own_credentials_.get()] { return creds->Header(); },
+      static_cast<size_t>(options_.watcher_max_queue_bytes),
+      absl::ToInt64Milliseconds(options_.watch_bookmark_interval), route_stats_,
+      [this] {
+        std::string out =
+            RenderMetrics(cache_.get(), cache_stats_, route_stats_, active_sessions_.load());
+        if (admission_) {
+          out += RenderAdmissionMetrics(*admission_, passthrough_in_flight_.load(),
+                                        passthrough_rejected_.load());
+        }
+        if (coalescer_) {
+          out += absl::StrCat(
+              "# HELP kube_fanout_passthrough_coalesced_total Passthrough reads answered with "
+              "an identical concurrent request's upstream response.\n"
+              "# TYPE kube_fanout_passthrough_coalesced_total counter\n"
+              "kube_fanout_passthrough_coalesced_total ",
+              coalescer_->coalesced(), "\n");
+        }
+        if (event_filter_) {
+          out += absl::StrCat(
+              "# HELP kube_fanout_event_spam_rejected_total Event creations refused (429) by "
+              "the per-source, per-object spam filter.\n"
+              "# TYPE kube_fanout_event_spam_rejected_total counter\n"
+              "kube_fanout_event_spam_rejected_total ",
+              event_filter_->rejected(),
+              "\n# HELP kube_fanout_event_spam_allowed_total Event creations the spam filter "
+              "let through.\n# TYPE kube_fanout_event_spam_allowed_total counter\n"
+              "kube_fanout_event_spam_allowed_total ",
+              event_filter_->allowed(), "\n");
+        }
+        return out;
+      },
+      admission_.get(), passthrough_in_flight_, options_.max_passthrough_in_flight,
+      passthrough_rejected_, event_filter_.get(), coalescer_.get()});
+
+  if (!options_.secure_listen.empty()) {
+    server_tls_ = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+    server_tls_->set_options(asio::ssl::context::default_workarounds |
+                             asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3 |
+                             asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
+    beast::error_code ec;
+    server_tls_->use_certificate_chain_file(options_.tls_cert_file, ec);
+    if (ec)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tls-cert-file ", options_.tls_cert_file, ": ", ec.message()));
+    server_tls_->use_private_key_file(options_.tls_private_key_file, asio::ssl::context::pem, ec);
+    if (ec)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tls-private-key-file ", options_.tls_private_key_file, ": ", ec.message()));
+  }
+  if (!options_.listen.empty()) {
+    if (auto s = Listen(options_.listen, plain_acceptor_, &listen_port_); !s.ok()) return s;
+  }
+  if (!options_.secure_listen.empty()) {
+    if (auto s = Listen(options_.secure_listen, tls_acceptor_, &secure_listen_port_); !s.ok())
+      return s;
+  }
+
+  const unsigned threads = options_.threads > 0 ? static_cast<unsigned>(options_.threads)
+                                                : std::max(1u, std::thread::hardware_concurrency());
+  const auto dial =
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.upstream_dial_timeout));
+  if (!options_.events_upstreams.empty()) {
+    UpstreamConfig events = upstream_;
+    events.endpoints.clear();
+    for (const std::string& url : options_.events_upstreams) {
+      auto ep = UpstreamEndpoint::Parse(url);
+      if (!ep.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--events-upstream ", url, ": ", ep.status().message()));
+      }
+      events.endpoints.push_back(*std::move(ep));
+    }
+    events.source = "--events-upstream";
+    events_upstream_ = std::move(events);
+  }
+  const UpstreamConfig* events = events_upstream_ ? &*events_upstream_ : nullptr;
+  for (unsigned i = 0; i < threads; ++i) {
+    workers_.push_back(
+        std::make_unique<Worker>(upstream_, *passthrough_tls_, *own_tls_, dial, events));
+  }
+  session_workers_ = workers_.size();
+  if (cache_) {
+    workers_.push_back(
+        std::make_unique<Worker>(upstream_, *passthrough_tls_, *own_tls_, dial, events));
+  }
+  for (auto& w : workers_) w->Start();
+  if (cache_) {
+    // Reflectors live on their own thread, with its pool of kube-fanout's own connections.
+    cache_->Start(workers_.back()->ioc(), workers_.back()->own_pool(),
+                  workers_.back()->events_own_pool(),
+                  [creds = own_credentials_.get()] { return creds->Header(); });
+  }
+  if (admission_) asio::co_spawn(main_ioc_, AdmissionLoop(), asio::detached);
+  if (plain_acceptor_.is_open()) {
+    asio::co_spawn(main_ioc_, AcceptLoop(plain_acceptor_, false), asio::detached);
+  }
+  if (tls_acceptor_.is_open()) {
+    asio::co_spawn(main_ioc_, AcceptLoop(tls_acceptor_, true), asio::detached);
+  }
+  std::string upstreams;
+  for (const auto& ep : upstream_.endpoints)
+    absl::StrAppend(&upstreams, upstreams.empty() ? "" : ",", ep.Url());
+  log_.Info(
+      "serving",
+      {{"listen",
+        options_.listen.empty() ? "" : absl::StrCat(options_.listen, " (port ", listen_port_, ")")},
+       {"secure_listen",
+        options_.secure_listen.empty()
+            ? ""
+            : absl::StrCat(options_.secure_listen, " (port ", secure_listen_port_, ")")},
+       {"upstream", upstreams},
+       {"upstream_source", upstream_.source},
+       {"threads", static_cast<int64_t>(threads)}});
+  return absl::OkStatus();
+}
+
+Worker& Server::NextWorker() {
+  // The worker with the fewest connections: watches live long, so accept order alone can pile
+  // one kind of watcher onto one thread.
+  Worker* best = workers_[0].get();
+  for (size_t i = 1; i < session_workers_; ++i) {
+    if (workers_[i]->connections() < best->connections()) best = workers_[i].get();
+  }
+  best->AddConnection();
+  return *best;
+}
+
+asio::awaitable<void> Server::AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool tls) {
+  asio::steady_timer backoff(main_ioc_);
+  while (acceptor.is_open()) {
+    Worker& worker = NextWorker();
+    auto [ec, socket] = co_await acceptor.async_accept(worker.ioc(), use_nothrow);
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+    if (ec) {
+      // Out of descriptors and the like: say so, pause briefly, keep serving.
+      log_.Warning("accept failed", {{"error", ec.message()}});
+      backoff.expires_after(std::chrono::milliseconds(100));
+      co_await backoff.async_wait(use_nothrow);
+      continue;
+    }
+    beast::error_code ignored;
+    socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+    std::string remote = RemoteOf(socket);  // NOLINT
+    // The session is created on its worker's thread, where it will live.
+    asio::post(worker.ioc(), [this, &worker, tls, remote = std::move(remote),
+                              socket = std::move(socket)]() mutable {
+      beast::tcp_stream tcp(std::move(socket));
+      auto stream =
+          tls ? std::make_unique<AnyStream>(AnyStream::TlsStream(std::move(tcp), *server_tls_))
+              : std::make_unique<AnyStream>(std::move(tcp));
+      auto session =
+          std::make_shared<HttpSession>(std::move(stream), std::move(remote), worker, *env_);
+      if (shutting_down_) return;  // The session's end uncounts the connection.
+      session->Start();
+    });
+  }
+}
+
+int Server::Run() {
+  asio::signal_set signals(main_ioc_, SIGTERM, SIGINT);
+  signals.async_wait([this](beast::error_code ec, int signal) {
+    if (!ec) BeginShutdown(signal);
+  });
+  main_ioc_.run();
+  for (auto& w : workers_) w->Join();
+  log_.Info("stopped");
+  return 0;
+}
+
+void Server::BeginShutdown(int signal) {
+  shutting_down_ = true;
+  health_.SetShuttingDown();
+  log_.Info("shutting down",
+            {{"signal", signal},
+             {"grace_period_s", absl::ToDoubleSeconds(options_.shutdown_grace_period)},
+             {"open_connections", active_sessions_.load()}});
+  beast::error_code ignored;
+  plain_acceptor_.close(ignored);
+  tls_acceptor_.close(ignored);
+  if (cache_) cache_->Stop();
+  for (auto& w : workers_) {
+    asio::post(w->ioc(), [worker = w.get()] { worker->StopSessions(); });
+  }
+  asio::co_spawn(main_ioc_, Drain(), asio::detached);
+}
+
+asio::awaitable<void> Server::AdmissionLoop() {
+  asio::steady_timer timer(main_ioc_);
+  auto last_check = std::chrono::steady_clock::now();
+  while (!shutting_down_) {
+    timer.expires_after(std::chrono::milliseconds(100));
+    co_await timer.async_wait(use_nothrow);
+    admission_->ExpireQueued();
+    if (options_.admission_config.empty() ||
+        std::chrono::steady_clock::now() - last_check < std::chrono::seconds(2)) {
+      continue;
+    }
+    last_check = std::chrono::steady_clock::now();
+    // Re-read on change (a ConfigMap volume updates by swapping a symlink, so compare content).
+    std::ifstream in(options_.admission_config);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in || text.str() == admission_config_text_) continue;
+    admission_config_text_ = text.str();
+    auto parsed = ratelimit::ParseConfig(admission_config_text_);
+    if (!parsed.ok()) {
+      log_.Error("admission config rejected; keeping the previous one",
+                 {{"file", options_.admission_config},
+                  {"error", std::string(parsed.status().message())}});
+      continue;
+    }
+    admission_->Reconfigure(*std::move(parsed));
+    log_.Info("admission config reloaded", {{"file", options_.admission_config}});
+  }
+}
+
+asio::awaitable<void> Server::Drain() {
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.shutdown_grace_period));
+  asio::steady_timer timer(main_ioc_);
+  while (active_sessions_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    timer.expires_after(std::chrono::milliseconds(20));
+    co_await timer.async_wait(use_nothrow);
+    // Sessions accepted during the signal race are stopped too.
+    for (auto& w : workers_) {
+      asio::post(w->ioc(), [worker = w.get()] { worker->StopSessions(); });
+    }
+  }
+  const int64_t left = active_sessions_.load();
+  if (left > 0)
+    log_.Warning("grace period over, closing connections", {{"open_connections", left}});
+  for (auto& w : workers_) {
+    if (left > 0) {
+      w->StopNow();
+    } else {
+      w->Release();
+    }
+  }
+}
+
+}  // namespace kf

@@ -1,0 +1,92 @@
+// Server: kube-fanout's process-level wiring. Owns the listeners (plain and TLS), the worker
+// threads, the TLS contexts and the health checks; accepts connections on the main thread and
+// hands each to a worker round-robin; on SIGTERM/SIGINT drains gracefully (readyz fails, no
+// new connections, watches end cleanly, other requests get the grace period).
+//
+// Run() blocks on the calling thread until shutdown completes.
+#ifndef KUBE_FANOUT_SERVER_SERVER_H_
+#define KUBE_FANOUT_SERVER_SERVER_H_
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/log.h"
+#include "server/health.h"
+#include "edge/http_session.h"
+#include "server/options.h"
+#include "upstream/own_credentials.h"
+#include "server/worker.h"
+#include "ratelimit/admission.h"
+#include "ratelimit/event_filter.h"
+
+namespace kf {
+
+class Server {
+ public:
+  Server(ProxyOptions options, UpstreamConfig upstream, const Logger& log);
+  ~Server();
+
+  // Binds the listeners and starts the workers. Fails with a clear message (address in use,
+  // unreadable certificate, bad CA) before anything is served.
+  absl::Status Start();
+  // Serves until a termination signal, then drains. Returns the process exit code.
+  int Run();
+
+  // The bound ports (after Start), useful when listening on port 0.
+  uint16_t listen_port() const { return listen_port_; }
+  uint16_t secure_listen_port() const { return secure_listen_port_; }
+  const CachedResources* cache() const { return cache_.get(); }
+  const CacheServeStats& cache_stats() const { return cache_stats_; }
+  int64_t active_sessions() const { return active_sessions_.load(); }
+
+ private:
+  asio::awaitable<void> AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool tls);
+  absl::Status Listen(const std::string& address, asio::ip::tcp::acceptor& acceptor,
+                      uint16_t* port);
+  void BeginShutdown(int signal);
+  asio::awaitable<void> Drain();
+  // Expires queued requests; re-reads --admission-config when it changes.
+  asio::awaitable<void> AdmissionLoop();
+  Worker& NextWorker();
+
+  ProxyOptions options_;
+  UpstreamConfig upstream_;
+  const Logger& log_;
+  HealthChecks health_;
+  std::atomic<int64_t> active_sessions_{0};
+  CacheServeStats cache_stats_;
+  RouteStats route_stats_;
+  std::unique_ptr<ratelimit::Admission> admission_;
+  std::unique_ptr<ratelimit::EventSpamFilter> event_filter_;
+  std::unique_ptr<Coalescer> coalescer_;
+  std::optional<UpstreamConfig> events_upstream_;  // --events-upstream.
+  std::string admission_config_text_;  // What the admission configuration was read from.
+  std::atomic<int64_t> passthrough_in_flight_{0};
+  std::atomic<uint64_t> passthrough_rejected_{0};
+  std::unique_ptr<OwnCredentials> own_credentials_;
+  std::unique_ptr<CachedResources> cache_;
+  std::unique_ptr<SessionEnv> env_;
+  asio::io_context main_ioc_{1};
+  asio::ip::tcp::acceptor plain_acceptor_{main_ioc_};
+  asio::ip::tcp::acceptor tls_acceptor_{main_ioc_};
+  std::unique_ptr<asio::ssl::context> server_tls_;
+  std::unique_ptr<asio::ssl::context> passthrough_tls_;
+  std::unique_ptr<asio::ssl::context> own_tls_;
+  // Session workers first; then, when caching, the cache's own thread (reflectors and their
+  // upstream connections), so fan-out work never queues ahead of upstream reads.
+  std::vector<std::unique_ptr<Worker>> workers_;
+  size_t session_workers_ = 0;
+  uint16_t listen_port_ = 0;
+  uint16_t secure_listen_port_ = 0;
+  bool shutting_down_ = false;
+};
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_SERVER_SERVER_H_

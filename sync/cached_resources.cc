@@ -1,0 +1,171 @@
+#include "sync/cached_resources.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/json.h"
+#include "common/strings.h"
+#include "upstream/upstream_client.h"
+#include "rapidjson/document.h"
+
+namespace kf {
+
+absl::StatusOr<ResourceSpec> ResourceSpec::Parse(std::string_view text) {
+  ResourceSpec s;
+  std::string_view rest = text;
+  const size_t slash = rest.find('/');
+  if (slash != std::string_view::npos) {
+    s.version = std::string(rest.substr(slash + 1));
+    rest = rest.substr(0, slash);
+  }
+  const size_t dot = rest.find('.');
+  s.resource = std::string(rest.substr(0, dot));
+  if (dot != std::string_view::npos) s.group = std::string(rest.substr(dot + 1));
+  if (s.version.empty()) {
+    if (!s.group.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("cached resource \"", ToAbsl(text),
+                                                     "\" needs a version: RESOURCE.GROUP/VERSION"));
+    }
+    s.version = "v1";
+  }
+  if (s.resource.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("bad cached resource \"", ToAbsl(text), "\""));
+  }
+  return s;
+}
+
+std::vector<std::string> DefaultCachedResources() {
+  return {"pods",       "nodes",
+          "services",   "namespaces",
+          "configmaps", "endpointslices.discovery.k8s.io/v1",
+          "events",     "events.events.k8s.io/v1"};
+}
+
+CachedResources::CachedResources(std::vector<ResourceSpec> specs, EventRingLimits limits,
+                                 const Logger& log)
+    : specs_(std::move(specs)), limits_(limits), log_(log) {}
+
+void CachedResources::Start(asio::io_context& ioc, UpstreamPool& pool, UpstreamPool& events_pool,
+                            std::function<std::string()> credentials) {
+  ioc_ = &ioc;
+  events_pool_ = &events_pool;
+  asio::co_spawn(ioc, DiscoverAndRun(pool, std::move(credentials)), asio::detached);
+}
+
+void CachedResources::Stop() {
+  if (ioc_ == nullptr) return;
+  stopping_ = true;
+  asio::post(*ioc_, [this] {
+    for (auto& e : entries_) e->reflector->Stop();
+  });
+  for (auto& e : entries_) e->cacher->CloseAll("shutdown");
+}
+
+namespace {
+constexpr auto kMaxWait = std::chrono::milliseconds(5000);
+}  // namespace
+
+asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
+                                                      std::function<std::string()> cred) {
+  std::vector<std::unique_ptr<Entry>> entries;
+  for (const ResourceSpec& spec : specs_) {
+    const std::string path = spec.group.empty()
+                                 ? absl::StrCat("/api/", spec.version)
+                                 : absl::StrCat("/apis/", spec.group, "/", spec.version);
+    absl::StatusOr<UpstreamResponse> res = absl::UnavailableError("");
+    // An unreachable upstream is waited for (readyz stays failing meanwhile); only an answer
+    // that the resource is not served excludes it.
+    for (auto wait = std::chrono::milliseconds(250);; wait = std::min(wait * 2, kMaxWait)) {
+      res = co_await UpstreamCall(pool, http::verb::get, path, cred());
+      if (res.ok() && res->status < 500 && res->status != 429) break;
+      if (ioc_ == nullptr || stopping_) co_return;
+      asio::steady_timer t(co_await asio::this_coro::executor);
+      t.expires_after(wait);
+      co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+    ResourceType type{spec.group, spec.version, spec.resource, "", true, !spec.group.empty()};
+    bool found = false;
+    if (res.ok() && res->status == 200) {
+      rapidjson::Document doc;
+      if (ParseJson(res->body, doc).ok() && doc.IsObject() && doc.HasMember("resources") &&
+          doc["resources"].IsArray()) {
+        for (const auto& r : doc["resources"].GetArray()) {
+          if (!r.IsObject() || !r.HasMember("name") || r["name"].GetString() != spec.resource) {
+            continue;
+          }
+          type.kind = r["kind"].GetString();
+          type.namespaced = r["namespaced"].GetBool();
+          found = true;
+        }
+      }
+    }
+    // Built-in groups encode list items without type fields; custom resources keep them.
+    static const char* kBuiltinGroups[] = {"",
+                                           "apps",
+                                           "batch",
+                                           "discovery.k8s.io",
+                                           "events.k8s.io",
+                                           "networking.k8s.io",
+                                           "policy",
+                                           "rbac.authorization.k8s.io",
+                                           "storage.k8s.io",
+                                           "coordination.k8s.io",
+                                           "autoscaling",
+                                           "node.k8s.io",
+                                           "scheduling.k8s.io",
+                                           "admissionregistration.k8s.io",
+                                           "certificates.k8s.io",
+                                           "resource.k8s.io"};
+    type.list_items_have_type_meta = true;
+    for (const char* g : kBuiltinGroups) {
+      if (type.group == g) type.list_items_have_type_meta = false;
+    }
+    if (!found) {
+      log_.Error("cached resource not served by the upstream; passing it through",
+                 {{"resource", absl::StrCat(spec.resource, ".", spec.group, "/", spec.version)}});
+      continue;
+    }
+    auto e = std::make_unique<Entry>();
+    e->cacher =
+        std::make_unique<Cacher>(type, limits_, [] { return std::chrono::steady_clock::now(); });
+    // Events list and watch from the events upstream when there is one.
+    const bool events = spec.resource == "events" &&
+                        (spec.group.empty() || spec.group == "events.k8s.io");
+    e->reflector = std::make_unique<Reflector>(*e->cacher, events ? *events_pool_ : pool, cred, log_,
+                                               co_await asio::this_coro::executor);
+    entries.push_back(std::move(e));
+  }
+  entries_ = std::move(entries);
+  started_.store(true);
+  for (auto& e : entries_) {
+    asio::co_spawn(co_await asio::this_coro::executor, e->reflector->Run(), asio::detached);
+  }
+}
+
+const CachedResources::Entry* CachedResources::Find(const RequestInfo& info) const {
+  if (!started_.load()) return nullptr;
+  for (const auto& e : entries_) {
+    const ResourceType& t = e->cacher->type();
+    if (t.resource == info.resource && t.group == info.api_group && t.version == info.api_version) {
+      return e.get();
+    }
+  }
+  return nullptr;
+}
+
+bool CachedResources::AllSynced() const {
+  if (!started_.load()) return false;
+  for (const auto& e : entries_) {
+    if (!e->cacher->synced()) return false;
+  }
+  return true;
+}
+
+}  // namespace kf

@@ -1,0 +1,71 @@
+// CachedResources: the resources kube-fanout serves from its cache, each a Cacher fed by a
+// Reflector. Built from --cache-resources ("pods", "endpointslices.discovery.k8s.io/v1",
+// "widgets.example.com/v1", ...); kind and scope come from the upstream's discovery. Started on
+// one io thread; looked up from any thread (immutable after Start's discovery).
+#ifndef KUBE_FANOUT_SYNC_CACHED_RESOURCES_H_
+#define KUBE_FANOUT_SYNC_CACHED_RESOURCES_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cache/cacher.h"
+#include "common/log.h"
+#include "sync/reflector.h"
+#include "edge/request_info.h"
+
+namespace kf {
+
+struct ResourceSpec {
+  std::string group;
+  std::string version;
+  std::string resource;
+  // "pods" → core v1; "endpointslices.discovery.k8s.io/v1"; "deployments.apps/v1".
+  static absl::StatusOr<ResourceSpec> Parse(std::string_view text);
+};
+
+// The default set: pods, nodes, services, namespaces, configmaps, endpointslices, and events in
+// both core v1 and events.k8s.io/v1.
+std::vector<std::string> DefaultCachedResources();
+
+class CachedResources {
+ public:
+  struct Entry {
+    std::unique_ptr<Cacher> cacher;
+    std::unique_ptr<Reflector> reflector;
+  };
+
+  CachedResources(std::vector<ResourceSpec> specs, EventRingLimits limits, const Logger& log);
+
+  // Discovers each resource's kind and scope, then runs its reflector, all on `ioc` with
+  // `pool` (kube-fanout's own identity).
+  // `events_pool`: where Events' reflectors list and watch (the same pool, or the events
+  // upstream's).
+  void Start(asio::io_context& ioc, UpstreamPool& pool, UpstreamPool& events_pool,
+             std::function<std::string()> credentials);
+  void Stop();
+
+  // The cache serving `info`'s group/version/resource, if any (nullptr otherwise).
+  const Entry* Find(const RequestInfo& info) const;
+  bool AllSynced() const;
+  const std::vector<std::unique_ptr<Entry>>& entries() const { return entries_; }
+  bool started() const { return started_.load(); }
+
+ private:
+  asio::awaitable<void> DiscoverAndRun(UpstreamPool& pool, std::function<std::string()> cred);
+
+  std::vector<ResourceSpec> specs_;
+  EventRingLimits limits_;
+  const Logger& log_;
+  std::vector<std::unique_ptr<Entry>> entries_;  // Fixed once started_ is true.
+  std::atomic<bool> started_{false};
+  std::atomic<bool> stopping_{false};
+  asio::io_context* ioc_ = nullptr;
+  UpstreamPool* events_pool_ = nullptr;
+};
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_SYNC_CACHED_RESOURCES_H_

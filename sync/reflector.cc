@@ -1,0 +1,309 @@
+#include "sync/reflector.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "cache/upstream_list.h"
+#include "common/strings.h"
+
+namespace kf {
+namespace {
+
+constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+constexpr auto kMaxBackoff = std::chrono::milliseconds(30000);
+// Probes of the upstream's current RV start at most this often (per resource).
+constexpr auto kProbeSpacing = std::chrono::milliseconds(50);
+
+}  // namespace
+
+Reflector::Reflector(Cacher& cacher, UpstreamPool& pool, std::function<std::string()> credentials,
+                     const Logger& log, asio::any_io_executor executor)
+    : cacher_(cacher),
+      pool_(pool),
+      credentials_(std::move(credentials)),
+      log_(log),
+      exec_(std::move(executor)) {}
+
+std::string Reflector::CollectionPath() const {
+  const ResourceType& t = cacher_.type();
+  return t.group.empty() ? absl::StrCat("/api/", t.version, "/", t.resource)
+                         : absl::StrCat("/apis/", t.group, "/", t.version, "/", t.resource);
+}
+
+void Reflector::Stop() {
+  stopped_ = true;
+  if (active_ != nullptr) active_->Cancel();
+  if (progress_active_ != nullptr) progress_active_->Cancel();
+  for (auto& done : probe_waiters_) done(std::nullopt);
+  probe_waiters_.clear();
+}
+
+asio::awaitable<void> Reflector::Backoff() {
+  // Exponential from 250 ms to 30 s, with full jitter, as client-go's reflector backs off.
+  backoff_ =
+      backoff_.count() == 0 ? std::chrono::milliseconds(250) : std::min(backoff_ * 2, kMaxBackoff);
+  std::uniform_int_distribution<int64_t> jitter(backoff_.count() / 2, backoff_.count());
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  timer.expires_after(std::chrono::milliseconds(jitter(rng_)));
+  co_await timer.async_wait(use_nothrow);
+}
+
+asio::awaitable<void> Reflector::Run() {
+  co_await ProbeBookmarkTemplate();
+  bool need_list = true;
+  while (!stopped_) {
+    if (need_list) {
+      absl::Status s = co_await ListAll();
+      if (!s.ok()) {
+        ++stats_.errors;
+        log_.Warning("upstream list failed",
+                     {{"resource", cacher_.type().GroupResource()}, {"error", ToStd(s.message())}});
+        co_await Backoff();
+        continue;
+      }
+      need_list = false;
+    }
+    const WatchEnd end = co_await WatchOnce();
+    if (end == WatchEnd::kExpired) {
+      need_list = true;  // 410: relist; the Cacher turns the difference into events.
+      log_.Info("upstream watch expired, relisting",
+                {{"resource", cacher_.type().GroupResource()}});
+    } else if (end == WatchEnd::kFailed && !stopped_) {
+      ++stats_.errors;
+      co_await Backoff();
+    }
+  }
+}
+
+asio::awaitable<absl::Status> Reflector::ListAll() {
+  const ResourceType& t = cacher_.type();
+  std::vector<ObjectPtr> objects;
+  uint64_t list_rv = 0;
+  std::string cont;
+  do {
+    // The first page is a consistent read; the rest follow its continue token (same snapshot).
+    std::string target = absl::StrCat(CollectionPath(), "?limit=500");
+    if (!cont.empty()) absl::StrAppend(&target, "&continue=", cont);
+    auto res = co_await UpstreamCall(pool_, http::verb::get, target, credentials_());
+    if (!res.ok()) co_return res.status();
+    if (res->status == 410 && !cont.empty()) {
+      objects.clear();  // The snapshot expired mid-list: start over.
+      cont.clear();
+      continue;
+    }
+    if (res->status != 200) {
+      co_return absl::UnavailableError(absl::StrCat("LIST ", CollectionPath(), ": HTTP ",
+                                                    res->status, ": ", res->body.substr(0, 300)));
+    }
+    auto page = ParseListPage(res->body);
+    if (!page.ok()) co_return page.status();
+    if (cont.empty()) list_rv = page->resource_version;
+    const std::string kind = page->kind.substr(0, page->kind.size() - 4);
+    for (std::string_view item : page->items) {
+      auto obj = CachedObject::FromJson(t, ItemToEventForm(item, kind, page->api_version));
+      if (!obj.ok()) co_return obj.status();
+      objects.push_back(*std::move(obj));
+    }
+    cont = page->continue_token;
+  } while (!cont.empty());
+  if (listed_once_) ++stats_.relists;
+  listed_once_ = true;
+  const size_t n = objects.size();
+  cacher_.Replace(std::move(objects), list_rv);
+  backoff_ = std::chrono::milliseconds(0);
+  log_.Info("cache synced", {{"resource", t.GroupResource()},
+                             {"objects", static_cast<int64_t>(n)},
+                             {"resourceVersion", static_cast<int64_t>(list_rv)}});
+  co_return absl::OkStatus();
+}
+
+asio::awaitable<Reflector::WatchEnd> Reflector::WatchOnce() {
+  // client-go's reflector picks a timeout in [5, 10) minutes; so do we.
+  std::uniform_int_distribution<int> timeout(300, 599);
+  const std::string target = absl::StrCat(
+      CollectionPath(), "?allowWatchBookmarks=true&resourceVersion=", cacher_.resource_version(),
+      "&timeoutSeconds=", timeout(rng_), "&watch=true");
+  ++stats_.watches;
+  auto opened =
+      co_await UpstreamWatch::Open(pool_, target, credentials_(), std::chrono::seconds(660));
+  if (!opened.ok()) {
+    log_.Warning("upstream watch failed", {{"resource", cacher_.type().GroupResource()},
+                                           {"error", ToStd(opened.status().message())}});
+    co_return WatchEnd::kFailed;
+  }
+  if (auto* res = std::get_if<UpstreamResponse>(&*opened)) {
+    log_.Warning("upstream watch refused",
+                 {{"resource", cacher_.type().GroupResource()}, {"status", res->status}});
+    co_return res->status == 410 ? WatchEnd::kExpired : WatchEnd::kFailed;
+  }
+  std::unique_ptr<UpstreamWatch> watch = std::move(std::get<0>(*opened));
+  active_ = watch.get();
+  struct Clear {
+    UpstreamWatch*& p;
+    ~Clear() { p = nullptr; }
+  } clear{active_};
+  for (;;) {
+    auto line = co_await watch->NextLine();
+    if (!line.ok())
+      co_return absl::IsNotFound(line.status()) ? WatchEnd::kEnded : WatchEnd::kFailed;
+    if (line->empty()) continue;
+    switch (ApplyLine(*line)) {
+      case LineResult::kEvent:
+        ++stats_.events;
+        [[fallthrough]];
+      case LineResult::kBookmark:
+        backoff_ = std::chrono::milliseconds(0);
+        break;
+      case LineResult::kExpired:
+        co_return WatchEnd::kExpired;
+      case LineResult::kFailed:
+        co_return WatchEnd::kFailed;
+    }
+  }
+}
+
+Reflector::LineResult Reflector::ApplyLine(std::string_view line) {
+  auto ev = ParseWatchLine(line);
+  if (!ev.ok()) return LineResult::kFailed;
+  if (ev->type == "BOOKMARK") {
+    cacher_.Bookmark(ev->resource_version);
+    return LineResult::kBookmark;
+  }
+  if (ev->type == "ERROR") return ev->error_code == 410 ? LineResult::kExpired : LineResult::kFailed;
+  const EventType type = ev->type == "ADDED"     ? EventType::kAdded
+                         : ev->type == "DELETED" ? EventType::kDeleted
+                                                 : EventType::kModified;
+  auto obj = CachedObject::FromJson(cacher_.type(), std::string(ev->object));
+  if (!obj.ok()) return LineResult::kFailed;
+  cacher_.Apply(type, *std::move(obj));
+  return LineResult::kEvent;
+}
+
+void Reflector::ProbeUpstreamVersion(std::function<void(std::optional<uint64_t>)> done) {
+  asio::post(exec_, [this, done = std::move(done)]() mutable {
+    if (stopped_) {
+      done(std::nullopt);
+      return;
+    }
+    probe_waiters_.push_back(std::move(done));
+    if (!probe_running_) {
+      probe_running_ = true;
+      asio::co_spawn(exec_, ProbeLoop(), asio::detached);
+    }
+  });
+}
+
+asio::awaitable<void> Reflector::ProbeLoop() {
+  asio::steady_timer timer(exec_);
+  while (!probe_waiters_.empty() && !stopped_) {
+    const auto next = last_probe_start_ + kProbeSpacing;
+    if (std::chrono::steady_clock::now() < next) {
+      timer.expires_at(next);
+      co_await timer.async_wait(use_nothrow);
+    }
+    // Everyone waiting now asked before this probe starts: it answers them all.
+    auto batch = std::move(probe_waiters_);
+    probe_waiters_.clear();
+    last_probe_start_ = std::chrono::steady_clock::now();
+    ++stats_.rv_probes;
+    std::optional<uint64_t> rv;
+    auto res = co_await UpstreamCall(pool_, http::verb::get,
+                                     absl::StrCat(CollectionPath(), "?limit=1"), credentials_(),
+                                     "", std::chrono::seconds(10));
+    if (res.ok() && res->status == 200) {
+      if (auto page = ParseListPage(res->body); page.ok()) rv = page->resource_version;
+    }
+    for (auto& done : batch) done(rv);
+  }
+  probe_running_ = false;
+}
+
+void Reflector::RequestProgress(uint64_t rv, std::chrono::milliseconds for_how_long) {
+  asio::post(exec_, [this, rv, for_how_long] {
+    if (stopped_ || cacher_.resource_version() >= rv) return;
+    progress_target_ = std::max(progress_target_, rv);
+    progress_until_ = std::max(progress_until_, std::chrono::steady_clock::now() + for_how_long);
+    if (!progress_running_) {
+      progress_running_ = true;
+      asio::co_spawn(exec_, ProgressLoop(), asio::detached);
+    }
+  });
+}
+
+asio::awaitable<void> Reflector::ProgressLoop() {
+  // A moment for the main watch first: on a busy resource the event that gets the cache there
+  // is usually already on its way.
+  asio::steady_timer timer(exec_);
+  timer.expires_after(std::chrono::milliseconds(20));
+  co_await timer.async_wait(use_nothrow);
+  int failures = 0;
+  while (!stopped_ && cacher_.resource_version() < progress_target_ &&
+         std::chrono::steady_clock::now() < progress_until_ && failures < 3) {
+    if (!co_await ProgressWatch()) {
+      ++failures;
+      timer.expires_after(std::chrono::milliseconds(100 * failures));
+      co_await timer.async_wait(use_nothrow);
+    }
+  }
+  progress_running_ = false;
+}
+
+asio::awaitable<bool> Reflector::ProgressWatch() {
+  const std::string target = absl::StrCat(
+      CollectionPath(), "?allowWatchBookmarks=true&resourceVersion=", cacher_.resource_version(),
+      "&timeoutSeconds=3&watch=true");
+  ++stats_.progress_watches;
+  auto opened =
+      co_await UpstreamWatch::Open(pool_, target, credentials_(), std::chrono::seconds(10));
+  if (!opened.ok() || opened->index() != 0) co_return false;
+  std::unique_ptr<UpstreamWatch> watch = std::move(std::get<0>(*opened));
+  progress_active_ = watch.get();
+  struct Clear {
+    UpstreamWatch*& p;
+    ~Clear() { p = nullptr; }
+  } clear{progress_active_};
+  for (;;) {
+    auto line = co_await watch->NextLine();
+    if (!line.ok()) co_return absl::IsNotFound(line.status());  // Ended without a bookmark.
+    if (line->empty()) continue;
+    switch (ApplyLine(*line)) {
+      case LineResult::kEvent:
+        if (cacher_.resource_version() >= progress_target_) co_return true;
+        break;
+      case LineResult::kBookmark:
+        co_return true;  // Dropping the connection ends the watch early.
+      case LineResult::kExpired:
+      case LineResult::kFailed:
+        co_return false;
+    }
+  }
+}
+
+asio::awaitable<void> Reflector::ProbeBookmarkTemplate() {
+  // A WatchList request selecting nothing ("-" is never a valid name) answers with just its
+  // end-of-initial-events bookmark: the exact bookmark object the apiserver writes for this
+  // kind, zero-value fields and all. Without the annotation it is our bookmark template.
+  const std::string target =
+      absl::StrCat(CollectionPath(),
+                   "?allowWatchBookmarks=true&fieldSelector=metadata.name%3D-&resourceVersionMatch="
+                   "NotOlderThan&sendInitialEvents=true&timeoutSeconds=5&watch=true");
+  auto opened =
+      co_await UpstreamWatch::Open(pool_, target, credentials_(), std::chrono::seconds(10));
+  if (!opened.ok() || opened->index() != 0) co_return;
+  auto line = co_await std::get<0>(*opened)->NextLine();
+  if (!line.ok()) co_return;
+  auto ev = ParseWatchLine(*line);
+  if (!ev.ok() || ev->type != "BOOKMARK") co_return;
+  std::string object(ev->object);
+  constexpr std::string_view kMarker = ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}";
+  if (size_t at = object.find(kMarker); at != std::string::npos) object.erase(at, kMarker.size());
+  cacher_.SetBookmarkTemplate(std::move(object));
+}
+
+}  // namespace kf

@@ -1,0 +1,102 @@
+// Reflector: the one upstream LIST + WATCH of one cached resource. Lists (paginated, consistent)
+// into the Cacher, then watches from the list's resourceVersion with bookmarks on; a watch that
+// drops or times out resumes from the cache's RV without relisting; only a 410 relists, and the
+// Cacher turns the difference into events so downstream watches continue. Backs off with
+// jitter between failures; endpoint failover is the pool's and keeps the RV.
+//
+// Also what consistent reads need (see ProbeUpstreamVersion, RequestProgress): the upstream's
+// current RV, and a way to make a quiet resource's cache prove it has reached it.
+//
+// Runs as coroutines on one io thread (its executor); uses kube-fanout's own credentials.
+#ifndef KUBE_FANOUT_SYNC_REFLECTOR_H_
+#define KUBE_FANOUT_SYNC_REFLECTOR_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+#include <random>
+#include <string>
+
+#include "cache/cacher.h"
+#include "common/log.h"
+#include "upstream/upstream_client.h"
+
+namespace kf {
+
+struct ReflectorStats {
+  std::atomic<uint64_t> events{0};
+  std::atomic<uint64_t> watches{0};  // Upstream watch requests made.
+  std::atomic<uint64_t> relists{0};  // LISTs after the first.
+  std::atomic<uint64_t> errors{0};
+  std::atomic<uint64_t> rv_probes{0};        // Coalesced current-RV probes (LIST limit=1).
+  std::atomic<uint64_t> progress_watches{0};  // Short watches opened to prove progress.
+};
+
+class Reflector {
+ public:
+  // `credentials` returns the Authorization header for kube-fanout's own requests.
+  Reflector(Cacher& cacher, UpstreamPool& pool, std::function<std::string()> credentials,
+            const Logger& log, asio::any_io_executor executor);
+
+  asio::awaitable<void> Run();
+  void Stop();  // On the reflector's thread.
+
+  // --- Consistent reads; callable from any thread ------------------------------------------
+  // Calls `done` (on the reflector's thread) with the upstream's current resourceVersion, read
+  // by a probe (a LIST with limit=1, a consistent read) that started after this call, or
+  // nullopt if the probe failed. Callers share probes: one at a time, at most one per
+  // kProbeSpacing, each answering everyone who asked before it started.
+  void ProbeUpstreamVersion(std::function<void(std::optional<uint64_t>)> done);
+  // Makes the cache reach `rv` within about two seconds even if the resource is quiet, for up
+  // to `for_how_long`: the main watch only carries this resource's events and a bookmark a
+  // minute, so a short second watch is opened from the cache's RV; the apiserver sends its
+  // events, then a bookmark 2 s before its deadline (timeoutSeconds=3 → after about 1 s), at
+  // its current RV. Every event up to that bookmark arrived on that stream, in order, so the
+  // cache may advance to it. Events both watches deliver are applied once (by RV).
+  void RequestProgress(uint64_t rv, std::chrono::milliseconds for_how_long);
+
+  const ReflectorStats& stats() const { return stats_; }
+  // The collection path, e.g. "/apis/discovery.k8s.io/v1/endpointslices".
+  std::string CollectionPath() const;
+
+ private:
+  enum class WatchEnd { kEnded, kExpired, kFailed };
+  asio::awaitable<absl::Status> ListAll();
+  asio::awaitable<WatchEnd> WatchOnce();
+  asio::awaitable<void> ProbeBookmarkTemplate();
+  asio::awaitable<void> Backoff();
+  asio::awaitable<void> ProbeLoop();
+  asio::awaitable<void> ProgressLoop();
+  asio::awaitable<bool> ProgressWatch();
+  // Applies one upstream watch line to the cache; kExpired/kFailed end the stream.
+  enum class LineResult { kEvent, kBookmark, kExpired, kFailed };
+  LineResult ApplyLine(std::string_view line);
+
+  Cacher& cacher_;
+  UpstreamPool& pool_;
+  std::function<std::string()> credentials_;
+  const Logger& log_;
+  ReflectorStats stats_;
+  std::mt19937_64 rng_{std::random_device{}()};
+  std::chrono::milliseconds backoff_{0};
+  bool stopped_ = false;
+  UpstreamWatch* active_ = nullptr;
+  UpstreamWatch* progress_active_ = nullptr;
+  bool listed_once_ = false;
+
+  // Consistent-read state; on the reflector's thread only.
+  asio::any_io_executor exec_;
+  std::vector<std::function<void(std::optional<uint64_t>)>> probe_waiters_;
+  bool probe_running_ = false;
+  std::chrono::steady_clock::time_point last_probe_start_{};
+  uint64_t progress_target_ = 0;
+  std::chrono::steady_clock::time_point progress_until_{};
+  bool progress_running_ = false;
+};
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_SYNC_REFLECTOR_H_

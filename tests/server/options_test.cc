@@ -1,0 +1,117 @@
+#include "server/options.h"
+
+#include <catch2/catch.hpp>
+#include <vector>
+
+namespace kf {
+namespace {
+
+absl::StatusOr<ProxyOptions> Parse(std::vector<const char*> args) {
+  args.insert(args.begin(), "kube-fanout");
+  return ParseFlags(static_cast<int>(args.size()), args.data());
+}
+
+TEST_CASE("Flags parse in Kubernetes style, with --upstream repeatable") {
+  auto o = Parse({"--listen=127.0.0.1:9000", "--upstream=https://a:6443", "--upstream",
+                  "https://b:6443", "--shutdown-grace-period=1m30s", "--threads=3", "--v=4"});
+  REQUIRE(o.ok());
+  CHECK(o->listen == "127.0.0.1:9000");
+  CHECK(o->upstreams == std::vector<std::string>{"https://a:6443", "https://b:6443"});
+  CHECK(o->shutdown_grace_period == absl::Seconds(90));
+  CHECK(o->threads == 3);
+  CHECK(o->verbosity == 4);
+}
+
+TEST_CASE("Without any listener flag kube-fanout listens on 127.0.0.1:8001") {
+  auto o = Parse({});
+  REQUIRE(o.ok());
+  CHECK(o->listen == "127.0.0.1:8001");
+  CHECK(o->secure_listen.empty());
+}
+
+TEST_CASE("Unknown flags and bad values are errors with the flag named") {
+  auto unknown = Parse({"--no-such-flag=1"});
+  CHECK(unknown.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(unknown.status().message()).find("no-such-flag") != std::string::npos);
+  auto bad = Parse({"--shutdown-grace-period=soon"});
+  CHECK(std::string(bad.status().message()).find("shutdown-grace-period") != std::string::npos);
+}
+
+TEST_CASE("Validate insists on certificate and key for --secure-listen") {
+  auto o = Parse({"--secure-listen=127.0.0.1:8443"});
+  REQUIRE(o.ok());
+  CHECK(Validate(*o).code() == absl::StatusCode::kInvalidArgument);
+  o->tls_cert_file = "c.pem";
+  o->tls_private_key_file = "k.pem";
+  CHECK(Validate(*o).ok());
+  o->listen = "nope";
+  CHECK_FALSE(Validate(*o).ok());
+}
+
+TEST_CASE("HostPort accepts IPv4, bracketed IPv6 and an empty host") {
+  CHECK(HostPort::Parse("127.0.0.1:80")->port == 80);
+  CHECK(HostPort::Parse("[::1]:8443")->host == "::1");
+  CHECK(HostPort::Parse(":8001")->host == "0.0.0.0");
+  CHECK_FALSE(HostPort::Parse("localhost").ok());
+  CHECK_FALSE(HostPort::Parse("a:99999").ok());
+}
+
+TEST_CASE("The help text lists every flag") {
+  const std::string help = HelpText();
+  for (const char* flag : {"--listen",
+                           "--secure-listen",
+                           "--tls-cert-file",
+                           "--tls-private-key-file",
+                           "--kubeconfig",
+                           "--context",
+                           "--upstream",
+                           "--upstream-ca-file",
+                           "--upstream-token-file",
+                           "--upstream-insecure-skip-tls-verify",
+                           "--upstream-dial-timeout",
+                           "--threads",
+                           "--shutdown-grace-period",
+                           "--v",
+                           "--version",
+                           "--help",
+                           "--cache-resources",
+                           "--watch-cache-window-bytes",
+                           "--watcher-max-queue-bytes",
+                           "--watch-bookmark-interval"}) {
+    INFO(flag);
+    CHECK(help.find(flag) != std::string::npos);
+  }
+}
+
+TEST_CASE("Upstream flags win over the kubeconfig's server, keeping its trust settings") {
+  auto o = Parse({"--upstream=https://10.0.0.1:6443", "--upstream-token-file=/tmp/t"});
+  REQUIRE(o.ok());
+  auto cfg = ResolveUpstream(*o);
+  REQUIRE(cfg.ok());
+  REQUIRE(cfg->endpoints.size() == 1);
+  CHECK(cfg->endpoints[0].host == "10.0.0.1");
+  CHECK(cfg->token_file == "/tmp/t");
+}
+
+}  // namespace
+}  // namespace kf
+
+namespace kf {
+namespace {
+
+TEST_CASE("An empty cache-resources flag turns the cache off and a list replaces the default") {
+  auto none = Parse({"--cache-resources="});
+  REQUIRE(none.ok());
+  CHECK(none->cache_resources_set);
+  CHECK(none->cache_resources.empty());
+  auto some = Parse({"--cache-resources=pods, endpointslices.discovery.k8s.io/v1"});
+  REQUIRE(some.ok());
+  CHECK(some->cache_resources ==
+        std::vector<std::string>{"pods", "endpointslices.discovery.k8s.io/v1"});
+  auto unset = Parse({});
+  REQUIRE(unset.ok());
+  CHECK_FALSE(unset->cache_resources_set);
+}
+
+}  // namespace
+}  // namespace kf

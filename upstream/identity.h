@@ -1,0 +1,57 @@
+// WhoAmI: the user behind a request's credentials, for admission's flows (ByUser) and rules
+// (users, groups). kube-fanout asks the apiserver with the client's own credentials
+// (a SelfSubjectReview, authentication.k8s.io/v1) and caches the answer per credential, as the
+// apiserver's webhook token authenticator caches. No credentials, or ones the apiserver
+// rejects: unknown (admission then uses the user agent and address).
+//
+// One per worker thread; not thread-safe. Bounded.
+#ifndef KUBE_FANOUT_UPSTREAM_IDENTITY_H_
+#define KUBE_FANOUT_UPSTREAM_IDENTITY_H_
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "common/single_flight.h"
+#include "upstream/upstream_pool.h"
+
+namespace kf {
+
+struct UserInfo {
+  std::string username;
+  std::vector<std::string> groups;
+};
+
+class WhoAmI {
+ public:
+  WhoAmI(std::chrono::seconds ttl, std::chrono::seconds negative_ttl, size_t max_entries)
+      : ttl_(ttl), negative_ttl_(negative_ttl), max_entries_(max_entries) {}
+
+  // nullopt: unknown (no credentials, rejected, or the upstream unreachable).
+  asio::awaitable<std::optional<UserInfo>> Lookup(UpstreamPool& pool,
+                                                  const std::string& authorization);
+  uint64_t reviews() const { return reviews_; }
+
+  // Parses a SelfSubjectReview response body.
+  static std::optional<UserInfo> ParseReview(std::string_view body);
+
+ private:
+  asio::awaitable<std::optional<UserInfo>> Review(UpstreamPool& pool,
+                                                  const std::string& authorization);
+
+  struct Entry {
+    std::optional<UserInfo> user;
+    std::chrono::steady_clock::time_point expires;
+  };
+  std::chrono::seconds ttl_, negative_ttl_;
+  size_t max_entries_;
+  absl::flat_hash_map<std::string, Entry> entries_;
+  SingleFlight<std::optional<UserInfo>> flights_;  // Lookups on their way.
+  uint64_t reviews_ = 0;
+};
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_UPSTREAM_IDENTITY_H_

@@ -1,0 +1,68 @@
+// UpstreamClient: kube-fanout's own requests to the upstream (the cache's LIST and WATCH, RV
+// probes) and authorization checks made with a client's credentials. Requests go through an
+// UpstreamPool (keep-alive reuse, endpoint failover).
+//
+// Credentials are explicit per call: `authorization` is the Authorization header to send —
+// kube-fanout's own bearer token for cache requests (and its client certificate, through the
+// pool's TLS context), or a client's own header for checks made on that client's behalf.
+// Used from the io thread that owns the pool.
+#ifndef KUBE_FANOUT_UPSTREAM_UPSTREAM_CLIENT_H_
+#define KUBE_FANOUT_UPSTREAM_UPSTREAM_CLIENT_H_
+
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/any_stream.h"
+#include "edge/request_parser.h"
+#include "upstream/upstream_pool.h"
+
+namespace kf {
+
+namespace http = beast::http;
+
+struct UpstreamResponse {
+  int status = 0;
+  std::string body;
+  std::string content_type;
+};
+
+// One request, response read whole. Unavailable when no endpoint answers.
+asio::awaitable<absl::StatusOr<UpstreamResponse>> UpstreamCall(
+    UpstreamPool& pool, http::verb method, std::string target, std::string authorization,
+    std::string body = "", std::chrono::seconds timeout = std::chrono::seconds(60));
+
+// An open upstream watch, read one event line at a time.
+class UpstreamWatch {
+ public:
+  // Opens `target` (a watch URL). A non-200 answer comes back as a response, not a watch.
+  static asio::awaitable<
+      absl::StatusOr<std::variant<std::unique_ptr<UpstreamWatch>, UpstreamResponse>>>
+  Open(UpstreamPool& pool, std::string target, std::string authorization,
+       std::chrono::seconds idle_timeout);
+
+  // The next line (without '\n'); NotFound at the clean end of the stream.
+  asio::awaitable<absl::StatusOr<std::string>> NextLine();
+
+  // Abandons the stream (pending reads end with an error).
+  void Cancel() { stream_->Cancel(); }
+
+ private:
+  UpstreamWatch(std::unique_ptr<AnyStream> stream, std::chrono::seconds idle)
+      : stream_(std::move(stream)), idle_(idle) {}
+
+  std::unique_ptr<AnyStream> stream_;
+  beast::flat_buffer buffer_;
+  BoundedParser<false, http::buffer_body> parser_;
+  std::string pending_;  // Bytes after the last complete line.
+  std::chrono::seconds idle_;
+};
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_UPSTREAM_UPSTREAM_CLIENT_H_
