@@ -18,7 +18,7 @@ CacheWatcher::Batch CacheWatcher::Take() {
   b.bytes = queued_bytes_;
   b.last_rv = last_rv_;
   b.closed = closed_;
-  b.close_reason = close_reason_;
+  b.close_cause = close_cause_;
   queued_bytes_ = 0;
   last_rv_ = 0;
   pending_notify_ = false;
@@ -33,7 +33,7 @@ bool CacheWatcher::Push(std::vector<Piece> pieces, size_t bytes, uint64_t rv) {
     queue_.clear();
     queued_bytes_ = 0;
     closed_ = true;
-    close_reason_ = "too slow";
+    close_cause_ = CloseCause::kTooSlow;
   } else {
     for (Piece& p : pieces) queue_.push_back(std::move(p));
     queued_bytes_ += bytes;
@@ -44,11 +44,11 @@ bool CacheWatcher::Push(std::vector<Piece> pieces, size_t bytes, uint64_t rv) {
   return notify;
 }
 
-bool CacheWatcher::Close(std::string reason) {
+bool CacheWatcher::Close() {
   absl::MutexLock lock(&mu_);
   if (closed_) return false;
   closed_ = true;
-  close_reason_ = std::move(reason);
+  close_cause_ = CloseCause::kEnded;
   const bool notify = !pending_notify_;
   pending_notify_ = true;
   return notify;

@@ -41,21 +41,25 @@ class CacheWatcher {
 
   const WatchFilter& filter() const { return filter_; }
 
+  // Why a watcher closed: cut for not reading (its queue passed the budget), or ended by the
+  // cache (shutdown).
+  enum class CloseCause { kOpen, kTooSlow, kEnded };
+
   struct Batch {
     std::vector<Piece> pieces;
     size_t bytes = 0;
     uint64_t last_rv = 0;  // RV of the newest event taken (0: none).
     bool closed = false;   // No more events will come.
-    std::string close_reason;
+    CloseCause close_cause = CloseCause::kOpen;
   };
   // Takes everything queued (consumer side).
   Batch Take();
 
   // Producer side: appends one event's frame. Returns true when the consumer must be notified.
-  // Past the byte budget the queue is dropped and the watcher closed ("too slow").
+  // Past the byte budget the queue is dropped and the watcher closed (kTooSlow).
   bool Push(std::vector<Piece> pieces, size_t bytes, uint64_t rv);
   // Closes the watcher (cache gone, relist, shutdown). Returns true when a notify is due.
-  bool Close(std::string reason);
+  bool Close();
   bool closed() const;
 
   size_t queued_bytes() const;
@@ -80,7 +84,7 @@ class CacheWatcher {
   uint64_t last_rv_ ABSL_GUARDED_BY(mu_) = 0;
   bool pending_notify_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  std::string close_reason_ ABSL_GUARDED_BY(mu_);
+  CloseCause close_cause_ ABSL_GUARDED_BY(mu_) = CloseCause::kOpen;
 
  public:
   void Notify() const { notify_(); }

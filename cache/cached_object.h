@@ -30,6 +30,11 @@ struct ResourceType {
   bool list_items_have_type_meta = false;  // True for custom resources (unstructured).
 
   std::string ApiVersion() const { return group.empty() ? version : group + "/" + version; }
+  // The field kubelets select pods by, indexed for watches and lists so an event or a list
+  // visits one node's objects and watchers; "" for other kinds. The one index rule.
+  std::string NodeNameIndexField() const {
+    return group.empty() && resource == "pods" ? "spec.nodeName" : "";
+  }
   std::string GroupResource() const { return group.empty() ? resource : resource + "." + group; }
   // What field selectors may name for this type. Custom resources get metadata fields only
   // (their CRD's selectableFields are not read yet).

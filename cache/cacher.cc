@@ -8,11 +8,6 @@
 namespace kf {
 namespace {
 
-// The field kubelets select pods by; indexed so an event visits one node's watchers.
-std::string IndexedNodeField(const ResourceType& type) {
-  return type.group.empty() && type.resource == "pods" ? "spec.nodeName" : "";
-}
-
 // Appends what `event` means to a watcher with `filter`, applying selector transitions: entering
 // the selection is ADDED, leaving it is DELETED with the previous state at the event's RV
 // (cache_watcher.go, convertToWatchEvent). False when the event does not concern the watcher.
@@ -50,7 +45,7 @@ Cacher::Cacher(ResourceType type, EventRingLimits limits, std::function<Clock::t
     : type_(std::move(type)),
       now_(std::move(now)),
       ring_(limits),
-      watchers_(IndexedNodeField(type_)) {}
+      watchers_(type_.NodeNameIndexField()) {}
 
 void Cacher::Finish(const std::vector<CacheWatcher*>& notify,
                     std::vector<std::function<void()>>& ready) {
@@ -337,12 +332,12 @@ void Cacher::RemoveWatcher(CacheWatcher* watcher) {
   watchers_.Remove(watcher);
 }
 
-void Cacher::CloseAll(const std::string& reason) {
+void Cacher::CloseAll() {
   std::vector<CacheWatcher*> notify;
   {
     absl::MutexLock lock(&mu_);
     watchers_.ForEach([&](const std::shared_ptr<CacheWatcher>& w) {
-      if (w->Close(reason)) notify.push_back(w.get());
+      if (w->Close()) notify.push_back(w.get());
     });
   }
   std::vector<std::function<void()>> none;

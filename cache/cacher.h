@@ -116,7 +116,7 @@ class Cacher {
   absl::StatusOr<std::shared_ptr<CacheWatcher>> Watch(WatchRequest request);
   void RemoveWatcher(CacheWatcher* watcher);
   // Closes every watcher (shutdown).
-  void CloseAll(const std::string& reason);
+  void CloseAll();
 
   // A BOOKMARK frame at `rv`, built once per RV and shared.
   std::shared_ptr<const std::string> BookmarkFrame(uint64_t rv,

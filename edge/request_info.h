@@ -43,6 +43,13 @@ struct RequestInfo {
 
   // "pods", "deployments.apps", ... : resource and group, as the apiserver names them in messages.
   std::string GroupResource() const;
+  // Events, core or events.k8s.io (a separate upstream may carry them; the spam filter judges
+  // their creations).
+  bool IsEvents() const { return IsEventsResource(api_group, resource); }
+  bool IsEventCreation() const { return verb == "create" && IsEvents(); }
+  static bool IsEventsResource(std::string_view group, std::string_view resource) {
+    return resource == "events" && (group.empty() || group == "events.k8s.io");
+  }
 };
 
 }  // namespace kf

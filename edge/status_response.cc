@@ -2,7 +2,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "cache/labels.h"  // GoQuote
+#include "common/go_text.h"
 #include "common/json.h"
 #include "common/strings.h"
 

@@ -6,17 +6,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
-#include "passthrough/hop_by_hop.h"
+#include "edge/hop_by_hop.h"
+#include "edge/representation.h"
 
 namespace kf {
-
-bool PrettyUserAgent(std::string_view ua) {
-  // apiserver handlers/responsewriters: pretty for curl, wget and browsers.
-  for (std::string_view p : {"curl", "Wget", "Mozilla/"}) {
-    if (ua.substr(0, p.size()) == p) return true;
-  }
-  return false;
-}
 
 std::string CoalesceKey(std::string_view method, std::string_view target,
                         const boost::beast::http::fields& fields) {

@@ -43,9 +43,6 @@ using CapturedPtr = std::shared_ptr<const CapturedResponse>;
 std::string CoalesceKey(std::string_view method, std::string_view target,
                         const boost::beast::http::fields& fields);
 
-// The apiserver pretty-prints JSON for these user agents (curl, Wget, browsers) and on ?pretty.
-bool PrettyUserAgent(std::string_view user_agent);
-
 class Coalescer {
  public:
   struct Flight;

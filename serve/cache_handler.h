@@ -1,68 +1,51 @@
-// CacheHandler: answers LIST, GET and WATCH of a cached resource from its Cacher, with the
-// apiserver's semantics and wire format, after the apiserver has confirmed (AccessReview) that
-// the client may make the request. Anything it cannot answer exactly (paginated or Exact-RV
-// LISTs, protobuf-only or Table/metadata requests, pretty output, invalid parameters, selector
-// errors, denied or unknown access) it declines, and the request passes through; the apiserver
-// then answers it itself.
+// CacheHandler: answers LIST, GET and WATCH of a cached resource from its Cacher with the
+// apiserver's semantics and wire format, after the apiserver has confirmed (AccessReview, with
+// the client's own credentials) that the client may make the request. What it cannot answer
+// exactly it declines (Serve returns false, nothing written) and the request passes through.
 //
-// Runs inside an HttpSession's coroutine on its worker thread.
+//   Cacheable? ─► FilterFor ─► AccessReview ─► watch: ServeWatch (watch_stream.h)
+//                                          ├─► get:   RequiredVersion ─► WriteObject
+//                                          └─► list:  PlanList ─► RequiredVersion ─► WriteList
+//
+// One per worker thread (the pool, the access-review cache and the Wakeups are that thread's).
 #ifndef KUBE_FANOUT_SERVE_CACHE_HANDLER_H_
 #define KUBE_FANOUT_SERVE_CACHE_HANDLER_H_
 
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http/fields.hpp>
-#include <optional>
-
-#include "cache/cacher.h"
-#include "upstream/access_review.h"
-#include "common/any_stream.h"
-#include "sync/reflector.h"
+#include "edge/filter.h"
+#include "serve/serve_stats.h"
 #include "serve/wakeups.h"
-#include "edge/request_info.h"
+#include "serve/watch_stream.h"
+#include "sync/cached_resources.h"
+#include "upstream/access_review.h"
 #include "upstream/upstream_pool.h"
 
 namespace kf {
 
-struct CacheServeStats {
-  std::atomic<uint64_t> lists{0}, gets{0}, watches{0}, declined{0};
-  std::atomic<uint64_t> bytes_written{0}, events_written{0};
-  std::atomic<int64_t> open_watches{0};
+class CacheHandler : public Handler {
+ public:
+  // `pool`: connections without an identity, for access reviews with the client's header.
+  CacheHandler(const CachedResources& cache, UpstreamPool& pool, AccessReview& access,
+               Wakeups& wakeups, CacheServeStats& stats, WatchOptions options)
+      : cache_(cache),
+        pool_(pool),
+        access_(access),
+        wakeups_(wakeups),
+        stats_(stats),
+        options_(options) {}
+
+  asio::awaitable<bool> Serve(Exchange& x) override;
+
+ private:
+  asio::awaitable<bool> ServeRead(Exchange& x, const CachedResources::Entry& entry,
+                                  const WatchFilter& filter);
+
+  const CachedResources& cache_;
+  UpstreamPool& pool_;
+  AccessReview& access_;
+  Wakeups& wakeups_;
+  CacheServeStats& stats_;
+  WatchOptions options_;
 };
-
-struct CacheRequest {
-  AnyStream& client;
-  beast::flat_buffer& client_buffer;
-  const boost::beast::http::fields& headers;
-  const RequestInfo& info;
-  Cacher& cacher;
-  Reflector& reflector;            // Current-RV probes and progress for consistent reads.
-  UpstreamPool& own_pool;          // kube-fanout's identity.
-  UpstreamPool& passthrough_pool;  // no identity: access reviews with the client's header.
-  AccessReview& access;
-  Wakeups& wakeups;  // The session thread's (per-thread dispatch).
-  CacheServeStats& stats;
-  const bool& stopping;
-  std::function<std::string()> own_credentials;
-  size_t watcher_max_queue_bytes;
-  int64_t bookmark_interval_ms;
-};
-
-struct CacheOutcome {
-  int status = 0;
-  uint64_t bytes = 0;
-  bool keep_alive = false;
-  std::string error;
-};
-
-// When a watch with ?timeoutSeconds=`timeout_seconds` (0 if absent) started at `now` ends, as
-// the apiserver's watch handler decides it, without overflowing the clock.
-std::chrono::steady_clock::time_point WatchDeadline(std::chrono::steady_clock::time_point now,
-                                                   int64_t timeout_seconds);
-
-// nullopt: declined, pass the request through. `stop_hook` is set while a watch runs (see
-// RelayRequest::stop_hook).
-asio::awaitable<std::optional<CacheOutcome>> ServeFromCache(CacheRequest& request,
-                                                            std::function<void()>& stop_hook);
 
 }  // namespace kf
 

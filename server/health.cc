@@ -21,23 +21,39 @@ void HealthChecks::Add(std::string name, std::vector<Endpoint> endpoints, Check 
   checks_.push_back(Entry{std::move(name), std::move(endpoints), std::move(check)});
 }
 
-std::optional<HealthChecks::Response> HealthChecks::Handle(std::string_view path,
-                                                           const Query& query) const {
-  struct Known {
-    std::string_view prefix;
-    Endpoint endpoint;
-  };
-  for (const Known& k : {Known{"/healthz", Endpoint::kHealthz}, Known{"/livez", Endpoint::kLivez},
-                         Known{"/readyz", Endpoint::kReadyz}}) {
+namespace {
+
+struct Known {
+  std::string_view prefix;
+  HealthChecks::Endpoint endpoint;
+};
+constexpr Known kKnown[] = {{"/healthz", HealthChecks::Endpoint::kHealthz},
+                            {"/livez", HealthChecks::Endpoint::kLivez},
+                            {"/readyz", HealthChecks::Endpoint::kReadyz}};
+
+// The endpoint `path` names and the rest of it ("" or a check's name); nullopt: none.
+std::optional<std::pair<Known, absl::string_view>> Match(std::string_view path) {
+  for (const Known& k : kKnown) {
     absl::string_view rest = ToAbsl(path);
     if (!absl::ConsumePrefix(&rest, ToAbsl(k.prefix))) continue;
     if (!rest.empty() && rest != "/" && rest.front() != '/') continue;
     absl::ConsumePrefix(&rest, "/");
     absl::ConsumeSuffix(&rest, "/");
-    const bool verbose = query.Has("verbose");
-    return Run(k.endpoint, k.prefix.substr(1), ToStd(rest), verbose, query);
+    return std::pair{k, rest};
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+bool HealthChecks::Serves(std::string_view path) { return Match(path).has_value(); }
+
+std::optional<HealthChecks::Response> HealthChecks::Handle(std::string_view path,
+                                                           const Query& query) const {
+  auto match = Match(path);
+  if (!match) return std::nullopt;
+  const auto& [known, rest] = *match;
+  return Run(known.endpoint, known.prefix.substr(1), ToStd(rest), query.Has("verbose"), query);
 }
 
 HealthChecks::Response HealthChecks::Run(Endpoint endpoint, std::string_view endpoint_name,

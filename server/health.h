@@ -40,6 +40,8 @@ class HealthChecks {
   };
   // The answer for `path` if it is one of ours, else nullopt.
   std::optional<Response> Handle(std::string_view path, const Query& query) const;
+  // Whether `path` is one of the endpoints (Handle answers it).
+  static bool Serves(std::string_view path);
 
  private:
   struct Entry {

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
-#include "serve/cache_handler.h"
+#include "serve/serve_stats.h"
 #include "sync/cached_resources.h"
 
 namespace kf {
@@ -50,14 +50,12 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
                           const RouteStats& routes, int64_t open_connections) {
   Writer w;
   w.Family("kube_fanout_requests_total", "counter", "Requests by how they were answered.");
-  for (auto [route, n] : {std::pair<const char*, uint64_t>{"cache", routes.cache.load()},
-                          {"passthrough", routes.passthrough.load()},
-                          {"tunnel", routes.tunnel.load()},
-                          {"local", routes.local.load()},
-                          {"coalesced", routes.coalesced.load()},
-                          {"rejected", routes.rejected.load()}}) {
-    w.Sample("kube_fanout_requests_total", absl::StrCat("route=\"", route, "\""),
-             static_cast<double>(n));
+  for (size_t i = 0; i < static_cast<size_t>(Answer::kCount); ++i) {
+    const auto answer = static_cast<Answer>(i);
+    // The log says "reject"; the metric's label has always said "rejected".
+    const std::string_view route = answer == Answer::kRejected ? "rejected" : AnswerName(answer);
+    w.Sample("kube_fanout_requests_total", Label("route", route),
+             static_cast<double>(routes.count(answer)));
   }
   w.Family("kube_fanout_upstream_unavailable_total", "counter",
            "Requests answered 503 because no upstream endpoint answered.");

@@ -7,18 +7,13 @@
 #include <cstdint>
 #include <string>
 
+#include "edge/exchange.h"
 #include "ratelimit/admission.h"
 
 namespace kf {
 
 class CachedResources;
 struct CacheServeStats;
-
-// Requests by how they were answered.
-struct RouteStats {
-  std::atomic<uint64_t> cache{0}, passthrough{0}, tunnel{0}, local{0}, coalesced{0}, rejected{0};
-  std::atomic<uint64_t> upstream_unavailable{0};
-};
 
 std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& serve,
                           const RouteStats& routes, int64_t open_connections);

@@ -1,5 +1,8 @@
 #include "server/server.h"
 
+#include "edge/http_session.h"
+#include "server/metrics.h"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -107,43 +110,7 @@ absl::Status Server::Start() {
     event_filter_ = std::make_unique<ratelimit::EventSpamFilter>(
         ratelimit::EventSpamFilter::Options{});
   }
-  env_ = std::make_unique<SessionEnv>(SessionEnv{
-      log_, health_, active_sessions_, cache_.get(), cache_stats_,
-      [creds = own_credentials_.get()] { return creds->Header(); },
-      static_cast<size_t>(options_.watcher_max_queue_bytes),
-      absl::ToInt64Milliseconds(options_.watch_bookmark_interval), route_stats_,
-      [this] {
-        std::string out =
-            RenderMetrics(cache_.get(), cache_stats_, route_stats_, active_sessions_.load());
-        if (admission_) {
-          out += RenderAdmissionMetrics(*admission_, passthrough_in_flight_.load(),
-                                        passthrough_rejected_.load());
-        }
-        if (coalescer_) {
-          out += absl::StrCat(
-              "# HELP kube_fanout_passthrough_coalesced_total Passthrough reads answered with "
-              "an identical concurrent request's upstream response.\n"
-              "# TYPE kube_fanout_passthrough_coalesced_total counter\n"
-              "kube_fanout_passthrough_coalesced_total ",
-              coalescer_->coalesced(), "\n");
-        }
-        if (event_filter_) {
-          out += absl::StrCat(
-              "# HELP kube_fanout_event_spam_rejected_total Event creations refused (429) by "
-              "the per-source, per-object spam filter.\n"
-              "# TYPE kube_fanout_event_spam_rejected_total counter\n"
-              "kube_fanout_event_spam_rejected_total ",
-              event_filter_->rejected(),
-              "\n# HELP kube_fanout_event_spam_allowed_total Event creations the spam filter "
-              "let through.\n# TYPE kube_fanout_event_spam_allowed_total counter\n"
-              "kube_fanout_event_spam_allowed_total ",
-              event_filter_->allowed(), "\n");
-        }
-        return out;
-      },
-      admission_.get(), passthrough_in_flight_, options_.max_passthrough_in_flight,
-      passthrough_rejected_, event_filter_.get(), coalescer_.get()});
-
+  BuildSharedStages();
   if (!options_.secure_listen.empty()) {
     server_tls_ = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
     server_tls_->set_options(asio::ssl::context::default_workarounds |
@@ -191,6 +158,8 @@ absl::Status Server::Start() {
         std::make_unique<Worker>(upstream_, *passthrough_tls_, *own_tls_, dial, events));
   }
   session_workers_ = workers_.size();
+  const SharedStages shared = Stages();
+  for (auto& w : workers_) w->BuildPipeline(shared, log_, route_stats_);
   if (cache_) {
     workers_.push_back(
         std::make_unique<Worker>(upstream_, *passthrough_tls_, *own_tls_, dial, events));
@@ -226,14 +195,72 @@ absl::Status Server::Start() {
   return absl::OkStatus();
 }
 
+void Server::BuildSharedStages() {
+  local_ = std::make_unique<LocalHandler>(health_, [this] { return RenderAllMetrics(); });
+  if (admission_) admission_filter_ = std::make_unique<AdmissionFilter>(*admission_);
+  if (coalescer_) coalescing_filter_ = std::make_unique<CoalescingFilter>(*coalescer_);
+  if (options_.max_passthrough_in_flight > 0) {
+    in_flight_cap_ = std::make_unique<InFlightCap>(options_.max_passthrough_in_flight);
+  }
+  if (event_filter_) event_spam_gate_ = std::make_unique<EventSpamGate>(*event_filter_);
+}
+
+SharedStages Server::Stages() {
+  SharedStages s;
+  s.local = local_.get();
+  s.admission = admission_filter_.get();
+  s.expect_continue = &continue_filter_;
+  s.coalescing = coalescing_filter_.get();
+  s.in_flight = in_flight_cap_.get();
+  s.event_spam = event_spam_gate_.get();
+  s.cache = cache_.get();
+  s.cache_stats = &cache_stats_;
+  s.watch.max_queue_bytes = static_cast<size_t>(options_.watcher_max_queue_bytes);
+  s.watch.bookmark_interval =
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.watch_bookmark_interval));
+  return s;
+}
+
+std::string Server::RenderAllMetrics() const {
+  std::string out =
+      RenderMetrics(cache_.get(), cache_stats_, route_stats_, active_sessions_.load());
+  if (admission_) {
+    out += RenderAdmissionMetrics(*admission_, in_flight_cap_ ? in_flight_cap_->in_flight() : 0,
+                                  in_flight_cap_ ? in_flight_cap_->rejected() : 0);
+  }
+  if (coalescer_) {
+    out += absl::StrCat(
+        "# HELP kube_fanout_passthrough_coalesced_total Passthrough reads answered with "
+        "an identical concurrent request's upstream response.\n"
+        "# TYPE kube_fanout_passthrough_coalesced_total counter\n"
+        "kube_fanout_passthrough_coalesced_total ",
+        coalescer_->coalesced(), "\n");
+  }
+  if (event_filter_) {
+    out += absl::StrCat(
+        "# HELP kube_fanout_event_spam_rejected_total Event creations refused (429) by "
+        "the per-source, per-object spam filter.\n"
+        "# TYPE kube_fanout_event_spam_rejected_total counter\n"
+        "kube_fanout_event_spam_rejected_total ",
+        event_filter_->rejected(),
+        "\n# HELP kube_fanout_event_spam_allowed_total Event creations the spam filter "
+        "let through.\n# TYPE kube_fanout_event_spam_allowed_total counter\n"
+        "kube_fanout_event_spam_allowed_total ",
+        event_filter_->allowed(), "\n");
+  }
+  return out;
+}
+
 Worker& Server::NextWorker() {
   // The worker with the fewest connections: watches live long, so accept order alone can pile
   // one kind of watcher onto one thread.
   Worker* best = workers_[0].get();
   for (size_t i = 1; i < session_workers_; ++i) {
-    if (workers_[i]->connections() < best->connections()) best = workers_[i].get();
+    if (workers_[i]->sessions().connections() < best->sessions().connections()) {
+      best = workers_[i].get();
+    }
   }
-  best->AddConnection();
+  best->sessions().AddConnection();
   return *best;
 }
 
@@ -260,10 +287,11 @@ asio::awaitable<void> Server::AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool
       auto stream =
           tls ? std::make_unique<AnyStream>(AnyStream::TlsStream(std::move(tcp), *server_tls_))
               : std::make_unique<AnyStream>(std::move(tcp));
-      auto session =
-          std::make_shared<HttpSession>(std::move(stream), std::move(remote), worker, *env_);
+      auto session = std::make_shared<HttpSession>(std::move(stream), std::move(remote),
+                                                   worker.pipeline(), worker.sessions(),
+                                                   active_sessions_, log_);
       if (shutting_down_) return;  // The session's end uncounts the connection.
-      session->Start();
+      session->Start(worker.ioc().get_executor());
     });
   }
 }
@@ -291,7 +319,7 @@ void Server::BeginShutdown(int signal) {
   tls_acceptor_.close(ignored);
   if (cache_) cache_->Stop();
   for (auto& w : workers_) {
-    asio::post(w->ioc(), [worker = w.get()] { worker->StopSessions(); });
+    asio::post(w->ioc(), [worker = w.get()] { worker->sessions().StopAll(); });
   }
   asio::co_spawn(main_ioc_, Drain(), asio::detached);
 }
@@ -336,7 +364,7 @@ asio::awaitable<void> Server::Drain() {
     co_await timer.async_wait(use_nothrow);
     // Sessions accepted during the signal race are stopped too.
     for (auto& w : workers_) {
-      asio::post(w->ioc(), [worker = w.get()] { worker->StopSessions(); });
+      asio::post(w->ioc(), [worker = w.get()] { worker->sessions().StopAll(); });
     }
   }
   const int64_t left = active_sessions_.load();

@@ -17,11 +17,18 @@
 
 #include "absl/status/status.h"
 #include "common/log.h"
+#include "filters/admission_filter.h"
+#include "filters/continue_filter.h"
+#include "filters/event_spam_gate.h"
+#include "filters/in_flight_cap.h"
+#include "passthrough/coalescing_filter.h"
 #include "server/health.h"
-#include "edge/http_session.h"
+#include "server/local_handler.h"
 #include "server/options.h"
-#include "upstream/own_credentials.h"
 #include "server/worker.h"
+#include "serve/serve_stats.h"
+#include "sync/cached_resources.h"
+#include "upstream/own_credentials.h"
 #include "ratelimit/admission.h"
 #include "ratelimit/event_filter.h"
 
@@ -54,6 +61,10 @@ class Server {
   // Expires queued requests; re-reads --admission-config when it changes.
   asio::awaitable<void> AdmissionLoop();
   Worker& NextWorker();
+  // The pipeline's stages every worker shares, built once from the options.
+  void BuildSharedStages();
+  SharedStages Stages();
+  std::string RenderAllMetrics() const;
 
   ProxyOptions options_;
   UpstreamConfig upstream_;
@@ -67,11 +78,15 @@ class Server {
   std::unique_ptr<Coalescer> coalescer_;
   std::optional<UpstreamConfig> events_upstream_;  // --events-upstream.
   std::string admission_config_text_;  // What the admission configuration was read from.
-  std::atomic<int64_t> passthrough_in_flight_{0};
-  std::atomic<uint64_t> passthrough_rejected_{0};
+  // The pipeline's shared stages (each worker adds its own: identity, cache, relay).
+  std::unique_ptr<LocalHandler> local_;
+  std::unique_ptr<AdmissionFilter> admission_filter_;
+  ContinueFilter continue_filter_;
+  std::unique_ptr<CoalescingFilter> coalescing_filter_;
+  std::unique_ptr<InFlightCap> in_flight_cap_;
+  std::unique_ptr<EventSpamGate> event_spam_gate_;
   std::unique_ptr<OwnCredentials> own_credentials_;
   std::unique_ptr<CachedResources> cache_;
-  std::unique_ptr<SessionEnv> env_;
   asio::io_context main_ioc_{1};
   asio::ip::tcp::acceptor plain_acceptor_{main_ioc_};
   asio::ip::tcp::acceptor tls_acceptor_{main_ioc_};

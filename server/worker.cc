@@ -1,9 +1,8 @@
 #include "server/worker.h"
 
-#include <boost/asio/post.hpp>
-#include <vector>
-
-#include "edge/http_session.h"
+#include "filters/identity_filter.h"
+#include "passthrough/relay.h"
+#include "server/local_handler.h"
 
 namespace kf {
 
@@ -24,6 +23,35 @@ Worker::~Worker() {
   Join();
 }
 
+void Worker::BuildPipeline(const SharedStages& shared, const Logger& log, RouteStats& stats) {
+  PipelineStages stages;
+  stages.local = shared.local;
+  if (shared.local != nullptr) stages.routes.is_local = &LocalHandler::Serves;
+  if (shared.admission != nullptr || shared.event_spam != nullptr) {
+    own_filters_.push_back(std::make_unique<IdentityFilter>(
+        who_am_i_, pool_, shared.admission != nullptr, shared.event_spam != nullptr));
+    stages.front.push_back(own_filters_.back().get());
+  }
+  for (Filter* f : {shared.admission, shared.expect_continue}) {
+    if (f != nullptr) stages.front.push_back(f);
+  }
+  for (Filter* f : {shared.coalescing, shared.in_flight, shared.event_spam}) {
+    if (f != nullptr) stages.passthrough.push_back(f);
+  }
+  if (shared.cache != nullptr) {
+    const CachedResources* cache = shared.cache;
+    stages.routes.is_cached = [cache](const RequestInfo& info) {
+      return cache->Find(info) != nullptr;
+    };
+    own_handlers_.push_back(std::make_unique<CacheHandler>(*cache, pool_, access_, wakeups_,
+                                                           *shared.cache_stats, shared.watch));
+    stages.cache = own_handlers_.back().get();
+  }
+  own_handlers_.push_back(std::make_unique<Relay>(pool_, events_pool()));
+  stages.relay = own_handlers_.back().get();
+  pipeline_ = std::make_unique<Pipeline>(std::move(stages), log, stats);
+}
+
 void Worker::Start() {
   thread_ = std::thread([this] { ioc_.run(); });
 }
@@ -37,14 +65,6 @@ void Worker::StopNow() {
 
 void Worker::Join() {
   if (thread_.joinable()) thread_.join();
-}
-
-void Worker::StopSessions() {
-  // Copy first: a session may unregister itself while being stopped.
-  std::vector<HttpSession*> sessions(sessions_.begin(), sessions_.end());
-  for (HttpSession* s : sessions) {
-    if (sessions_.count(s) > 0) s->Stop();
-  }
 }
 
 }  // namespace kf

@@ -1,25 +1,42 @@
 // Worker: one I/O thread with its own io_context, and what lives on that thread only: its
-// sessions and its pool of upstream connections. Connections are handed to a worker when
-// accepted and stay on it for life, so per-connection state needs no locks or strands.
+// sessions, its pools of upstream connections, its caches of access reviews and identities,
+// and its pipeline (the per-thread handlers and filters, and the shared ones the server gives
+// it). Connections are handed to a worker when accepted and stay on it for life, so
+// per-connection state needs no locks or strands.
 #ifndef KUBE_FANOUT_SERVER_WORKER_H_
 #define KUBE_FANOUT_SERVER_WORKER_H_
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
-#include <atomic>
 #include <memory>
 #include <optional>
 #include <thread>
-#include <unordered_set>
+#include <vector>
 
+#include "edge/pipeline.h"
+#include "edge/session_set.h"
+#include "serve/cache_handler.h"
+#include "serve/wakeups.h"
 #include "upstream/access_review.h"
 #include "upstream/identity.h"
 #include "upstream/upstream_pool.h"
-#include "serve/wakeups.h"
 
 namespace kf {
 
-class HttpSession;
+// What every worker's pipeline shares (owned by the server; null entries are off).
+class LocalHandler;
+
+struct SharedStages {
+  LocalHandler* local = nullptr;
+  Filter* admission = nullptr;
+  Filter* expect_continue = nullptr;
+  Filter* coalescing = nullptr;
+  Filter* in_flight = nullptr;
+  Filter* event_spam = nullptr;
+  const CachedResources* cache = nullptr;
+  CacheServeStats* cache_stats = nullptr;
+  WatchOptions watch;
+};
 
 class Worker {
  public:
@@ -29,45 +46,35 @@ class Worker {
          const UpstreamConfig* events = nullptr);
   ~Worker();
 
+  // Builds this thread's pipeline (before Start) for a worker that serves sessions.
+  void BuildPipeline(const SharedStages& shared, const Logger& log, RouteStats& stats);
+
   void Start();    // Runs the io_context on a new thread.
   void Release();  // Lets run() return once the work is done.
   void StopNow();  // Abandons outstanding work.
   void Join();
 
   asio::io_context& ioc() { return ioc_; }
-  UpstreamPool& upstream_pool() { return pool_; }  // No identity: passthrough.
-  UpstreamPool& own_pool() { return own_pool_; }   // kube-fanout's identity.
-  // The pools for Events: the events upstream's when there is one, else the main ones.
-  UpstreamPool& events_pool() { return events_pool_ ? *events_pool_ : pool_; }
+  Pipeline& pipeline() { return *pipeline_; }
+  SessionSet& sessions() { return sessions_; }
+  UpstreamPool& own_pool() { return own_pool_; }  // kube-fanout's identity: reflectors.
   UpstreamPool& events_own_pool() { return events_own_pool_ ? *events_own_pool_ : own_pool_; }
-  AccessReview& access_review() { return access_; }
-  Wakeups& wakeups() { return wakeups_; }
-  WhoAmI& who_am_i() { return who_am_i_; }  // Watchers on this thread, woken by the cache.
-
-  // Session registry; called on this worker's thread only. Unregister also ends the count of
-  // connections assigned here (AddConnection, by the acceptor).
-  void Register(HttpSession* s) { sessions_.insert(s); }
-  void Unregister(HttpSession* s) {
-    sessions_.erase(s);
-    RemoveConnection();
-  }
-  void AddConnection() { connections_.fetch_add(1, std::memory_order_relaxed); }
-  void RemoveConnection() { connections_.fetch_sub(1, std::memory_order_relaxed); }
-  int64_t connections() const { return connections_.load(std::memory_order_relaxed); }
-  // Asks every session to finish (see HttpSession::Stop). Posted to this thread.
-  void StopSessions();
 
  private:
+  UpstreamPool& events_pool() { return events_pool_ ? *events_pool_ : pool_; }
+
   asio::io_context ioc_{1};
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_;
-  UpstreamPool pool_;
+  UpstreamPool pool_;  // No identity: passthrough, access reviews, identities.
   UpstreamPool own_pool_;
   std::unique_ptr<UpstreamPool> events_pool_, events_own_pool_;
   AccessReview access_{std::chrono::seconds(10), std::chrono::seconds(5), 10000};
-  Wakeups wakeups_{ioc_.get_executor()};
+  Wakeups wakeups_{ioc_.get_executor()};  // Watchers on this thread, woken by the cache.
   WhoAmI who_am_i_{std::chrono::seconds(60), std::chrono::seconds(10), 10000};
-  std::unordered_set<HttpSession*> sessions_;
-  std::atomic<int64_t> connections_{0};
+  std::vector<std::unique_ptr<Filter>> own_filters_;
+  std::vector<std::unique_ptr<Handler>> own_handlers_;
+  std::unique_ptr<Pipeline> pipeline_;
+  SessionSet sessions_;
   std::thread thread_;
 };
 

@@ -65,7 +65,7 @@ void CachedResources::Stop() {
   asio::post(*ioc_, [this] {
     for (auto& e : entries_) e->reflector->Stop();
   });
-  for (auto& e : entries_) e->cacher->CloseAll("shutdown");
+  for (auto& e : entries_) e->cacher->CloseAll();
 }
 
 namespace {
@@ -136,8 +136,7 @@ asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
     e->cacher =
         std::make_unique<Cacher>(type, limits_, [] { return std::chrono::steady_clock::now(); });
     // Events list and watch from the events upstream when there is one.
-    const bool events = spec.resource == "events" &&
-                        (spec.group.empty() || spec.group == "events.k8s.io");
+    const bool events = RequestInfo::IsEventsResource(spec.group, spec.resource);
     e->reflector = std::make_unique<Reflector>(*e->cacher, events ? *events_pool_ : pool, cred, log_,
                                                co_await asio::this_coro::executor);
     entries.push_back(std::move(e));

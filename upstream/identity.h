@@ -15,14 +15,12 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "common/single_flight.h"
+#include "edge/request.h"
 #include "upstream/upstream_pool.h"
 
 namespace kf {
 
-struct UserInfo {
-  std::string username;
-  std::vector<std::string> groups;
-};
+using UserInfo = Identity;  // edge/request.h: who is asking, as the apiserver knows them.
 
 class WhoAmI {
  public:

@@ -159,7 +159,7 @@ TEST_CASE("Cacher cuts a watcher past its byte budget without touching the other
   }
   CacheWatcher::Batch b = slow->Take();
   CHECK(b.closed);
-  CHECK(b.close_reason == "too slow");
+  CHECK(b.close_cause == CacheWatcher::CloseCause::kTooSlow);
   CHECK_FALSE(fast->closed());
   CHECK(f.cacher.watcher_count() == 1);
 }

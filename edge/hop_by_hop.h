@@ -1,7 +1,7 @@
 // Header hygiene for a forwarding proxy (RFC 9110 §7.6.1): which fields belong to one hop and
 // must not be forwarded, and whether a request asks to switch protocols. Stateless functions.
-#ifndef KUBE_FANOUT_PASSTHROUGH_HOP_BY_HOP_H_
-#define KUBE_FANOUT_PASSTHROUGH_HOP_BY_HOP_H_
+#ifndef KUBE_FANOUT_EDGE_HOP_BY_HOP_H_
+#define KUBE_FANOUT_EDGE_HOP_BY_HOP_H_
 
 #include <boost/beast/http/fields.hpp>
 #include <string_view>
@@ -24,4 +24,4 @@ bool ConnectionHasToken(const boost::beast::http::fields& fields, std::string_vi
 
 }  // namespace kf
 
-#endif  // KUBE_FANOUT_PASSTHROUGH_HOP_BY_HOP_H_
+#endif  // KUBE_FANOUT_EDGE_HOP_BY_HOP_H_

@@ -1,4 +1,4 @@
-#include "passthrough/hop_by_hop.h"
+#include "edge/hop_by_hop.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-#include "serve/cache_handler.h"
+#include "serve/watch_stream.h"
 
 #include <catch2/catch.hpp>
 

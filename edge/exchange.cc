@@ -1,0 +1,30 @@
+#include "edge/exchange.h"
+
+namespace kf {
+
+std::string_view AnswerName(Answer answer) {
+  switch (answer) {
+    case Answer::kLocal:
+      return "local";
+    case Answer::kCache:
+      return "cache";
+    case Answer::kPassthrough:
+      return "passthrough";
+    case Answer::kTunnel:
+      return "tunnel";
+    case Answer::kCoalesced:
+      return "coalesced";
+    case Answer::kRejected:
+    case Answer::kCount:
+      break;
+  }
+  return "reject";
+}
+
+asio::awaitable<void> Exchange::Reject(const KubeStatus& status, std::string why) {
+  answer = Answer::kRejected;
+  error = std::move(why);
+  if (auto ec = co_await WriteStatus(*response, status); ec && error.empty()) error = ec.message();
+}
+
+}  // namespace kf

@@ -1,0 +1,67 @@
+// Exchange: one request and its answer on their way through the pipeline (pipeline.h): what
+// the router decided, what the filters learned (identity, admission's priority level), how it
+// was answered, for the access log and the counters.
+//
+// Owned by the session for one request; used on the session's thread only.
+#ifndef KUBE_FANOUT_EDGE_EXCHANGE_H_
+#define KUBE_FANOUT_EDGE_EXCHANGE_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/time/clock.h"
+#include "edge/request.h"
+#include "edge/response.h"
+
+namespace kf {
+
+// Where the router sends a request.
+enum class Route { kLocal, kCache, kPassthrough, kTunnel };
+
+// How a request was answered in the end (a cache route may be declined and pass through).
+enum class Answer { kLocal, kCache, kPassthrough, kTunnel, kCoalesced, kRejected, kCount };
+std::string_view AnswerName(Answer answer);
+
+// Requests by how they were answered; shared by every session.
+struct RouteStats {
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(Answer::kCount)> answered{};
+  std::atomic<uint64_t> upstream_unavailable{0};
+  uint64_t count(Answer a) const { return answered[static_cast<size_t>(a)].load(); }
+};
+
+// A graceful stop reaching a request under way: `requested` is seen at the next check; a
+// streaming handler sets `hook` to be woken at once (and clears it when it returns).
+struct StopSignal {
+  bool requested = false;
+  std::function<void()> hook;
+  void Stop() {
+    requested = true;
+    if (hook) hook();
+  }
+};
+
+struct Exchange {
+  Request& request;
+  Response* response;  // Filters may wrap it (the coalescing filter keeps a copy).
+  StopSignal& stop;
+  Route route = Route::kPassthrough;
+  Answer answer = Answer::kPassthrough;
+  std::optional<Identity> user;  // Set by the identity filter, when it ran and knew.
+  std::string priority_level;    // Admission's, when admission ran.
+  std::string upstream;          // The upstream endpoint used, for the log.
+  std::string error;             // Why it ended early or was refused, for the log.
+  absl::Time start = absl::Now();
+
+  bool stopping() const { return stop.requested; }
+  // Refuses the request with a Status (429, 413, ...), for the log as kRejected.
+  asio::awaitable<void> Reject(const KubeStatus& status, std::string why);
+};
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_EDGE_EXCHANGE_H_

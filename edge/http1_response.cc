@@ -1,0 +1,158 @@
+#include "edge/http1_response.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/status.hpp>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/strings.h"
+
+namespace kf {
+namespace {
+
+namespace http = beast::http;
+constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+constexpr auto kWriteTimeout = std::chrono::seconds(60);
+// Go's net/http buffers a handler's output up to this size; an answer that fits goes out with a
+// Content-Length, a longer one chunked.
+constexpr size_t kGoChunkingThreshold = 2048;
+// Buffers per gathered write: a large list is many shared pieces.
+constexpr size_t kBuffersPerWrite = 512;
+
+std::string ChunkSize(size_t n) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s;
+  do {
+    s.insert(s.begin(), kHex[n & 15]);
+    n >>= 4;
+  } while (n > 0);
+  s += "\r\n";
+  return s;
+}
+
+bool StatusHasBody(int status) { return status >= 200 && status != 204 && status != 304; }
+
+}  // namespace
+
+std::string Http1Response::SerializeHead(const ResponseHead& head) {
+  const bool http10 = request_.version == 10;
+  const bool head_only = request_.method == http::verb::head;
+  std::string reason = head.reason;
+  if (reason.empty()) reason = std::string(http::obsolete_reason(http::int_to_status(head.status)));
+  std::string out = absl::StrCat(http10 ? "HTTP/1.0 " : "HTTP/1.1 ", head.status, " ", reason,
+                                 "\r\n");
+  for (const auto& f : head.fields) {
+    absl::StrAppend(&out, ToAbsl(f.name_string()), ": ", ToAbsl(f.value()), "\r\n");
+  }
+  if (head.status < 200) return out + "\r\n";  // An interim or upgrade head: as relayed.
+  if (head.fields.find(http::field::date) == head.fields.end()) {
+    absl::StrAppend(&out, "Date: ",
+                    absl::FormatTime("%a, %d %b %Y %H:%M:%S GMT", absl::Now(), absl::UTCTimeZone()),
+                    "\r\n");
+  }
+  const bool has_length = head.fields.find(http::field::content_length) != head.fields.end();
+  using Framing = ResponseHead::Framing;
+  if (!StatusHasBody(head.status)) {
+    body_ = Body::kNone;
+  } else if (head.framing == Framing::kLength ||
+             (head.framing == Framing::kWhole && (head.length <= kGoChunkingThreshold || head_only))) {
+    body_ = head_only ? Body::kNone : Body::kLength;
+    if (!has_length) absl::StrAppend(&out, "Content-Length: ", head.length, "\r\n");
+  } else if (head_only) {
+    body_ = Body::kNone;
+  } else if (!http10) {
+    body_ = Body::kChunked;
+    out += "Transfer-Encoding: chunked\r\n";
+  } else {
+    body_ = Body::kUntilClose;
+    keep_alive_ = false;
+  }
+  if (!http10 && !keep_alive_) out += "Connection: close\r\n";
+  if (http10 && keep_alive_) out += "Connection: keep-alive\r\n";
+  out += "\r\n";
+  return out;
+}
+
+asio::awaitable<beast::error_code> Http1Response::WriteHead(ResponseHead head) {
+  // A connection whose request body was not all read cannot carry the next request (Go's
+  // server closes it too when a handler answers without reading the body).
+  keep_alive_ = request_.keep_alive && !close_after_ && !stop_.requested && request_.body.done();
+  status_ = head.status;
+  const std::string bytes = SerializeHead(head);
+  const std::array<asio::const_buffer, 1> buffers{asio::buffer(bytes)};
+  co_return co_await Write(buffers);
+}
+
+asio::awaitable<beast::error_code> Http1Response::WriteBody(
+    std::span<const asio::const_buffer> pieces) {
+  const size_t n = asio::buffer_size(pieces);
+  if (body_ == Body::kNone || n == 0) co_return beast::error_code{};
+  body_bytes_ += n;
+  if (body_ != Body::kChunked) co_return co_await Write(pieces);
+  static constexpr std::string_view kCrlf = "\r\n";
+  const std::string size = ChunkSize(n);
+  std::vector<asio::const_buffer> framed;
+  framed.reserve(pieces.size() + 2);
+  framed.push_back(asio::buffer(size));
+  framed.insert(framed.end(), pieces.begin(), pieces.end());
+  framed.push_back(asio::buffer(kCrlf));
+  co_return co_await Write(framed);
+}
+
+asio::awaitable<beast::error_code> Http1Response::End() {
+  static constexpr std::string_view kLastChunk = "0\r\n\r\n";
+  if (body_ == Body::kChunked) {
+    const std::array<asio::const_buffer, 1> last{asio::buffer(kLastChunk)};
+    if (auto ec = co_await Write(last)) co_return ec;
+  }
+  ended_ = true;
+  co_return beast::error_code{};
+}
+
+asio::awaitable<beast::error_code> Http1Response::Write(
+    std::span<const asio::const_buffer> buffers) {
+  for (size_t i = 0; i < buffers.size(); i += kBuffersPerWrite) {
+    const auto slice = buffers.subspan(i, std::min(kBuffersPerWrite, buffers.size() - i));
+    stream_.tcp().expires_after(kWriteTimeout);
+    auto [ec, n] = co_await asio::async_write(stream_, slice, use_nothrow);
+    if (ec) {
+      failed_ = true;
+      co_return ec;
+    }
+  }
+  co_return beast::error_code{};
+}
+
+asio::awaitable<bool> Http1Response::ClientGone() {
+  read_ = true;
+  for (;;) {
+    stream_.tcp().expires_never();
+    auto [ec, n] = co_await stream_.async_read_some(buffer_.prepare(4096), use_nothrow);
+    if (ec) co_return ec != asio::error::operation_aborted;
+    buffer_.commit(n);
+  }
+}
+
+asio::awaitable<beast::error_code> Http1Response::Continue() {
+  if (continued_ || request_.body.done() || request_.headers[http::field::expect] != "100-continue") {
+    co_return beast::error_code{};
+  }
+  continued_ = true;
+  static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+  const std::array<asio::const_buffer, 1> b{asio::buffer(kContinue)};
+  co_return co_await Write(b);
+}
+
+std::optional<Upgraded> Http1Response::TakeUpgraded() {
+  if (status_ != 101) return std::nullopt;
+  read_ = true;
+  Upgraded up{stream_, std::string(static_cast<const char*>(buffer_.data().data()),
+                                   buffer_.size())};
+  buffer_.consume(buffer_.size());
+  return up;
+}
+
+}  // namespace kf

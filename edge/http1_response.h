@@ -1,0 +1,67 @@
+// Http1Response: a Response (response.h) written on an HTTP/1.x connection, framed as Go's
+// net/http frames the apiserver's answers: Date added, Content-Length when known (a handler's
+// whole output up to 2 KiB), chunked when not (close-delimited for HTTP/1.0), no body for HEAD,
+// 1xx, 204 and 304, "Connection: close" when the connection ends after it. Every write has a
+// deadline.
+//
+// Owned by the session for one request; used on its thread only.
+#ifndef KUBE_FANOUT_EDGE_HTTP1_RESPONSE_H_
+#define KUBE_FANOUT_EDGE_HTTP1_RESPONSE_H_
+
+#include <boost/beast/core/flat_buffer.hpp>
+#include <chrono>
+
+#include "common/any_stream.h"
+#include "edge/exchange.h"
+#include "edge/response.h"
+
+namespace kf {
+
+class Http1Response : public Response {
+ public:
+  // `buffer`: the session's read buffer (bytes read while watching for the client's end are
+  // kept there; an upgrade hands them to the tunnel).
+  Http1Response(AnyStream& stream, beast::flat_buffer& buffer, const Request& request,
+                const StopSignal& stop)
+      : stream_(stream), buffer_(buffer), request_(request), stop_(stop) {}
+
+  asio::awaitable<beast::error_code> WriteHead(ResponseHead head) override;
+  asio::awaitable<beast::error_code> WriteBody(std::span<const asio::const_buffer> pieces) override;
+  asio::awaitable<beast::error_code> End() override;
+  asio::awaitable<bool> ClientGone() override;
+  asio::awaitable<beast::error_code> Continue() override;
+  void Cancel() override { stream_.Cancel(); }
+  void CloseAfter() override { close_after_ = true; }
+  std::optional<Upgraded> TakeUpgraded() override;
+
+  bool head_written() const override { return status_ != 0; }
+  int status() const override { return status_; }
+  uint64_t body_bytes() const override { return body_bytes_; }
+
+  // The connection may read the next request: the answer was ended whole and nothing asked
+  // for the connection to close.
+  bool reusable() const { return ended_ && keep_alive_ && !close_after_ && !failed_ && !read_; }
+
+ private:
+  enum class Body { kNone, kLength, kChunked, kUntilClose };
+  asio::awaitable<beast::error_code> Write(std::span<const asio::const_buffer> buffers);
+  std::string SerializeHead(const ResponseHead& head);
+
+  AnyStream& stream_;
+  beast::flat_buffer& buffer_;
+  const Request& request_;
+  const StopSignal& stop_;
+  int status_ = 0;
+  Body body_ = Body::kNone;
+  bool keep_alive_ = false;
+  bool close_after_ = false;
+  bool ended_ = false;
+  bool failed_ = false;
+  bool read_ = false;  // The client's side was read meanwhile (ClientGone, an upgrade).
+  bool continued_ = false;
+  uint64_t body_bytes_ = 0;
+};
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_EDGE_HTTP1_RESPONSE_H_

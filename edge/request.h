@@ -1,0 +1,64 @@
+// Request: one client request as every stage after the transport sees it: the head (method,
+// target, fields), its description parsed once (RequestInfo), where it came from, and its body
+// as a source to read from. HTTP/1.1 today, HTTP/2 next: nothing here names the transport.
+//
+// Owned by the session for the request's life; used on the session's thread only.
+#ifndef KUBE_FANOUT_EDGE_REQUEST_H_
+#define KUBE_FANOUT_EDGE_REQUEST_H_
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/http/fields.hpp>
+#include <boost/beast/http/verb.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "edge/request_info.h"
+
+namespace kf {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+
+// The request body, read in pieces by whoever forwards or inspects it.
+class BodySource {
+ public:
+  virtual ~BodySource() = default;
+  // True once the whole body has been read (at once for requests without one).
+  virtual bool done() const = 0;
+  // Framed by chunks on the wire (its length unknown in advance).
+  virtual bool chunked() const = 0;
+  // Reads the next piece into `into`; 0 bytes with no error is allowed before done().
+  virtual asio::awaitable<std::pair<beast::error_code, size_t>> ReadSome(std::span<char> into) = 0;
+};
+
+// Who is asking, as the apiserver knows them (learned by the identity filter).
+struct Identity {
+  std::string username;
+  std::vector<std::string> groups;
+};
+
+struct Request {
+  beast::http::verb method = beast::http::verb::unknown;
+  std::string_view method_string;
+  std::string_view target;
+  unsigned version = 11;  // 10, 11 (HTTP/1.x); 20 for HTTP/2.
+  bool keep_alive = true;
+  const beast::http::fields& headers;
+  RequestInfo info;
+  std::string remote_ip;  // The client's address, for X-Forwarded-For and anonymous flows.
+  BodySource& body;
+  // The body, when a filter had to read it whole (the Event spam filter); later stages send
+  // this instead of reading `body`.
+  std::optional<std::string> whole_body;
+};
+
+// Reads the rest of the body whole; nullopt past `limit` bytes or on a read error.
+asio::awaitable<std::optional<std::string>> ReadWholeBody(BodySource& body, size_t limit);
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_EDGE_REQUEST_H_

@@ -1,0 +1,87 @@
+// Response: how every handler answers, whatever carries the answer. A head (status and
+// fields), then body pieces, each sent at once (a watch's events reach the client as they
+// come), then the end. The transport frames it (HTTP/1.1: Content-Length or chunks, Date,
+// Connection) and knows whether its connection can serve another request afterwards.
+//
+// Owned by the session for one request; used on the session's thread only.
+#ifndef KUBE_FANOUT_EDGE_RESPONSE_H_
+#define KUBE_FANOUT_EDGE_RESPONSE_H_
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/http/fields.hpp>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "edge/status_response.h"
+
+namespace kf {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+
+class AnyStream;
+
+struct ResponseHead {
+  enum class Framing {
+    kLength,    // `length` bytes follow (a relayed Content-Length).
+    kStreamed,  // Length unknown: pieces as they come (a watch, a relayed chunked body).
+    kWhole,     // `length` bytes written at once by a handler: framed as Go's net/http frames
+                // a handler's output (HTTP/1.1: Content-Length up to 2 KiB, else chunked).
+  };
+  int status = 200;
+  std::string reason;  // Empty: the standard phrase.
+  beast::http::fields fields;  // End-to-end fields, in the order they are to be sent.
+  Framing framing = Framing::kWhole;
+  uint64_t length = 0;
+};
+
+// The connection of an answered protocol upgrade (101), for a tunnel.
+struct Upgraded {
+  AnyStream& stream;
+  std::string pending;  // Bytes the client sent past its request head.
+};
+
+class Response {
+ public:
+  virtual ~Response() = default;
+
+  virtual asio::awaitable<beast::error_code> WriteHead(ResponseHead head) = 0;
+  virtual asio::awaitable<beast::error_code> WriteBody(
+      std::span<const asio::const_buffer> pieces) = 0;
+  virtual asio::awaitable<beast::error_code> End() = 0;
+  // Completes when the client goes away (or sends what it may not) while the answer is being
+  // written: true. False: cancelled first (raced against the writer with awaitable operators).
+  virtual asio::awaitable<bool> ClientGone() = 0;
+  // An interim "100 Continue" when the client waits for one before sending its body.
+  virtual asio::awaitable<beast::error_code> Continue() = 0;
+  // Cancels the write under way (a watcher cut for slowness whose client stopped reading).
+  virtual void Cancel() = 0;
+  // The connection must close after this answer (the request body was not all read, ...).
+  virtual void CloseAfter() = 0;
+  // After a 101 head: the raw connection for a tunnel; null where the transport has none.
+  virtual std::optional<Upgraded> TakeUpgraded() = 0;
+
+  virtual bool head_written() const = 0;
+  virtual int status() const = 0;             // 0 until the head is written.
+  virtual uint64_t body_bytes() const = 0;    // Body bytes written so far.
+};
+
+// A whole answer in one go: head, body, end. `content_type` and `retry_after` become fields
+// after Cache-Control (as the apiserver's handlers set them).
+asio::awaitable<beast::error_code> WriteWhole(Response& response, int status,
+                                              std::string_view content_type,
+                                              std::span<const asio::const_buffer> body,
+                                              std::optional<int> retry_after = std::nullopt);
+asio::awaitable<beast::error_code> WriteWhole(Response& response, int status,
+                                              std::string_view content_type,
+                                              std::string_view body);
+// A Kubernetes Status answer (status_response.h), as the apiserver writes one.
+asio::awaitable<beast::error_code> WriteStatus(Response& response, const KubeStatus& status);
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_EDGE_RESPONSE_H_

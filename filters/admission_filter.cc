@@ -1,0 +1,63 @@
+#include "filters/admission_filter.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/await_callback.h"
+#include "common/strings.h"
+
+namespace kf {
+
+ratelimit::RequestAttributes AdmissionFilter::Attributes(const Exchange& x) {
+  const Request& r = x.request;
+  const RequestInfo& info = r.info;
+  ratelimit::RequestAttributes a;
+  if (x.user) {
+    a.user = x.user->username;
+    a.groups = x.user->groups;
+  }
+  a.user_agent = std::string(r.headers[beast::http::field::user_agent]);
+  a.source = r.remote_ip;
+  a.resource_request = info.is_resource_request;
+  a.verb = info.is_resource_request ? info.verb : absl::AsciiStrToLower(ToAbsl(r.method_string));
+  a.api_group = info.api_group;
+  a.resource = info.resource;
+  a.namespace_ = info.namespace_;
+  a.path = info.path;
+  a.long_running = info.verb == "watch";
+  return a;
+}
+
+asio::awaitable<ratelimit::Decision> AdmissionFilter::Decide(
+    const ratelimit::RequestAttributes& a) {
+  // The decision may come from another thread (a seat freed there). Queued requests are
+  // decided by a freed seat or by ExpireQueued within their level's wait limit; the bound here
+  // only guards against a decision that never comes.
+  ratelimit::Admission& admission = admission_;
+  auto decision = co_await AwaitCallback<ratelimit::Decision>(
+      [&admission, &a](std::function<void(ratelimit::Decision)> done) {
+        admission.Admit(a, std::move(done));
+      },
+      std::chrono::minutes(5));
+  if (!decision) {
+    ratelimit::Decision d;
+    d.reject_reason = "time-out";
+    co_return d;
+  }
+  co_return std::move(*decision);
+}
+
+asio::awaitable<void> AdmissionFilter::Serve(Exchange& x, const Next& next) {
+  ratelimit::Decision admitted = co_await Decide(Attributes(x));
+  if (!admitted.admitted) {
+    KubeStatus status{429, "TooManyRequests", "Too many requests, please try again later.",
+                      admitted.retry_after_seconds};
+    co_await x.Reject(status, absl::StrCat("admission: ", admitted.reject_reason, " (",
+                                           admitted.flow.schema, "/", admitted.flow.level, ")"));
+    co_return;
+  }
+  x.priority_level = admitted.flow.level;
+  if (x.request.info.verb == "watch") admitted.seat.Release();
+  co_await next(x);
+}
+
+}  // namespace kf

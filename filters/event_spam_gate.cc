@@ -1,0 +1,36 @@
+#include "filters/event_spam_gate.h"
+
+namespace kf {
+namespace {
+
+// The apiserver refuses request bodies over 3 MiB (MaxRequestBodyBytes).
+constexpr size_t kMaxEventBody = 3u << 20;
+
+}  // namespace
+
+asio::awaitable<void> EventSpamGate::Serve(Exchange& x, const Next& next) {
+  if (!x.request.info.IsEventCreation() || !x.user) {
+    co_await next(x);
+    co_return;
+  }
+  auto body = co_await ReadWholeBody(x.request.body, kMaxEventBody);
+  if (!body) {
+    x.response->CloseAfter();
+    const KubeStatus status{413, "RequestEntityTooLarge", "Request entity too large",
+                            std::nullopt};
+    co_await x.Reject(status, "event body too large or unreadable");
+    co_return;
+  }
+  if (!filter_.Allow(x.user->username, *body, std::chrono::steady_clock::now())) {
+    KubeStatus status{429, "TooManyRequests",
+                      "Too many events from this source about this object, please try again "
+                      "later.",
+                      300};
+    co_await x.Reject(status, "event spam filter");
+    co_return;
+  }
+  x.request.whole_body = std::move(body);
+  co_await next(x);
+}
+
+}  // namespace kf

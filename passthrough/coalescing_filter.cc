@@ -1,0 +1,82 @@
+#include "passthrough/coalescing_filter.h"
+
+#include <array>
+
+#include "absl/cleanup/cleanup.h"
+#include "common/await_callback.h"
+#include "passthrough/capturing_response.h"
+
+namespace kf {
+namespace {
+
+asio::awaitable<CapturedPtr> WaitFlight(std::shared_ptr<Coalescer::Flight> flight) {
+  auto result = co_await AwaitCallback<CapturedPtr>(
+      [&flight](std::function<void(CapturedPtr)> done) {
+        Coalescer::OnDone(flight, std::move(done));
+      },
+      std::chrono::seconds(70));  // Past the upstream's own limits.
+  co_return result ? *result : nullptr;
+}
+
+asio::awaitable<void> WriteCaptured(Exchange& x, const CapturedResponse& shared) {
+  ResponseHead head;
+  head.status = static_cast<int>(shared.status);
+  head.reason = shared.reason;
+  head.fields = shared.fields;
+  head.framing = ResponseHead::Framing::kLength;
+  head.length = shared.body.size();
+  Response& r = *x.response;
+  const std::array<asio::const_buffer, 1> body{asio::buffer(shared.body)};
+  beast::error_code ec = co_await r.WriteHead(std::move(head));
+  if (!ec) ec = co_await r.WriteBody(body);
+  if (!ec) ec = co_await r.End();
+  if (ec) x.error = ec.message();
+}
+
+}  // namespace
+
+bool CoalescingFilter::Applies(const Exchange& x) {
+  const Request& r = x.request;
+  return x.route == Route::kPassthrough && r.method == beast::http::verb::get &&
+         (r.info.verb == "get" || r.info.verb == "list") && r.body.done();
+}
+
+asio::awaitable<void> CoalescingFilter::Serve(Exchange& x, const Next& next) {
+  if (!Applies(x)) {
+    co_await next(x);
+    co_return;
+  }
+  const std::string key = CoalesceKey(x.request.method_string, x.request.target, x.request.headers);
+  Coalescer::Ticket ticket = coalescer_.Join(key);
+  if (ticket.leader) {
+    co_await Lead(x, next, key, std::move(ticket));
+    co_return;
+  }
+  CapturedPtr shared = co_await WaitFlight(ticket.flight);
+  if (shared && shared->complete) {
+    coalescer_.CountCoalesced();
+    x.answer = Answer::kCoalesced;
+    co_await WriteCaptured(x, *shared);
+    co_return;
+  }
+  co_await next(x);  // The leader's call failed: go upstream alone.
+}
+
+asio::awaitable<void> CoalescingFilter::Lead(Exchange& x, const Next& next,
+                                             const std::string& key, Coalescer::Ticket ticket) {
+  if (ticket.wait_for) {
+    co_await WaitFlight(ticket.wait_for);
+    coalescer_.Start(key, ticket.flight);
+  }
+  auto capture = std::make_shared<CapturedResponse>();
+  CapturingResponse tee(*x.response, *capture);
+  Response* const client = x.response;
+  x.response = &tee;
+  absl::Cleanup complete = [&] {
+    x.response = client;
+    coalescer_.Complete(key, ticket.flight, capture->complete ? CapturedPtr(capture) : nullptr);
+  };
+  co_await next(x);
+}
+
+}  // namespace kf

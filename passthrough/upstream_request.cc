@@ -1,0 +1,89 @@
+#include "passthrough/upstream_request.h"
+
+#include <array>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/http/serializer.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "common/strings.h"
+#include "edge/hop_by_hop.h"
+
+namespace kf {
+namespace {
+
+namespace http = beast::http;
+constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+constexpr size_t kPiece = 16 * 1024;  // One TLS record; bounds memory per relayed stream.
+constexpr auto kWriteTimeout = std::chrono::seconds(60);
+
+// One step of the serializer; Beast asks for the next buffer with need_buffer, not an error.
+asio::awaitable<beast::error_code> WriteStep(AnyStream& up,
+                                             http::request_serializer<http::buffer_body>& sr) {
+  up.tcp().expires_after(kWriteTimeout);
+  auto [ec, n] = co_await http::async_write(up, sr, use_nothrow);
+  if (ec == http::error::need_buffer) ec = {};
+  co_return ec;
+}
+
+}  // namespace
+
+http::request<http::buffer_body> UpstreamRequestHead(const Request& r, const UpstreamEndpoint& ep,
+                                                     bool upgrade) {
+  http::request<http::buffer_body> out;
+  out.method_string(r.method_string);
+  out.target(absl::StrCat(ep.base_path, ToAbsl(r.target)));
+  out.version(11);
+  CopyEndToEndFields(r.headers, out.base());
+  out.set(http::field::host, ep.HostHeader());
+  const std::string xff(r.headers["X-Forwarded-For"]);
+  out.set("X-Forwarded-For", xff.empty() ? r.remote_ip : absl::StrCat(xff, ", ", r.remote_ip));
+  if (upgrade) {
+    out.set(http::field::connection, "Upgrade");
+    out.set(http::field::upgrade, r.headers[http::field::upgrade]);
+  }
+  if (r.body.chunked()) out.chunked(true);
+  return out;
+}
+
+asio::awaitable<beast::error_code> SendRequest(Request& r, AnyStream& up,
+                                               http::request<http::buffer_body>& req,
+                                               bool* body_write_failed) {
+  *body_write_failed = false;
+  http::request_serializer<http::buffer_body> sr(req);
+  const bool whole = r.whole_body && !r.whole_body->empty();
+  req.body().data = nullptr;
+  req.body().more = !r.body.done() || whole;
+  up.tcp().expires_after(kWriteTimeout);
+  auto [hec, hn] = co_await http::async_write_header(up, sr, use_nothrow);
+  if (hec) co_return hec;
+  const auto failed = [body_write_failed](beast::error_code ec) {
+    *body_write_failed = true;
+    return ec;
+  };
+  if (whole) {
+    req.body().data = r.whole_body->data();
+    req.body().size = r.whole_body->size();
+    req.body().more = false;
+    if (auto ec = co_await WriteStep(up, sr)) co_return failed(ec);
+  }
+  std::array<char, kPiece> buf;
+  while (!r.body.done()) {
+    auto [rec, n] = co_await r.body.ReadSome(buf);
+    if (rec) co_return rec;
+    req.body().more = !r.body.done();
+    if (n == 0 && req.body().more) continue;
+    req.body().data = n == 0 ? nullptr : buf.data();
+    req.body().size = n;
+    if (auto ec = co_await WriteStep(up, sr)) co_return failed(ec);
+  }
+  if (!sr.is_done()) {
+    req.body().data = nullptr;
+    req.body().more = false;
+    if (auto ec = co_await WriteStep(up, sr)) co_return failed(ec);
+  }
+  co_return beast::error_code{};
+}
+
+}  // namespace kf

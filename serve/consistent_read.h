@@ -1,0 +1,31 @@
+// ConsistentRead: the resourceVersion a cached read must reflect, and the wait for the cache
+// to reach it, as the apiserver's watch cache decides (waitUntilFreshAndBlock): "0" — what the
+// cache has; N — at least N; "" (a consistent read) — at least the upstream's current RV,
+// probed after the request arrived (the probe shared by concurrent readers). On a quiet
+// resource the reflector is asked to prove progress. Bounded waits; past them the read passes
+// through.
+//
+// Runs in a session's coroutine; the Cacher and Reflector are thread-safe.
+#ifndef KUBE_FANOUT_SERVE_CONSISTENT_READ_H_
+#define KUBE_FANOUT_SERVE_CONSISTENT_READ_H_
+
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <optional>
+#include <string_view>
+
+#include "cache/cacher.h"
+#include "sync/reflector.h"
+
+namespace kf {
+
+// How long a read waits for the cache to reach the resourceVersion it must reflect.
+inline constexpr auto kFreshnessWait = std::chrono::milliseconds(3000);
+
+// nullopt: the cache cannot promise the version in time; pass the request through.
+boost::asio::awaitable<std::optional<uint64_t>> RequiredVersion(
+    Cacher& cacher, Reflector& reflector, std::optional<std::string_view> rv);
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_SERVE_CONSISTENT_READ_H_

@@ -1,0 +1,19 @@
+// CacheServeStats: what the cache's request side answered, for /metrics. Shared by every
+// worker; atomic counters.
+#ifndef KUBE_FANOUT_SERVE_SERVE_STATS_H_
+#define KUBE_FANOUT_SERVE_SERVE_STATS_H_
+
+#include <atomic>
+#include <cstdint>
+
+namespace kf {
+
+struct CacheServeStats {
+  std::atomic<uint64_t> lists{0}, gets{0}, watches{0}, declined{0};
+  std::atomic<uint64_t> bytes_written{0}, events_written{0};
+  std::atomic<int64_t> open_watches{0};
+};
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_SERVE_SERVE_STATS_H_

@@ -1,0 +1,249 @@
+#include "serve/watch_stream.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <random>
+#include <vector>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/strings.h"
+#include "serve/consistent_read.h"
+
+namespace kf {
+namespace {
+
+namespace http = beast::http;
+using Clock = std::chrono::steady_clock;
+
+// Wakes a waiting watch loop from the session's thread, without lost wakeups.
+struct Wakeup {
+  Wakeup(asio::any_io_executor e, Response& r) : timer(e), response(r) {}
+  asio::steady_timer timer;
+  Response& response;
+  std::shared_ptr<CacheWatcher> watcher;  // Set once registered.
+  bool woken = false;
+
+  // A watcher cut for slowness also aborts a write stuck on its client, so the connection is
+  // dropped at once.
+  void Wake() {
+    woken = true;
+    timer.cancel();
+    if (watcher && watcher->closed()) response.Cancel();
+  }
+};
+
+struct WatchParams {
+  Cacher::Start start = Cacher::Start::kInitialState;
+  uint64_t rv = 0;
+  bool bookmarks = false;
+  bool initial_events_end = false;
+  Clock::time_point deadline;
+};
+
+// As the apiserver's cacher schedules bookmarks (cache_watcher.go, nextBookmarkTime): every
+// interval, and 2 s before the watch's deadline so the client can resume from a fresh RV.
+struct BookmarkClock {
+  std::chrono::milliseconds interval;
+  Clock::time_point deadline;
+  Clock::time_point next;
+  Clock::time_point After(Clock::time_point now) const {
+    auto at = now + interval;
+    const auto before_deadline = deadline - std::chrono::seconds(2);
+    if (before_deadline > now && before_deadline < at) at = before_deadline;
+    return at;
+  }
+};
+
+ResponseHead WatchHead() {
+  ResponseHead head;
+  head.fields.set(http::field::cache_control, "no-cache, private");
+  head.fields.set(http::field::content_type, "application/json");
+  head.framing = ResponseHead::Framing::kStreamed;
+  return head;
+}
+
+// Where the watch starts, as the apiserver's watch cache decides; nullopt: declined.
+asio::awaitable<std::optional<WatchParams>> Plan(Exchange& x, Cacher& cacher,
+                                                 Reflector& reflector) {
+  const Query& q = x.request.info.query;
+  WatchParams p;
+  p.bookmarks = q.First("allowWatchBookmarks").has_value() &&
+                ParseGoBool(*q.First("allowWatchBookmarks")) == true;
+  const auto rv = q.First("resourceVersion");
+  int64_t timeout_seconds = 0;
+  if (auto t = q.First("timeoutSeconds")) (void)absl::SimpleAtoi(ToAbsl(*t), &timeout_seconds);
+  p.deadline = WatchDeadline(Clock::now(), timeout_seconds);
+  if (q.Has("sendInitialEvents") || !rv || rv->empty()) {
+    // WatchList, or "get state and start at most recent": the state must be at least the
+    // requested RV (the upstream's current one for ""); a WatchList's end is a bookmark.
+    const auto need = co_await RequiredVersion(cacher, reflector, rv);
+    if (!need) co_return std::nullopt;
+    p.initial_events_end = q.Has("sendInitialEvents");
+  } else if (*rv != "0") {
+    (void)absl::SimpleAtoi(ToAbsl(*rv), &p.rv);
+    p.start = Cacher::Start::kAfterVersion;
+  }
+  co_return p;
+}
+
+// Like the apiserver: HTTP 200, one ERROR event carrying the 410 Status, then the end.
+asio::awaitable<void> WriteExpired(Exchange& x, const absl::Status& status) {
+  const std::string event = absl::StrCat(
+      "{\"type\":\"ERROR\",\"object\":",
+      EncodeStatusJson(KubeStatus{410, "Expired", std::string(status.message()), std::nullopt}),
+      "}\n");
+  const std::array<asio::const_buffer, 1> body{asio::buffer(event)};
+  Response& r = *x.response;
+  beast::error_code ec = co_await r.WriteHead(WatchHead());
+  if (!ec) ec = co_await r.WriteBody(body);
+  if (!ec) ec = co_await r.End();
+}
+
+struct WatchRun {
+  Exchange& x;
+  Cacher& cacher;
+  std::shared_ptr<CacheWatcher> watcher;
+  std::shared_ptr<Wakeup> wake;
+  WatchParams params;
+  BookmarkClock bookmarks;
+  CacheServeStats& stats;
+  uint64_t last_rv = 0;
+  bool first = true;
+};
+
+// The bookmark due now, if one is.
+std::shared_ptr<const std::string> DueBookmark(WatchRun& w, Clock::time_point now) {
+  const WatchParams& p = w.params;
+  std::shared_ptr<const std::string> bookmark;
+  if (w.first && p.initial_events_end) {
+    bookmark = w.cacher.BookmarkFrame(w.watcher->start_rv, /*initial_events_end=*/true);
+    w.last_rv = std::max(w.last_rv, w.watcher->start_rv);
+  } else if (p.bookmarks && now >= w.bookmarks.next) {
+    w.last_rv = std::max(w.last_rv, w.cacher.resource_version());
+    bookmark = w.cacher.BookmarkFrame(w.last_rv);
+    w.bookmarks.next = w.bookmarks.After(now);
+  }
+  w.first = false;
+  return bookmark;
+}
+
+// Writes what the watcher has queued (and a bookmark when one is due) as one body piece.
+// False: the watch is over (closed by the cache, or the write failed).
+asio::awaitable<bool> WriteBatch(WatchRun& w, Clock::time_point now) {
+  CacheWatcher::Batch batch = w.watcher->Take();
+  if (batch.last_rv > 0) w.last_rv = batch.last_rv;
+  const auto bookmark = DueBookmark(w, now);
+  std::vector<asio::const_buffer> bufs;
+  bufs.reserve(batch.pieces.size() + 1);
+  for (const Piece& piece : batch.pieces) bufs.emplace_back(piece.bytes.data(), piece.bytes.size());
+  if (bookmark) bufs.push_back(asio::buffer(*bookmark));
+  const size_t n = asio::buffer_size(bufs);
+  if (n > 0) {
+    if (auto ec = co_await w.x.response->WriteBody(bufs)) {
+      w.x.error = ec.message();
+      co_return false;
+    }
+    w.stats.bytes_written += n;
+  }
+  if (batch.closed && batch.close_cause == CacheWatcher::CloseCause::kTooSlow) {
+    // The client is not reading: no polite end can reach it. Drop the connection; the client
+    // re-watches from the last RV it received.
+    w.x.error = "watcher too slow";
+    co_return false;
+  }
+  co_return !batch.closed;
+}
+
+asio::awaitable<void> RunWatch(WatchRun& w) {
+  const beast::error_code head_failed = co_await w.x.response->WriteHead(WatchHead());
+  if (head_failed) co_return;
+  for (;;) {
+    const auto now = Clock::now();
+    const bool more = co_await WriteBatch(w, now);
+    if (!more) {
+      if (w.x.error.empty()) co_await w.x.response->End();
+      co_return;
+    }
+    if (w.x.stopping() || now >= w.params.deadline) break;
+    if (!w.wake->woken) {
+      auto until = w.params.deadline;
+      if (w.params.bookmarks) until = std::min(until, w.bookmarks.next);
+      w.wake->timer.expires_at(until);
+      co_await w.wake->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+    w.wake->woken = false;
+  }
+  co_await w.x.response->End();
+}
+
+// Registers the watcher; its wake-ups are batched per thread (called on the cache's thread,
+// run on this session's).
+absl::StatusOr<std::shared_ptr<CacheWatcher>> Register(Cacher& cacher, WatchFilter filter,
+                                                       const WatchParams& p,
+                                                       const std::shared_ptr<Wakeup>& wake,
+                                                       Wakeups& wakeups, size_t max_queue) {
+  auto notify = [weak = std::weak_ptr<Wakeup>(wake), &wakeups] {
+    wakeups.Add([weak] {
+      if (auto w = weak.lock()) w->Wake();
+    });
+  };
+  return cacher.Watch(Cacher::WatchRequest{std::move(filter), p.start, p.rv, max_queue, notify});
+}
+
+}  // namespace
+
+Clock::time_point WatchDeadline(Clock::time_point now, int64_t timeout_seconds) {
+  // The apiserver computes time.Duration(timeoutSeconds) * time.Second, which wraps in int64
+  // nanoseconds; zero (given or wrapped) means its default, a random duration in
+  // [MinRequestTimeout, 2*MinRequestTimeout); a wrapped negative one has already passed.
+  const auto ns = static_cast<int64_t>(static_cast<uint64_t>(timeout_seconds) * 1000000000ull);
+  if (ns == 0) {
+    std::mt19937 rng(std::random_device{}());
+    return now + std::chrono::seconds(std::uniform_int_distribution<int64_t>(1800, 3599)(rng));
+  }
+  if (ns < 0) return now;
+  // Past a century nobody can tell the difference; nearer the limit the clock would overflow.
+  constexpr int64_t kCentury = int64_t{100} * 365 * 24 * 3600 * 1000000000;
+  return now + std::chrono::nanoseconds(std::min(ns, kCentury));
+}
+
+asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflector,
+                                 WatchFilter filter, Wakeups& wakeups, CacheServeStats& stats,
+                                 const WatchOptions& options) {
+  using namespace asio::experimental::awaitable_operators;
+  auto params = co_await Plan(x, cacher, reflector);
+  if (!params) co_return false;
+  ++stats.watches;
+  auto wake = std::make_shared<Wakeup>(co_await asio::this_coro::executor, *x.response);
+  auto watcher = Register(cacher, std::move(filter), *params, wake, wakeups,
+                          options.max_queue_bytes);
+  if (!watcher.ok()) {
+    co_await WriteExpired(x, watcher.status());
+    co_return true;
+  }
+  wake->watcher = *watcher;
+  absl::Cleanup unregister = [&cacher, w = wake->watcher.get()] { cacher.RemoveWatcher(w); };
+  ++stats.open_watches;
+  absl::Cleanup open_watch = [&stats] { --stats.open_watches; };
+  x.stop.hook = [weak = std::weak_ptr<Wakeup>(wake)] {
+    if (auto w = weak.lock()) {
+      w->woken = true;
+      w->timer.cancel();
+    }
+  };
+  absl::Cleanup clear_hook = [&x] { x.stop.hook = nullptr; };
+  WatchRun run{x, cacher, wake->watcher, wake, *params,
+               BookmarkClock{options.bookmark_interval, params->deadline, {}}, stats};
+  run.last_rv = std::max(run.watcher->start_rv, params->rv);
+  run.bookmarks.next = run.bookmarks.After(Clock::now());
+  auto result = co_await (RunWatch(run) || x.response->ClientGone());
+  if (result.index() == 1) x.error = "client closed";
+  co_return true;
+}
+
+}  // namespace kf

@@ -1,0 +1,40 @@
+// WatchStream: a cached WATCH, as the apiserver's watch cache serves one: HTTP 200 at once,
+// then each batch of events as one body piece of shared, pre-encoded frames (never copied per
+// watcher), bookmarks when asked for (periodically and 2 s before the deadline; the WatchList
+// initial-events-end bookmark), until the deadline, a graceful stop, the client's end, or the
+// watcher being cut for slowness (the connection is then dropped: nothing polite can reach a
+// client that does not read). A start RV older than the window: one ERROR event with the 410.
+//
+// Runs in the session's coroutine; the Cacher wakes it through the thread's Wakeups.
+#ifndef KUBE_FANOUT_SERVE_WATCH_STREAM_H_
+#define KUBE_FANOUT_SERVE_WATCH_STREAM_H_
+
+#include <chrono>
+#include <optional>
+
+#include "cache/cacher.h"
+#include "edge/exchange.h"
+#include "serve/serve_stats.h"
+#include "serve/wakeups.h"
+#include "sync/reflector.h"
+
+namespace kf {
+
+// When a watch with ?timeoutSeconds=`timeout_seconds` (0 if absent) started at `now` ends, as
+// the apiserver's watch handler decides it, without overflowing the clock.
+std::chrono::steady_clock::time_point WatchDeadline(std::chrono::steady_clock::time_point now,
+                                                   int64_t timeout_seconds);
+
+struct WatchOptions {
+  size_t max_queue_bytes = 0;  // A watcher's queue past this is cut.
+  std::chrono::milliseconds bookmark_interval{60000};
+};
+
+// False: declined before anything was written (the RV cannot be promised in time).
+asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflector,
+                                 WatchFilter filter, Wakeups& wakeups, CacheServeStats& stats,
+                                 const WatchOptions& options);
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_SERVE_WATCH_STREAM_H_
