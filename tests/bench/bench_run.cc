@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/strings.h"
+#include "tests/tools/write_stamp.h"
 
 namespace kf::bench {
 namespace {
@@ -35,7 +36,8 @@ double KubeFanoutMetric(const std::string& metrics, const char* name, const char
   return MetricSum(metrics, name, {absl::StrCat("resource=\"", resource, "\"")}).value_or(-1);
 }
 
-BenchRun::BenchRun(BenchFlags flags, Endpoint apiserver, Endpoint proxy, std::string token)
+BenchRun::BenchRun(BenchFlags flags, tools::Endpoint apiserver, tools::Endpoint proxy,
+                   std::string token)
     : api_endpoint_(std::move(apiserver)),
       proxy_endpoint_(std::move(proxy)),
       token_(std::move(token)),
@@ -56,7 +58,7 @@ BenchRun::BenchRun(BenchFlags flags, Endpoint apiserver, Endpoint proxy, std::st
   }
 }
 
-std::string BenchRun::Scrape(ApiClient& client) {
+std::string BenchRun::Scrape(tools::ApiClient& client) {
   auto res = client.Get("/metrics");
   return res.ok() && res->status == 200 ? std::move(res->body) : std::string();
 }
@@ -76,11 +78,11 @@ Snapshot BenchRun::Take(bool kf_metrics, bool api_metrics) {
   return s;
 }
 
-TimelinePoint BenchRun::Sample(const WatchClient& watchers, const Churn& churn) {
+TimelinePoint BenchRun::Sample(const WatchClient& watchers, const tools::Churn& churn) {
   TimelinePoint p;
   p.snapshot = Take(true, false);
-  p.pod_writes = churn.writes_so_far(true);
-  p.slice_writes = churn.writes_so_far(false);
+  p.pod_writes = churn.writes_so_far(tools::Kind::kPods);
+  p.slice_writes = churn.writes_so_far(tools::Kind::kEndpointSlices);
   p.delivered = watchers.GetTotals().measured();
   int upstream_port = 0;
   (void)absl::SimpleAtoi(api_endpoint_.port, &upstream_port);
@@ -172,11 +174,11 @@ void BenchRun::ComputeExpected() {
   for (size_t n = 0; n < per_node.size() && n < r_.churn.pod_writes_per_node.size(); ++n) {
     r_.expected_pod_events += per_node[n] * r_.churn.pod_writes_per_node[n];
   }
-  r_.expected_slice_events = slice_watchers * r_.churn.slice_writes;
+  r_.expected_slice_events = slice_watchers * r_.churn.writes_of(tools::Kind::kEndpointSlices);
 }
 
-void BenchRun::RunChurn(WatchClient& watchers, Churn& churn) {
-  watchers.MeasureFrom(UnixNanos());
+void BenchRun::RunChurn(WatchClient& watchers, tools::Churn& churn) {
+  watchers.MeasureFrom(tools::UnixNanos());
   r_.at_churn_start = watchers.GetTotals();
   r_.churn_start = Take(true, false);
   r_.timeline.push_back(Sample(watchers, churn));
@@ -202,7 +204,7 @@ void BenchRun::RunChurn(WatchClient& watchers, Churn& churn) {
   r_.at_churn_end = watchers.GetTotals();
 }
 
-void BenchRun::Drain(WatchClient& watchers, const Churn& churn, uint64_t expected) {
+void BenchRun::Drain(WatchClient& watchers, const tools::Churn& churn, uint64_t expected) {
   // Events in flight when the writes stop: wait until all arrived, or nothing moved for 3s.
   const auto start = Clock::now();
   auto next_sample = start + seconds(std::max(1, r_.flags.sample_interval));
@@ -240,7 +242,7 @@ void BenchRun::WaitForWatchersGone() {
 
 int BenchRun::Run() {
   const BenchFlags& f = r_.flags;
-  Churn churn(api_endpoint_, token_, f.churn);
+  tools::Churn churn(api_endpoint_, token_, f.churn);
   if (!f.skip_setup) {
     const auto start = Clock::now();
     Log(Fmt("setup: namespace %s, %d nodes, %d pods, %d EndpointSlices", f.churn.namespace_.c_str(),

@@ -15,14 +15,35 @@
 #include <string>
 #include <vector>
 
-#include "tests/bench/api_client.h"
 #include "tests/bench/bench_report.h"
-#include "tests/bench/churn.h"
-#include "tests/bench/latency_histogram.h"
 #include "tests/bench/proc_stats.h"
 #include "tests/bench/watch_client.h"
+#include "tests/tools/api_client.h"
+#include "tests/tools/churn.h"
+#include "tests/tools/latency_histogram.h"
 
 namespace kf::bench {
+
+// The benchmark's objects and writes: its own names ("bench-pod-N", ...) and namespace, pods and
+// EndpointSlices (no Services or ConfigMaps), created without a LIST first, a fixed number of
+// writers per kind. The flags set the sizes and rates.
+inline tools::Churn::Options BenchChurnOptions() {
+  tools::Churn::Options o;
+  o.namespace_ = "kf-bench";
+  o.prefix = "bench";
+  o.manager = "kf-fanout-bench";
+  o.address_octet = 64;
+  o.nodes = 1000;
+  o.pods = 2000;
+  o.slices = 50;
+  o.services = false;
+  o.configmaps = 0;
+  o.keep_existing = false;
+  o.rate(tools::Kind::kPods) = 20;
+  o.rate(tools::Kind::kEndpointSlices) = 10;
+  o.writers_per_kind = 2;
+  return o;
+}
 
 struct BenchFlags {
   std::string mode = "run";
@@ -39,7 +60,7 @@ struct BenchFlags {
   int max_runtime = 0;
   bool skip_setup = false;
   std::string baseline;  // pods=N,endpointslices=M
-  Churn::Options churn;
+  tools::Churn::Options churn = BenchChurnOptions();
   bool help = false;
 };
 
@@ -71,9 +92,9 @@ struct RunRecord {
   Snapshot before_idle, idle, ramped, churn_start, churn_end, closed;
   std::vector<TimelinePoint> timeline;  // From the churn's start to the end of the drain.
   WatchClient::Totals at_ramped, at_churn_start, at_churn_end;
-  Churn::Stats churn;
+  tools::Churn::Stats churn;
   uint64_t expected_pod_events = 0, expected_slice_events = 0;
-  LatencyHistogram latency, pod_latency, slice_latency;
+  tools::LatencyHistogram latency, pod_latency, slice_latency;
   WatchPlan plan;
   std::vector<WatchClient::PerWatch> per_watch;
   std::vector<std::string> watch_failures;
@@ -82,26 +103,26 @@ struct RunRecord {
 
 class BenchRun {
  public:
-  BenchRun(BenchFlags flags, Endpoint apiserver, Endpoint proxy, std::string token);
+  BenchRun(BenchFlags flags, tools::Endpoint apiserver, tools::Endpoint proxy, std::string token);
   // 0 when the run completed (its findings are in the record), 1 when it could not.
   int Run();
   const RunRecord& record() const { return r_; }
 
  private:
   Snapshot Take(bool kf_metrics, bool api_metrics);
-  TimelinePoint Sample(const WatchClient& watchers, const Churn& churn);
-  std::string Scrape(ApiClient& client);
+  TimelinePoint Sample(const WatchClient& watchers, const tools::Churn& churn);
+  std::string Scrape(tools::ApiClient& client);
   bool WaitForCaches();
   bool Ramp(WatchClient& watchers);
   void Settle(WatchClient& watchers);
-  void RunChurn(WatchClient& watchers, Churn& churn);
-  void Drain(WatchClient& watchers, const Churn& churn, uint64_t expected);
+  void RunChurn(WatchClient& watchers, tools::Churn& churn);
+  void Drain(WatchClient& watchers, const tools::Churn& churn, uint64_t expected);
   void WaitForWatchersGone();
   void ComputeExpected();
 
-  const Endpoint api_endpoint_, proxy_endpoint_;
+  const tools::Endpoint api_endpoint_, proxy_endpoint_;
   const std::string token_;
-  ApiClient api_, kf_;
+  tools::ApiClient api_, kf_;
   std::map<std::string, pid_t> others_;
   uint16_t proxy_port_ = 0;
   RunRecord r_;

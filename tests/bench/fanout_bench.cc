@@ -17,10 +17,10 @@
 #include <string>
 #include <thread>
 
-#include "tests/bench/api_client.h"
 #include "tests/bench/bench_report.h"
 #include "tests/bench/bench_run.h"
 #include "tests/bench/process_limits.h"
+#include "tests/tools/api_client.h"
 
 namespace kf::bench {
 namespace {
@@ -61,8 +61,9 @@ po::options_description Describe(BenchFlags* f) {
     ("slices", po::value(&f->churn.slices)->default_value(50), "EndpointSlices.")
     ("endpoints-per-slice", po::value(&f->churn.endpoints_per_slice)->default_value(10),
      "Endpoints in each EndpointSlice.")
-    ("pod-rate", po::value(&f->churn.pod_rate)->default_value(20), "Pod writes per second.")
-    ("slice-rate", po::value(&f->churn.slice_rate)->default_value(10),
+    ("pod-rate", po::value(&f->churn.rate(tools::Kind::kPods))->default_value(20),
+     "Pod writes per second.")
+    ("slice-rate", po::value(&f->churn.rate(tools::Kind::kEndpointSlices))->default_value(10),
      "EndpointSlice writes per second.")
     ("writers", po::value(&f->churn.writers_per_kind)->default_value(2),
      "Writer connections per kind, each sending at rate/writers.")
@@ -80,8 +81,8 @@ po::options_description Describe(BenchFlags* f) {
 }
 
 
-int PrintApiserverWatches(const Endpoint& api, const std::string& token) {
-  ApiClient client(api, token);
+int PrintApiserverWatches(const tools::Endpoint& api, const std::string& token) {
+  tools::ApiClient client(api, token);
   auto res = client.Get("/metrics");
   if (!res.ok() || res->status != 200) {
     std::fprintf(stderr, "kf_fanout_bench: cannot read the apiserver's /metrics\n");
@@ -116,7 +117,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "kf_fanout_bench: $%s is not set\n", flags.token_env.c_str());
     return 2;
   }
-  auto api = Endpoint::Parse(flags.apiserver);
+  auto api = tools::Endpoint::Parse(flags.apiserver);
   if (!api.ok()) {
     std::fprintf(stderr, "kf_fanout_bench: --apiserver: %s\n",
                  std::string(api.status().message()).c_str());
@@ -124,7 +125,7 @@ int Main(int argc, char** argv) {
   }
   api->ca_file = flags.ca_file;
   if (flags.mode == "apiserver-watches") return PrintApiserverWatches(*api, token);
-  auto proxy = Endpoint::Parse(flags.proxy);
+  auto proxy = tools::Endpoint::Parse(flags.proxy);
   if (flags.mode != "run" || !proxy.ok() || proxy->tls || flags.watchers < 2 ||
       flags.churn.nodes < 1 || flags.churn.pods < 1 || flags.churn.slices < 1 ||
       flags.ramp_rate <= 0 || flags.duration < 1 || flags.client_threads < 1 ||

@@ -73,7 +73,8 @@ void SetupRows(const RunRecord& r, BenchReport& out) {
               f.watchers - pod_watchers, f.watch_order.c_str(), f.ramp_rate, f.client_threads));
   out.Row("churn", Fmt("%d s at %.0f pod + %.0f EndpointSlice writes/s (merge patches, %d writer "
                        "connections each)",
-                       f.duration, f.churn.pod_rate, f.churn.slice_rate, f.churn.writers_per_kind));
+                       f.duration, f.churn.rate(tools::Kind::kPods),
+                       f.churn.rate(tools::Kind::kEndpointSlices), f.churn.writers_per_kind));
 }
 
 void WatcherRows(const RunRecord& r, BenchReport& out) {
@@ -124,12 +125,14 @@ void UpstreamRows(const RunRecord& r, BenchReport& out) {
 }
 
 void ChurnRows(const RunRecord& r, BenchReport& out) {
-  const Churn::Stats& c = r.churn;
+  const tools::Churn::Stats& c = r.churn;
+  const uint64_t pod_writes = c.writes_of(tools::Kind::kPods);
+  const uint64_t slice_writes = c.writes_of(tools::Kind::kEndpointSlices);
   out.Section("Churn (writes to the apiserver)");
   out.Row("successful writes: pods / EndpointSlices",
-          Fmt("%lu (%.1f/s) / %lu (%.1f/s) in %.1f s", U(c.pod_writes),
-              c.pod_writes / std::max(c.elapsed, 1e-9), U(c.slice_writes),
-              c.slice_writes / std::max(c.elapsed, 1e-9), c.elapsed));
+          Fmt("%lu (%.1f/s) / %lu (%.1f/s) in %.1f s", U(pod_writes),
+              pod_writes / std::max(c.elapsed, 1e-9), U(slice_writes),
+              slice_writes / std::max(c.elapsed, 1e-9), c.elapsed));
   out.Row("failed writes / skipped slots (writer behind)",
           Fmt("%lu / %lu", U(c.failed), U(c.late)));
   out.Row("write round trip p50 / p99 / max",
@@ -155,11 +158,12 @@ void DeliveryRows(const RunRecord& r, BenchReport& out) {
     ++slice_watchers;
     lo = std::min(lo, r.per_watch[i].measured);
     hi = std::max(hi, r.per_watch[i].measured);
-    if (r.per_watch[i].measured != r.churn.slice_writes) ++wrong;
+    if (r.per_watch[i].measured != r.churn.writes_of(tools::Kind::kEndpointSlices)) ++wrong;
   }
   out.Row("EndpointSlice watchers with a count other than the writes",
           Fmt("%lu of %lu (min %lu, max %lu, writes %lu)", U(wrong), U(slice_watchers),
-              U(slice_watchers ? lo : 0), U(hi), U(r.churn.slice_writes)));
+              U(slice_watchers ? lo : 0), U(hi),
+              U(r.churn.writes_of(tools::Kind::kEndpointSlices))));
   out.Row("delivery rate (churn + drain window)",
           Fmt("%.0f events/s over %.1f s (drain %.1f s)", t.measured() / std::max(window, 1e-9),
               window, r.drain_seconds));
@@ -167,7 +171,7 @@ void DeliveryRows(const RunRecord& r, BenchReport& out) {
       "kube_fanout_events_dispatched_total increase",
       Count(KfDelta(r.churn_start, r.churn_end, "kube_fanout_events_dispatched_total", "pods") +
             KfDelta(r.churn_start, r.churn_end, "kube_fanout_events_dispatched_total", kKfSlices)));
-  const LatencyHistogram& l = r.latency;
+  const tools::LatencyHistogram& l = r.latency;
   out.Row("**latency write → receipt p50 / p90 / p99 / p99.9 / max**",
           Fmt("**%.1f / %.1f / %.1f / %.1f / %.1f ms**", Ms(l.PercentileMicros(0.5)),
               Ms(l.PercentileMicros(0.9)), Ms(l.PercentileMicros(0.99)),
@@ -319,7 +323,8 @@ void Results(const RunRecord& r, BenchReport& out) {
   out.Result("ended", Fmt("%lu", U(t.ended)));
   out.Result("api_watch_pods", Count(ApiserverWatches(r.ramped.api_metrics, "pods")));
   out.Result("api_watch_slices", Count(ApiserverWatches(r.ramped.api_metrics, "endpointslices")));
-  out.Result("writes", Fmt("%lu", U(r.churn.pod_writes + r.churn.slice_writes)));
+  out.Result("writes", Fmt("%lu", U(r.churn.writes_of(tools::Kind::kPods) +
+                                    r.churn.writes_of(tools::Kind::kEndpointSlices))));
   out.Result("events", Fmt("%lu", U(t.measured())));
   out.Result("expected", Fmt("%lu", U(r.expected_pod_events + r.expected_slice_events)));
   out.Result("events_per_s", Fmt("%.0f", t.measured() / std::max(window, 1e-9)));

@@ -1,7 +1,5 @@
 #include "tests/bench/watch_client.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <array>
 #include <boost/asio/executor_work_guard.hpp>
@@ -14,7 +12,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "tests/bench/event_stream_parser.h"
+#include "tests/tools/event_stream_parser.h"
+#include "tests/tools/write_stamp.h"
 
 namespace kf::bench {
 namespace {
@@ -42,16 +41,10 @@ WatchPlan WatchPlan::Make(int watchers, int nodes, bool shuffled, uint32_t seed)
   return p;
 }
 
-int64_t UnixNanos() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
 struct WatchClient::Watch {
   Watch(asio::io_context& ioc, int i, int n) : socket(ioc), index(i), node(n), pods(n >= 0) {}
   asio::ip::tcp::socket socket;
-  EventStreamParser parser;
+  tools::EventStreamParser parser;
   std::string request;
   int index;
   int node;
@@ -68,7 +61,7 @@ struct WatchClient::Shard {
   std::atomic<bool> finished{false};
   // Touched only on this shard's thread (and after Join).
   std::map<int, std::unique_ptr<Watch>> watches;
-  LatencyHistogram pod_latencies, slice_latencies;
+  tools::LatencyHistogram pod_latencies, slice_latencies;
   std::array<char, kReadBuffer> buffer;
   std::string stamp_key;
   // Written by this shard's thread, read by anyone.
@@ -95,7 +88,7 @@ WatchClient::WatchClient(Options options)
       measure_from_(std::numeric_limits<int64_t>::max()) {
   for (int i = 0; i < std::max(1, options_.threads); ++i) {
     auto shard = std::make_unique<Shard>();
-    shard->stamp_key = QuotedKey(kWrittenAtAnnotation);
+    shard->stamp_key = QuotedKey(tools::kWrittenAtAnnotation);
     shards_.push_back(std::move(shard));
   }
 }
@@ -180,18 +173,18 @@ void WatchClient::OnReadable(Shard& shard, Watch& w) {
       End(shard, w, ec == asio::error::eof ? "closed by kube-fanout" : "read: " + ec.message());
       return;
     }
-    const int64_t now = UnixNanos();  // One receipt time per read.
+    const int64_t now = tools::UnixNanos();  // One receipt time per read.
     Bump(shard.bytes, n);
     const bool more = w.parser.Feed(std::string_view(shard.buffer.data(), n),
                                     [&](std::string_view line) { OnEvent(shard, w, line, now); });
     if (!w.connected && w.parser.head_done() &&
-        w.parser.state() != EventStreamParser::State::kError) {
+        w.parser.state() != tools::EventStreamParser::State::kError) {
       w.connected = true;
       Bump(shard.connected);
     }
     if (!more) {
       End(shard, w,
-          w.parser.state() == EventStreamParser::State::kDone
+          w.parser.state() == tools::EventStreamParser::State::kDone
               ? "watch ended by kube-fanout"
               : "bad response: " + w.parser.error() + " [" + w.parser.head().substr(0, 200) + "]");
       return;
@@ -202,7 +195,7 @@ void WatchClient::OnReadable(Shard& shard, Watch& w) {
 }
 
 void WatchClient::OnEvent(Shard& shard, Watch& w, std::string_view line, int64_t now) {
-  const char type = EventFields::TypeLetter(line);
+  const char type = tools::EventFields::TypeLetter(line);
   switch (type) {
     case 'B':
       Bump(shard.bookmarks);
@@ -224,7 +217,7 @@ void WatchClient::OnEvent(Shard& shard, Watch& w, std::string_view line, int64_t
       NoteFailure("not an event: " + std::string(line.substr(0, 120)));
       return;
   }
-  const std::optional<int64_t> written = EventFields::Annotation(line, shard.stamp_key);
+  const std::optional<int64_t> written = tools::EventFields::Annotation(line, shard.stamp_key);
   if (!written) {
     Bump(shard.initial);
   } else if (*written < measure_from_.load(std::memory_order_relaxed)) {
@@ -300,14 +293,14 @@ WatchClient::Totals WatchClient::GetTotals() const {
   return t;
 }
 
-LatencyHistogram WatchClient::Latencies() const {
-  LatencyHistogram all = Latencies(true);
+tools::LatencyHistogram WatchClient::Latencies() const {
+  tools::LatencyHistogram all = Latencies(true);
   all.Merge(Latencies(false));
   return all;
 }
 
-LatencyHistogram WatchClient::Latencies(bool pods) const {
-  LatencyHistogram all;
+tools::LatencyHistogram WatchClient::Latencies(bool pods) const {
+  tools::LatencyHistogram all;
   for (const auto& s : shards_) all.Merge(pods ? s->pod_latencies : s->slice_latencies);
   return all;
 }

@@ -22,16 +22,11 @@
 #include <string>
 #include <vector>
 
-#include "tests/bench/latency_histogram.h"
+#include "tests/tools/latency_histogram.h"
 
 namespace kf::bench {
 
 namespace asio = boost::asio;
-
-// The annotation the churn writes and the watchers read, in nanoseconds since the Unix epoch.
-inline constexpr std::string_view kWrittenAtAnnotation = "kube-fanout.bench/written-at";
-
-int64_t UnixNanos();
 
 // What each watcher asks for: half of them (rounded up) the pods of one node, the j-th of those
 // node-(j % nodes), the others every EndpointSlice. The order in which they connect is either
@@ -83,8 +78,8 @@ class WatchClient {
 
   Totals GetTotals() const;
   // All measured events, or only those of the pods (or EndpointSlice) watchers.
-  LatencyHistogram Latencies() const;
-  LatencyHistogram Latencies(bool pods) const;
+  tools::LatencyHistogram Latencies() const;
+  tools::LatencyHistogram Latencies(bool pods) const;
   std::vector<PerWatch> PerWatchResults(int n) const;
   std::vector<std::string> FailureSamples() const;
 

@@ -24,11 +24,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
-#include "tests/bench/event_stream_parser.h"
-#include "tests/bench/watch_client.h"
 #include "tests/load/list_scanner.h"
-#include "tests/load/response_reader.h"
 #include "tests/load/wire.h"
+#include "tests/tools/event_stream_parser.h"
+#include "tests/tools/resource_version.h"
+#include "tests/tools/response_reader.h"
+#include "tests/tools/write_stamp.h"
 
 namespace kf::load {
 namespace {
@@ -99,7 +100,7 @@ struct AgentPool::Conn {
 
 struct AgentPool::Shard {
   Shard(AgentPool& p, uint64_t seed) : pool(p), sweeper(ioc), rng(seed) {
-    stamp_key = absl::StrCat("\"", ToAbsl(bench::kWrittenAtAnnotation), "\":\"");
+    stamp_key = absl::StrCat("\"", ToAbsl(tools::kWrittenAtAnnotation), "\":\"");
   }
 
   AgentPool& pool;
@@ -114,8 +115,8 @@ struct AgentPool::Shard {
   bool stopping = false;
   std::vector<std::unique_ptr<Task>> tasks;
   std::array<char, kReadBuffer> read_buffer;
-  std::array<bench::LatencyHistogram, kKinds> latency;
-  bench::LatencyHistogram list_latency, get_latency;
+  std::array<tools::LatencyHistogram, kKinds> latency;
+  tools::LatencyHistogram list_latency, get_latency;
   std::map<int, uint64_t> by_status;
   uint64_t errors = 0, timeouts = 0, watch_ends = 0;
   // Written by this shard's thread, read by anyone.
@@ -385,10 +386,10 @@ asio::awaitable<AgentPool::Task::Reply> AgentPool::Task::Request(Verb verb,
     conn_->reused = true;
     const auto sent = Clock::now();
     deadline_ = sent + kRequestTimeout;
-    ResponseReader reader;
+    tools::ResponseReader reader;
     r.error = co_await WriteAll(request);
     if (r.error.empty()) {
-      const ResponseReader::OnBody on_body = [scanner, &reader](std::string_view body) {
+      const auto on_body = [scanner, &reader](std::string_view body) {
         if (scanner != nullptr && reader.status() == 200) scanner->Feed(body);
       };
       auto consume = [&reader, &on_body](std::string_view data) {
@@ -463,7 +464,7 @@ class AgentPool::Reflector : public AgentPool::Task {
   asio::awaitable<std::optional<uint64_t>> List(bool consistent);
   asio::awaitable<End> Watch(uint64_t rv);
   // False once the stream ended (cleanly or not).
-  bool Feed(bench::EventStreamParser& parser, WatchState& st, std::string_view data);
+  bool Feed(tools::EventStreamParser& parser, WatchState& st, std::string_view data);
   void OnLine(std::string_view line, WatchState& st);
   void FirstListDone() {
     if (first_list_done_) return;
@@ -530,7 +531,7 @@ asio::awaitable<std::optional<uint64_t>> AgentPool::Reflector::List(bool consist
       }
       co_return std::nullopt;
     }
-    const std::optional<uint64_t> page_rv = ParseResourceVersion(scanner.resource_version());
+    const std::optional<uint64_t> page_rv = tools::ParseResourceVersion(scanner.resource_version());
     if (!scanner.done() || scanner.failed() || !page_rv) {
       pool_.NoteFailure(absl::StrCat("LIST ", path_, ": no resourceVersion in the body"));
       conn_.reset();
@@ -563,12 +564,12 @@ asio::awaitable<AgentPool::Reflector::End> AgentPool::Reflector::Watch(uint64_t 
   // Named, not temporaries in the co_await expressions: GCC 12 is unreliable with those.
   const std::string request = RequestText(target);
   const std::string write_error = co_await WriteAll(request);
-  bench::EventStreamParser parser;
+  tools::EventStreamParser parser;
   WatchState st;
   std::string read_error;
   if (write_error.empty()) {
     auto consume = [this, &parser, &st](std::string_view data) {
-      st.now = bench::UnixNanos();  // One receipt time per read.
+      st.now = tools::UnixNanos();  // One receipt time per read.
       return Feed(parser, st, data);
     };
     co_await ReadUntil(consume, &read_error);
@@ -578,7 +579,7 @@ asio::awaitable<AgentPool::Reflector::End> AgentPool::Reflector::Watch(uint64_t 
   if (st.open) pool_.open_watches_.fetch_sub(1, std::memory_order_relaxed);
   if (stopping()) co_return End::kStopped;
   if (!parser.head_done() ||
-      (parser.state() == bench::EventStreamParser::State::kError && parser.status() == 0)) {
+      (parser.state() == tools::EventStreamParser::State::kError && parser.status() == 0)) {
     CountError();
     pool_.NoteFailure(absl::StrCat(
         "WATCH ", path_, ": no response: ", write_error.empty() ? read_error : write_error));
@@ -595,14 +596,14 @@ asio::awaitable<AgentPool::Reflector::End> AgentPool::Reflector::Watch(uint64_t 
     pool_.NoteFailure(absl::StrCat("WATCH ", path_, ": ERROR event, code ", *st.error_code));
     co_return End::kError;
   }
-  if (parser.state() == bench::EventStreamParser::State::kDone) co_return End::kClean;
+  if (parser.state() == tools::EventStreamParser::State::kDone) co_return End::kClean;
   pool_.NoteFailure(absl::StrCat(
       "WATCH ", path_, " broken off: ",
-      parser.state() == bench::EventStreamParser::State::kError ? parser.error() : read_error));
+      parser.state() == tools::EventStreamParser::State::kError ? parser.error() : read_error));
   co_return End::kError;  // Broken off mid-stream (or by its deadline).
 }
 
-bool AgentPool::Reflector::Feed(bench::EventStreamParser& parser, WatchState& st,
+bool AgentPool::Reflector::Feed(tools::EventStreamParser& parser, WatchState& st,
                                 std::string_view data) {
   const bool more = parser.Feed(data, [&](std::string_view line) { OnLine(line, st); });
   if (!st.open && parser.head_done() && parser.status() == 200) {
@@ -616,7 +617,7 @@ bool AgentPool::Reflector::Feed(bench::EventStreamParser& parser, WatchState& st
 
 void AgentPool::Reflector::OnLine(std::string_view line, WatchState& st) {
   if (st.error_code) return;  // Nothing after an ERROR counts.
-  const char type = bench::EventFields::TypeLetter(line);
+  const char type = tools::EventFields::TypeLetter(line);
   if (type == 'E') {
     st.error_code = EventErrorCode(line).value_or(0);
     return;
@@ -637,7 +638,7 @@ void AgentPool::Reflector::OnLine(std::string_view line, WatchState& st) {
     return;
   }
   record_.OnEvent(*rv);
-  const std::optional<int64_t> written = bench::EventFields::Annotation(line, shard_.stamp_key);
+  const std::optional<int64_t> written = tools::EventFields::Annotation(line, shard_.stamp_key);
   if (written && *written >= pool_.options_.measure_from_unix_ns) {
     shard_.latency[static_cast<size_t>(record_.kind())].RecordNanos(st.now - *written);
   }
@@ -683,7 +684,7 @@ asio::awaitable<void> AgentPool::Poller::Run() {
   conn_.reset();
 }
 
-AgentPool::AgentPool(bench::Endpoint target, std::string token, AgentOptions options)
+AgentPool::AgentPool(tools::Endpoint target, std::string token, AgentOptions options)
     : target_(std::move(target)), token_(std::move(token)), options_(std::move(options)) {}
 
 AgentPool::~AgentPool() {

@@ -37,8 +37,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "tests/bench/api_client.h"
-#include "tests/bench/latency_histogram.h"
+#include "tests/tools/api_client.h"
+#include "tests/tools/latency_histogram.h"
 #include "tests/load/completeness.h"
 
 namespace kf::load {
@@ -76,8 +76,8 @@ struct AgentProgress {
 enum Verb { kList = 0, kWatch = 1, kGet = 2, kVerbs = 3 };
 
 struct AgentResults {
-  std::array<bench::LatencyHistogram, kKinds> latency;  // Write stamp to receipt, per resource.
-  bench::LatencyHistogram list_latency, get_latency;    // Request sent to response complete.
+  std::array<tools::LatencyHistogram, kKinds> latency;  // Write stamp to receipt, per resource.
+  tools::LatencyHistogram list_latency, get_latency;    // Request sent to response complete.
   std::array<uint64_t, kVerbs> by_verb{};
   std::map<int, uint64_t> by_status;
   uint64_t errors = 0;      // Requests that got no (complete) response.
@@ -87,7 +87,7 @@ struct AgentResults {
 
 class AgentPool {
  public:
-  AgentPool(bench::Endpoint target, std::string token, AgentOptions options);
+  AgentPool(tools::Endpoint target, std::string token, AgentOptions options);
   ~AgentPool();
   AgentPool(const AgentPool&) = delete;
   AgentPool& operator=(const AgentPool&) = delete;
@@ -121,7 +121,7 @@ class AgentPool {
   void NoteFailure(const std::string& message);
   void Sweep(Shard& shard);
 
-  const bench::Endpoint target_;
+  const tools::Endpoint target_;
   const std::string token_;
   const AgentOptions options_;
   std::string request_headers_;  // Host, Accept, Authorization: the same on every request.

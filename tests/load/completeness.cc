@@ -12,24 +12,6 @@ constexpr size_t kMaxMissingPerSample = 5;
 
 }  // namespace
 
-std::string_view KindName(Kind kind) {
-  switch (kind) {
-    case Kind::kPods:
-      return "pods";
-    case Kind::kNodes:
-      return "nodes";
-    case Kind::kEndpointSlices:
-      return "endpointslices";
-    case Kind::kServices:
-      return "services";
-    case Kind::kConfigMaps:
-      return "configmaps";
-    case Kind::kEvents:
-      return "events";
-  }
-  return "unknown";
-}
-
 void StreamRecord::OnList(uint64_t rv, bool after_410) {
   if (!listed_) {
     listed_ = true;

@@ -18,12 +18,16 @@
 #include <string_view>
 #include <vector>
 
+#include "tests/tools/churn.h"
+#include "tests/tools/churn_objects.h"
+
 namespace kf::load {
 
-enum class Kind : uint8_t { kPods, kNodes, kEndpointSlices, kServices, kConfigMaps, kEvents };
-inline constexpr int kKinds = 6;
-// The resource's plural name ("pods", "endpointslices", ...).
-std::string_view KindName(Kind kind);
+// The churn's kinds and its record of successful writes (tests/tools/churn.h).
+using tools::Kind;
+using tools::kKinds;
+using tools::KindName;
+using tools::Write;
 
 // What one watch stream saw. Single-threaded: owned by the agent thread running the stream.
 class StreamRecord {
@@ -61,14 +65,6 @@ class StreamRecord {
   uint64_t last_event_rv_ = 0, last_bookmark_rv_ = 0;
   uint64_t out_of_order_ = 0, duplicates_ = 0, events_ = 0;
   std::vector<uint64_t> received_;
-};
-
-// One successful churn write: the object (an index among those of its kind) and the
-// resourceVersion the apiserver answered with.
-struct Write {
-  Kind kind;
-  uint32_t object;
-  uint64_t rv;
 };
 
 // One incomplete stream, for the report: where to start looking.

@@ -23,14 +23,14 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "tests/bench/api_client.h"
 #include "tests/bench/proc_stats.h"
 #include "tests/bench/process_limits.h"
-#include "tests/bench/watch_client.h"
 #include "tests/load/agents.h"
 #include "tests/load/completeness.h"
-#include "tests/load/load_churn.h"
 #include "tests/load/load_report.h"
+#include "tests/tools/api_client.h"
+#include "tests/tools/churn.h"
+#include "tests/tools/write_stamp.h"
 
 namespace kf::load {
 namespace {
@@ -129,7 +129,7 @@ struct TimelinePoint {
 // main thread is in, and prints the progress line.
 class Timeline {
  public:
-  Timeline(const AgentPool& pool, const LoadChurn& churn, bool progress, std::string label)
+  Timeline(const AgentPool& pool, const tools::Churn& churn, bool progress, std::string label)
       : pool_(pool), churn_(churn), progress_(progress), label_(std::move(label)) {}
 
   void Begin() { start_ = Clock::now(); }
@@ -177,7 +177,7 @@ class Timeline {
   }
 
   const AgentPool& pool_;
-  const LoadChurn& churn_;
+  const tools::Churn& churn_;
   const bool progress_;
   const std::string label_;
   const char* phase_ = "ramp";
@@ -224,7 +224,7 @@ SelfCost MeasureSelf() {
 
 void WriteResult(JsonWriter& w, const Flags& f, const Phases& phases, double started_unix,
                  const AgentResults& results, const Completeness& c, const AgentProgress& at_end,
-                 const SelfCost& self, const LoadChurn::Stats& churn, const Timeline& timeline,
+                 const SelfCost& self, const tools::Churn::Stats& churn, const Timeline& timeline,
                  const std::vector<std::string>& failures) {
   auto num = [&w](const char* key, double v) {
     w.Key(key);
@@ -434,8 +434,8 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "kf_load: $%s is not set\n", f.token_env.c_str());
     return 2;
   }
-  auto api = bench::Endpoint::Parse(f.apiserver);
-  auto target = bench::Endpoint::Parse(f.setup_only && f.target.empty() ? f.apiserver : f.target);
+  auto api = tools::Endpoint::Parse(f.apiserver);
+  auto target = tools::Endpoint::Parse(f.setup_only && f.target.empty() ? f.apiserver : f.target);
   if (!api.ok() || !target.ok()) {
     std::fprintf(stderr, "kf_load: --apiserver and --target want [http[s]://]HOST:PORT\n");
     return 2;
@@ -475,11 +475,11 @@ int Main(int argc, char** argv) {
                               static_cast<int>(f.duration + f.drain) + 120;
   bench::Watchdog watchdog("kf_load", seconds(bound));
 
-  LoadChurn::Options co;
+  tools::Churn::Options co;
   co.namespace_ = f.namespace_;
   co.nodes = f.kubelets;
-  co.pods_per_node = f.pods_per_node;
-  co.services = f.services;
+  co.pods = f.kubelets * f.pods_per_node;
+  co.slices = f.services;
   co.endpoints_per_slice = f.endpoints_per_slice;
   co.configmaps = f.configmaps_per_kubelet;
   co.rates[static_cast<size_t>(Kind::kPods)] = f.pod_rate;
@@ -488,7 +488,7 @@ int Main(int argc, char** argv) {
   co.rates[static_cast<size_t>(Kind::kEvents)] = f.event_rate;
   co.rates[static_cast<size_t>(Kind::kConfigMaps)] = f.configmap_rate;
   co.seed = f.seed;
-  LoadChurn churn(*api, token, co);
+  tools::Churn churn(*api, token, co);
 
   Phases phases;
   auto t0 = Clock::now();
@@ -510,8 +510,8 @@ int Main(int argc, char** argv) {
   ao.threads = f.threads;
   ao.source_ips = loopback ? f.source_ips : 1;
   ao.seed = f.seed;
-  const double started_unix = static_cast<double>(bench::UnixNanos()) / 1e9;
-  ao.measure_from_unix_ns = bench::UnixNanos();
+  const double started_unix = static_cast<double>(tools::UnixNanos()) / 1e9;
+  ao.measure_from_unix_ns = tools::UnixNanos();
   AgentPool pool(*target, token, ao);
   if (absl::Status s = pool.Start(); !s.ok()) {
     Log(absl::StrCat("agents: ", s.message()));
@@ -554,7 +554,7 @@ int Main(int argc, char** argv) {
   const SelfCost self = MeasureSelf();
   pool.Stop(seconds(15));
 
-  const LoadChurn::Stats stats = churn.GetStats();
+  const tools::Churn::Stats stats = churn.GetStats();
   const AgentResults results = pool.GetResults();
   const Completeness completeness =
       CheckCompleteness(pool.Streams(), stats.log, [&churn](Kind kind, uint32_t object) {

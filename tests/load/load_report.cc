@@ -2,7 +2,7 @@
 
 namespace kf::load {
 
-std::vector<std::pair<uint64_t, double>> CdfPoints(const bench::LatencyHistogram& h) {
+std::vector<std::pair<uint64_t, double>> CdfPoints(const tools::LatencyHistogram& h) {
   std::vector<std::pair<uint64_t, double>> out;
   if (h.count() == 0) return out;
   std::vector<double> qs;
@@ -20,7 +20,7 @@ std::vector<std::pair<uint64_t, double>> CdfPoints(const bench::LatencyHistogram
   return out;
 }
 
-void WriteLatency(JsonWriter& w, const bench::LatencyHistogram& h, bool with_cdf) {
+void WriteLatency(JsonWriter& w, const tools::LatencyHistogram& h, bool with_cdf) {
   w.StartObject();
   w.Key("count");
   w.Uint64(h.count());

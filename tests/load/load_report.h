@@ -8,7 +8,7 @@
 
 #include "rapidjson/prettywriter.h"
 #include "rapidjson/stringbuffer.h"
-#include "tests/bench/latency_histogram.h"
+#include "tests/tools/latency_histogram.h"
 
 namespace kf::load {
 
@@ -16,10 +16,10 @@ using JsonWriter = rapidjson::PrettyWriter<rapidjson::StringBuffer>;
 
 // About 40 points [microseconds, fraction of samples at or below] spanning the distribution,
 // denser in the tail, ascending in both, the last one [max, 1]. Empty for an empty histogram.
-std::vector<std::pair<uint64_t, double>> CdfPoints(const bench::LatencyHistogram& h);
+std::vector<std::pair<uint64_t, double>> CdfPoints(const tools::LatencyHistogram& h);
 
 // {"count":..,"p50":..,"p90":..,"p99":..,"max":..} and, when asked, "cdf": [[us, fraction], ...].
-void WriteLatency(JsonWriter& w, const bench::LatencyHistogram& h, bool with_cdf);
+void WriteLatency(JsonWriter& w, const tools::LatencyHistogram& h, bool with_cdf);
 
 }  // namespace kf::load
 

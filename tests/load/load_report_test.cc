@@ -6,7 +6,7 @@ namespace kf::load {
 namespace {
 
 TEST_CASE("CdfPoints ascend to the maximum at fraction one") {
-  bench::LatencyHistogram h;
+  tools::LatencyHistogram h;
   CHECK(CdfPoints(h).empty());
   for (int64_t us = 1; us <= 10000; ++us) h.RecordNanos(us * 1000);
   const auto points = CdfPoints(h);
@@ -22,7 +22,7 @@ TEST_CASE("CdfPoints ascend to the maximum at fraction one") {
 }
 
 TEST_CASE("CdfPoints of one repeated value is a single point") {
-  bench::LatencyHistogram h;
+  tools::LatencyHistogram h;
   for (int i = 0; i < 100; ++i) h.RecordNanos(5000);
   const auto points = CdfPoints(h);
   REQUIRE(points.size() == 1);

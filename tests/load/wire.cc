@@ -83,12 +83,6 @@ std::optional<int> EventErrorCode(std::string_view line) {
   return std::nullopt;
 }
 
-std::optional<uint64_t> ParseResourceVersion(std::string_view s) {
-  auto v = DigitsAt(s, 0);
-  if (!v || s.size() != std::to_string(*v).size()) return std::nullopt;
-  return v;
-}
-
 std::chrono::milliseconds BackoffDelay(int attempt, double jitter) {
   constexpr double kBaseMs = 800, kCapMs = 30000;
   const double base = std::min(kCapMs, kBaseMs * std::pow(2.0, std::clamp(attempt, 0, 30)));

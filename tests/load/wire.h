@@ -31,9 +31,6 @@ std::optional<uint64_t> EventResourceVersion(std::string_view line);
 // Gone (some servers leave the code out).
 std::optional<int> EventErrorCode(std::string_view line);
 
-// A decimal resourceVersion; nullopt when empty, not all digits, or too large.
-std::optional<uint64_t> ParseResourceVersion(std::string_view s);
-
 // The delay before retry number `attempt` (0 for the first): 800 ms doubling up to 30 s, then
 // stretched by 1 + jitter (jitter in [0, 1)), so at most 60 s; like client-go's reflector
 // backoff, which also spreads retries of many clients that failed together.

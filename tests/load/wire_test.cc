@@ -42,15 +42,6 @@ TEST_CASE("EventErrorCode reads the Status code or an expired reason") {
   CHECK_FALSE(EventErrorCode(R"({"type":"ERROR","object":{}})"));
 }
 
-TEST_CASE("ParseResourceVersion takes whole decimal numbers only") {
-  CHECK(ParseResourceVersion("0") == 0u);
-  CHECK(ParseResourceVersion("18446744073") == 18446744073u);
-  CHECK_FALSE(ParseResourceVersion(""));
-  CHECK_FALSE(ParseResourceVersion("12a"));
-  CHECK_FALSE(ParseResourceVersion("012"));
-  CHECK_FALSE(ParseResourceVersion("99999999999999999999999"));
-}
-
 TEST_CASE("BackoffDelay doubles from 800ms to a 30s cap and jitter stretches it below double") {
   using std::chrono::milliseconds;
   CHECK(BackoffDelay(0, 0) == milliseconds(800));

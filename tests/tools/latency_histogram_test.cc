@@ -1,8 +1,8 @@
-#include "tests/bench/latency_histogram.h"
+#include "tests/tools/latency_histogram.h"
 
 #include <catch2/catch.hpp>
 
-namespace kf::bench {
+namespace kf::tools {
 namespace {
 
 TEST_CASE("LatencyHistogram percentiles are within 2% of the exact values") {
@@ -33,4 +33,4 @@ TEST_CASE("LatencyHistogram is exact below 128 µs, counts negatives as zero and
 }
 
 }  // namespace
-}  // namespace kf::bench
+}  // namespace kf::tools

@@ -1,9 +1,9 @@
-// OpenLoop: the schedule of one of W writers sharing a rate, as the churn generators use it.
+// OpenLoop: the schedule of one of W writers sharing a rate, as the churn uses it.
 // Writer k of W writes at start + (k + W*m) / rate; a slot missed by more than one period (the
 // previous write took too long) is skipped and counted, never made up in a burst, so the
 // offered load does not depend on how fast the server answers.
-#ifndef KUBE_FANOUT_TESTS_BENCH_OPEN_LOOP_H_
-#define KUBE_FANOUT_TESTS_BENCH_OPEN_LOOP_H_
+#ifndef KUBE_FANOUT_TESTS_TOOLS_OPEN_LOOP_H_
+#define KUBE_FANOUT_TESTS_TOOLS_OPEN_LOOP_H_
 
 #include <algorithm>
 #include <atomic>
@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <thread>
 
-namespace kf::bench {
+namespace kf::tools {
 
 class OpenLoop {
  public:
@@ -47,6 +47,6 @@ class OpenLoop {
   int64_t m_ = 0;
 };
 
-}  // namespace kf::bench
+}  // namespace kf::tools
 
-#endif  // KUBE_FANOUT_TESTS_BENCH_OPEN_LOOP_H_
+#endif  // KUBE_FANOUT_TESTS_TOOLS_OPEN_LOOP_H_

@@ -1,11 +1,11 @@
-// ApiClient: a blocking HTTP/1.1 client for the benchmark's control traffic (creating objects,
-// the churn writes, /metrics scrapes): one keep-alive connection, plain or TLS (verifying the
+// ApiClient: a blocking HTTP/1.1 client for the benchmark's and the load test's control traffic
+// (creating objects, the churn writes, /metrics scrapes): one keep-alive connection, plain or TLS (verifying the
 // server against a CA file), a bearer token, and a deadline on every request.
 //
 // Blocking by design: it owns a private io_context and runs it until the request completes, so
 // each thread that writes uses its own ApiClient. Not thread-safe.
-#ifndef KUBE_FANOUT_TESTS_BENCH_API_CLIENT_H_
-#define KUBE_FANOUT_TESTS_BENCH_API_CLIENT_H_
+#ifndef KUBE_FANOUT_TESTS_TOOLS_API_CLIENT_H_
+#define KUBE_FANOUT_TESTS_TOOLS_API_CLIENT_H_
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
@@ -22,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace kf::bench {
+namespace kf::tools {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -74,6 +74,6 @@ class ApiClient {
   std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls_;
 };
 
-}  // namespace kf::bench
+}  // namespace kf::tools
 
-#endif  // KUBE_FANOUT_TESTS_BENCH_API_CLIENT_H_
+#endif  // KUBE_FANOUT_TESTS_TOOLS_API_CLIENT_H_

@@ -1,4 +1,4 @@
-#include "tests/bench/api_client.h"
+#include "tests/tools/api_client.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
 
-namespace kf::bench {
+namespace kf::tools {
 namespace {
 
 namespace http = beast::http;
@@ -197,4 +197,4 @@ absl::StatusOr<ApiClient::Response> ApiClient::Request(
   }
 }
 
-}  // namespace kf::bench
+}  // namespace kf::tools

@@ -1,9 +1,9 @@
-#include "tests/load/response_reader.h"
+#include "tests/tools/response_reader.h"
 
 #include <algorithm>
 #include <cctype>
 
-namespace kf::load {
+namespace kf::tools {
 namespace {
 
 bool IEquals(std::string_view a, std::string_view b) {
@@ -38,6 +38,7 @@ bool ResponseReader::Fail(std::string message) {
 }
 
 size_t ResponseReader::FeedHead(std::string_view data) {
+  if (state_ != State::kHead) return 0;
   // The end of the head may straddle reads: look for it across what was kept and what came.
   const size_t kept = head_.size();
   head_.append(data.substr(0, std::min(data.size(), kMaxHead + 4)));
@@ -49,8 +50,6 @@ size_t ResponseReader::FeedHead(std::string_view data) {
   const size_t consumed = end + 4 - kept;
   head_.resize(end);
   ParseHead();
-  head_.clear();
-  head_.shrink_to_fit();
   return consumed;
 }
 
@@ -67,7 +66,7 @@ bool ResponseReader::ParseHead() {
     if (head[i] < '0' || head[i] > '9') return Fail("bad status code");
     status_ = status_ * 10 + (head[i] - '0');
   }
-  bool chunked = false, has_length = false;
+  bool has_length = false;
   uint64_t length = 0;
   size_t pos = head.find("\r\n");
   while (pos != std::string_view::npos) {
@@ -80,7 +79,7 @@ bool ResponseReader::ParseHead() {
     const std::string_view name = Trim(field.substr(0, colon));
     const std::string_view value = Trim(field.substr(colon + 1));
     if (IEquals(name, "transfer-encoding")) {
-      chunked = IContains(value, "chunked");
+      chunked_ = IContains(value, "chunked");
     } else if (IEquals(name, "content-length")) {
       has_length = !value.empty();
       length = 0;
@@ -96,7 +95,7 @@ bool ResponseReader::ParseHead() {
   if (status_ == 204 || status_ == 304 || (status_ >= 100 && status_ < 200)) {
     if (status_ < 200) return Fail("informational responses are not expected");
     state_ = State::kDone;
-  } else if (chunked) {
+  } else if (chunked_) {
     state_ = State::kChunkSize;
   } else if (has_length) {
     left_ = length;
@@ -108,94 +107,70 @@ bool ResponseReader::ParseHead() {
   return true;
 }
 
-bool ResponseReader::Feed(std::string_view data, const OnBody& on_body) {
-  if (!data.empty()) got_some_ = true;
-  while (!data.empty()) {
-    switch (state_) {
-      case State::kHead:
-        data.remove_prefix(FeedHead(data));
-        break;
-      case State::kLength: {
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(left_, data.size()));
-        on_body(data.substr(0, n));
-        data.remove_prefix(n);
-        left_ -= n;
-        if (left_ == 0) state_ = State::kDone;
-        break;
-      }
-      case State::kUntilClose:
-        on_body(data);
-        data = {};
-        break;
-      case State::kChunkSize: {
-        const char c = data.front();
-        int digit = -1;
-        if (c >= '0' && c <= '9') digit = c - '0';
-        if (c >= 'a' && c <= 'f') digit = c - 'a' + 10;
-        if (c >= 'A' && c <= 'F') digit = c - 'A' + 10;
-        if (digit >= 0) {
-          if (++size_digits_ > 15) return Fail("chunk size too long");
-          left_ = left_ * 16 + static_cast<uint64_t>(digit);
-        } else if (size_digits_ > 0 && (c == ';' || c == ' ' || c == '\t')) {
-          state_ = State::kChunkExt;
-        } else if (size_digits_ > 0 && c == '\r') {
-          state_ = State::kChunkSizeLf;
-        } else {
-          return Fail("bad chunk size");
-        }
-        data.remove_prefix(1);
-        break;
-      }
-      case State::kChunkExt: {
-        const size_t cr = data.find('\r');
-        if (cr == std::string_view::npos) return true;
+bool ResponseReader::FeedChunkFraming(std::string_view* data) {
+  switch (state_) {
+    case State::kChunkSize: {
+      const char c = data->front();
+      int digit = -1;
+      if (c >= '0' && c <= '9') digit = c - '0';
+      if (c >= 'a' && c <= 'f') digit = c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') digit = c - 'A' + 10;
+      if (digit >= 0) {
+        if (++size_digits_ > 15) return Fail("chunk size too long");
+        left_ = left_ * 16 + static_cast<uint64_t>(digit);
+      } else if (size_digits_ > 0 && (c == ';' || c == ' ' || c == '\t')) {
+        state_ = State::kChunkExt;
+      } else if (size_digits_ > 0 && c == '\r') {
         state_ = State::kChunkSizeLf;
-        data.remove_prefix(cr + 1);
-        break;
+      } else {
+        return Fail("bad chunk size");
       }
-      case State::kChunkSizeLf:
-        if (data.front() != '\n') return Fail("chunk size line without LF");
-        data.remove_prefix(1);
-        size_digits_ = 0;
-        state_ = left_ == 0 ? State::kTrailer : State::kChunkData;
-        break;
-      case State::kChunkData: {
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(left_, data.size()));
-        on_body(data.substr(0, n));
-        data.remove_prefix(n);
-        left_ -= n;
-        if (left_ == 0) state_ = State::kChunkDataCr;
-        break;
-      }
-      case State::kChunkDataCr:
-      case State::kChunkDataLf: {
-        const char want = state_ == State::kChunkDataCr ? '\r' : '\n';
-        if (data.front() != want) return Fail("chunk data without CRLF");
-        data.remove_prefix(1);
-        state_ = state_ == State::kChunkDataCr ? State::kChunkDataLf : State::kChunkSize;
-        break;
-      }
-      case State::kTrailer: {
-        // Lines up to an empty one; head_ holds the current line.
-        const size_t lf = data.find('\n');
-        if (lf == std::string_view::npos) {
-          if (head_.size() + data.size() > kMaxHead) return Fail("trailer too long");
-          head_.append(data);
-          return true;
-        }
-        head_.append(data.substr(0, lf));
-        data.remove_prefix(lf + 1);
-        if (head_ == "\r" || head_.empty()) state_ = State::kDone;
-        head_.clear();
-        break;
-      }
-      case State::kDone:
-      case State::kError:
-        return false;
+      data->remove_prefix(1);
+      return true;
     }
-    if (state_ == State::kDone || state_ == State::kError) return false;
+    case State::kChunkExt: {
+      // Extensions are of no interest: skip to the end of the line, which may be in a later read.
+      const size_t cr = data->find('\r');
+      if (cr == std::string_view::npos) {
+        *data = {};
+        return true;
+      }
+      state_ = State::kChunkSizeLf;
+      data->remove_prefix(cr + 1);
+      return true;
+    }
+    case State::kChunkSizeLf:
+      if (data->front() != '\n') return Fail("chunk size line without LF");
+      data->remove_prefix(1);
+      size_digits_ = 0;
+      state_ = left_ == 0 ? State::kTrailer : State::kChunkData;
+      return true;
+    case State::kChunkDataCr:
+    case State::kChunkDataLf: {
+      const char want = state_ == State::kChunkDataCr ? '\r' : '\n';
+      if (data->front() != want) return Fail("chunk data without CRLF");
+      data->remove_prefix(1);
+      state_ = state_ == State::kChunkDataCr ? State::kChunkDataLf : State::kChunkSize;
+      return true;
+    }
+    case State::kTrailer: {
+      // Lines up to an empty one.
+      const size_t lf = data->find('\n');
+      if (lf == std::string_view::npos) {
+        if (trailer_.size() + data->size() > kMaxHead) return Fail("trailer too long");
+        trailer_.append(*data);
+        *data = {};
+        return true;
+      }
+      trailer_.append(data->substr(0, lf));
+      data->remove_prefix(lf + 1);
+      if (trailer_ == "\r" || trailer_.empty()) state_ = State::kDone;
+      trailer_.clear();
+      return true;
+    }
+    default:
+      return Fail("not in the chunked coding's framing");
   }
-  return state_ != State::kDone && state_ != State::kError;
 }
 
 void ResponseReader::OnEof() {
@@ -206,4 +181,4 @@ void ResponseReader::OnEof() {
   }
 }
 
-}  // namespace kf::load
+}  // namespace kf::tools

@@ -1,10 +1,10 @@
-#include "tests/bench/event_stream_parser.h"
+#include "tests/tools/event_stream_parser.h"
 
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
-namespace kf::bench {
+namespace kf::tools {
 namespace {
 
 const std::string kHead =
@@ -61,6 +61,21 @@ TEST_CASE("EventStreamParser reports a non-200 answer and a body that is not chu
   CHECK(plain.error() == "response is not chunked");
 }
 
+TEST_CASE("EventStreamParser ends the watch at the last chunk and keeps a refusal's head") {
+  EventStreamParser ended;
+  std::vector<std::string> lines;
+  CHECK_FALSE(ended.Feed(kHead + Chunk("{}\n") + "0\r\n",
+                         [&](std::string_view l) { lines.emplace_back(l); }));
+  CHECK(ended.state() == EventStreamParser::State::kDone);
+  CHECK(lines == std::vector<std::string>{"{}"});
+
+  EventStreamParser refused;
+  CHECK_FALSE(
+      refused.Feed("HTTP/1.1 410 Gone\r\nContent-Length: 0\r\n\r\n", [](std::string_view) {}));
+  CHECK(refused.error() == "HTTP status 410");
+  CHECK(refused.head() == "HTTP/1.1 410 Gone\r\nContent-Length: 0");
+}
+
 TEST_CASE("EventStreamParser rejects a malformed chunk size") {
   EventStreamParser p;
   CHECK_FALSE(p.Feed(kHead + "zz\r\n", [](std::string_view) {}));
@@ -82,4 +97,4 @@ TEST_CASE("EventFields finds the type and a numeric annotation but not its manag
 }
 
 }  // namespace
-}  // namespace kf::bench
+}  // namespace kf::tools

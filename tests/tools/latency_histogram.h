@@ -3,13 +3,13 @@
 // exact count and maximum. Fixed size (about 30 KiB), so recording never allocates.
 //
 // Not thread-safe: each thread records into its own histogram; Merge() combines them after.
-#ifndef KUBE_FANOUT_TESTS_BENCH_LATENCY_HISTOGRAM_H_
-#define KUBE_FANOUT_TESTS_BENCH_LATENCY_HISTOGRAM_H_
+#ifndef KUBE_FANOUT_TESTS_TOOLS_LATENCY_HISTOGRAM_H_
+#define KUBE_FANOUT_TESTS_TOOLS_LATENCY_HISTOGRAM_H_
 
 #include <array>
 #include <cstdint>
 
-namespace kf::bench {
+namespace kf::tools {
 
 class LatencyHistogram {
  public:
@@ -37,6 +37,6 @@ class LatencyHistogram {
   uint64_t max_us_ = 0;
 };
 
-}  // namespace kf::bench
+}  // namespace kf::tools
 
-#endif  // KUBE_FANOUT_TESTS_BENCH_LATENCY_HISTOGRAM_H_
+#endif  // KUBE_FANOUT_TESTS_TOOLS_LATENCY_HISTOGRAM_H_

@@ -1,10 +1,10 @@
-#include "tests/bench/latency_histogram.h"
+#include "tests/tools/latency_histogram.h"
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 
-namespace kf::bench {
+namespace kf::tools {
 
 int LatencyHistogram::BucketOf(uint64_t us) {
   if (us < kLinear) return static_cast<int>(us);
@@ -50,4 +50,4 @@ uint64_t LatencyHistogram::PercentileMicros(double q) const {
   return max_us_;
 }
 
-}  // namespace kf::bench
+}  // namespace kf::tools

@@ -1,9 +1,9 @@
-#include "tests/load/response_reader.h"
+#include "tests/tools/response_reader.h"
 
 #include <catch2/catch.hpp>
 #include <string>
 
-namespace kf::load {
+namespace kf::tools {
 namespace {
 
 struct Read {
@@ -91,4 +91,4 @@ TEST_CASE("ResponseReader takes 204 and HTTP/1.0 as they are") {
 }
 
 }  // namespace
-}  // namespace kf::load
+}  // namespace kf::tools
