@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <array>
 
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
@@ -23,21 +24,10 @@ std::string Rfc3339Now() {
 }  // namespace
 
 std::string_view KindName(Kind kind) {
-  switch (kind) {
-    case Kind::kPods:
-      return "pods";
-    case Kind::kNodes:
-      return "nodes";
-    case Kind::kEndpointSlices:
-      return "endpointslices";
-    case Kind::kServices:
-      return "services";
-    case Kind::kConfigMaps:
-      return "configmaps";
-    case Kind::kEvents:
-      return "events";
-  }
-  return "unknown";
+  static constexpr std::array<std::string_view, kKinds> kNames = {
+      "pods", "nodes", "endpointslices", "services", "configmaps", "events"};
+  const auto i = static_cast<size_t>(kind);
+  return i < kNames.size() ? kNames[i] : "unknown";
 }
 
 std::string ChurnObjects::NodeName(int64_t i) { return absl::StrCat("node-", i); }
