@@ -179,30 +179,35 @@ absl::StatusOr<RequestInfo> RequestInfo::Parse(std::string_view method, std::str
   if (p.size() >= 2) info.name = p[1];
   if (p.size() >= 1) info.resource = p[0];
 
-  if (info.name.empty() && info.verb == "get") {
+  info.ResolveCollectionVerb();
+  return info;
+}
+
+void RequestInfo::ResolveCollectionVerb() {
+  // As the apiserver's RequestInfoFactory: a GET of a collection is a list or a watch (as the
+  // query decodes); a list selecting one name by field is authorized as that name.
+  if (name.empty() && verb == "get") {
     bool watch = false;
-    const bool decoded = ListOptionsDecode(info.query, &watch);
+    const bool decoded = ListOptionsDecode(query, &watch);
     if (!decoded) {
-      auto v = info.query.First("watch");
+      auto v = query.First("watch");
       const std::string lower = v ? absl::AsciiStrToLower(ToAbsl(*v)) : "";
       watch = v && lower != "false" && lower != "0";
     }
-    info.verb = watch ? "watch" : "list";
-    if (auto fs = info.query.First("fieldSelector"); decoded && fs) {
-      std::string name;
-      if (ExactFieldMatch(*fs, "metadata.name", &name) && IsPathSegmentName(name)) {
-        info.name = std::move(name);
-        info.name_from_field_selector = true;
+    verb = watch ? "watch" : "list";
+    if (auto fs = query.First("fieldSelector"); decoded && fs) {
+      std::string selected;
+      if (ExactFieldMatch(*fs, "metadata.name", &selected) && IsPathSegmentName(selected)) {
+        name = std::move(selected);
+        name_from_field_selector = true;
       }
     }
   }
-  if (info.name.empty() && info.verb == "delete") info.verb = "deletecollection";
-
-  if (!info.verb_via_path_prefix && IsOneOf(info.verb, {"list", "watch", "deletecollection"})) {
-    if (auto v = info.query.First("fieldSelector")) info.field_selector = std::string(*v);
-    if (auto v = info.query.First("labelSelector")) info.label_selector = std::string(*v);
+  if (name.empty() && verb == "delete") verb = "deletecollection";
+  if (!verb_via_path_prefix && IsOneOf(verb, {"list", "watch", "deletecollection"})) {
+    if (auto v = query.First("fieldSelector")) field_selector = std::string(*v);
+    if (auto v = query.First("labelSelector")) label_selector = std::string(*v);
   }
-  return info;
 }
 
 std::string RequestInfo::GroupResource() const {

@@ -43,6 +43,9 @@ struct RequestInfo {
 
   // "pods", "deployments.apps", ... : resource and group, as the apiserver names them in messages.
   std::string GroupResource() const;
+  // The verb of a collection request (list, watch, deletecollection) and the selectors
+  // authorization sees; part of Parse.
+  void ResolveCollectionVerb();
   // Events, core or events.k8s.io (a separate upstream may carry them; the spam filter judges
   // their creations).
   bool IsEvents() const { return IsEventsResource(api_group, resource); }

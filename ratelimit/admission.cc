@@ -192,6 +192,28 @@ void DispatchLocked(const std::shared_ptr<State>& s, const std::shared_ptr<Level
   }
 }
 
+// Takes a token from the flow's bucket (refilled at qps up to burst). nullopt: taken; else
+// the seconds until one will be there.
+std::optional<int> TakeTokenLocked(State& s, const TokenBucketConfig& limit, const std::string& key,
+                                   Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+  if (s.buckets.size() > kMaxBuckets) {
+    // Drop the buckets that have refilled: they are as good as new.
+    absl::erase_if(s.buckets, [&](const auto& kv) {
+      return kv.second.tokens +
+                 std::chrono::duration<double>(now - kv.second.last).count() * limit.qps >=
+             limit.burst;
+    });
+  }
+  auto [it, fresh] = s.buckets.try_emplace(key, Bucket{limit.burst, now});
+  Bucket& b = it->second;
+  b.tokens = std::min(limit.burst,
+                      b.tokens + std::chrono::duration<double>(now - b.last).count() * limit.qps);
+  b.last = now;
+  if (b.tokens < 1) return static_cast<int>(std::ceil((1 - b.tokens) / limit.qps));
+  b.tokens -= 1;
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string RequestAttributes::Identity() const {
@@ -268,25 +290,8 @@ uint64_t Admission::Admit(const RequestAttributes& request, Done done) {
     };
     const FlowSchemaConfig* schema = SchemaLocked(s, flow.schema);
     if (schema != nullptr && schema->rate_limit.qps > 0 && !request.long_running) {
-      // Token bucket of this flow: refilled at qps up to burst.
-      if (s.buckets.size() > kMaxBuckets) {
-        absl::erase_if(s.buckets, [&](const auto& kv) {
-          return kv.second.tokens + std::chrono::duration<double>(now - kv.second.last).count() *
-                                        schema->rate_limit.qps >=
-                 schema->rate_limit.burst;
-        });
-      }
-      auto [it, fresh] = s.buckets.try_emplace(flow.key, Bucket{schema->rate_limit.burst, now});
-      Bucket& b = it->second;
-      b.tokens = std::min(schema->rate_limit.burst,
-                          b.tokens + std::chrono::duration<double>(now - b.last).count() *
-                                         schema->rate_limit.qps);
-      b.last = now;
-      if (b.tokens < 1) {
-        reject("rate-limited",
-               static_cast<int>(std::ceil((1 - b.tokens) / schema->rate_limit.qps)));
-      } else {
-        b.tokens -= 1;
+      if (auto wait = TakeTokenLocked(s, schema->rate_limit, flow.key, now)) {
+        reject("rate-limited", *wait);
       }
     }
     if (ready.empty()) {

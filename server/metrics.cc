@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
+#include "passthrough/coalescer.h"
+#include "ratelimit/event_filter.h"
 #include "serve/serve_stats.h"
 #include "sync/cached_resources.h"
 
@@ -191,6 +193,29 @@ std::string RenderAdmissionMetrics(const ratelimit::Admission& admission,
            "Passthrough requests answered 429 because --max-passthrough-in-flight were in flight.");
   w.Sample("kube_fanout_passthrough_rejected_total", "",
            static_cast<double>(passthrough_rejected));
+  return w.Take();
+}
+
+std::string RenderFilterMetrics(const Coalescer* coalescer,
+                                const ratelimit::EventSpamFilter* event_filter) {
+  Writer w;
+  if (coalescer != nullptr) {
+    w.Family("kube_fanout_passthrough_coalesced_total", "counter",
+             "Passthrough reads answered with an identical concurrent request's upstream "
+             "response.");
+    w.Sample("kube_fanout_passthrough_coalesced_total", "",
+             static_cast<double>(coalescer->coalesced()));
+  }
+  if (event_filter != nullptr) {
+    w.Family("kube_fanout_event_spam_rejected_total", "counter",
+             "Event creations refused (429) by the per-source, per-object spam filter.");
+    w.Sample("kube_fanout_event_spam_rejected_total", "",
+             static_cast<double>(event_filter->rejected()));
+    w.Family("kube_fanout_event_spam_allowed_total", "counter",
+             "Event creations the spam filter let through.");
+    w.Sample("kube_fanout_event_spam_allowed_total", "",
+             static_cast<double>(event_filter->allowed()));
+  }
   return w.Take();
 }
 

@@ -13,6 +13,10 @@
 namespace kf {
 
 class CachedResources;
+class Coalescer;
+namespace ratelimit {
+class EventSpamFilter;
+}
 struct CacheServeStats;
 
 std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& serve,
@@ -22,6 +26,10 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
 // apiserver_flowcontrol_* families), and the passthrough cap.
 std::string RenderAdmissionMetrics(const ratelimit::Admission& admission,
                                    int64_t passthrough_in_flight, uint64_t passthrough_rejected);
+
+// Coalesced passthrough reads and the Event spam filter's verdicts (null: off).
+std::string RenderFilterMetrics(const Coalescer* coalescer,
+                                const ratelimit::EventSpamFilter* event_filter);
 
 }  // namespace kf
 

@@ -62,6 +62,23 @@ absl::Status Server::Listen(const std::string& address, asio::ip::tcp::acceptor&
 }
 
 absl::Status Server::Start() {
+  // Everything that can fail is checked before anything is served.
+  for (auto step : {&Server::MakeUpstreamTls, &Server::MakeEventsUpstream, &Server::MakeCache,
+                    &Server::MakeAdmission, &Server::MakeServerTls, &Server::ListenAll}) {
+    if (absl::Status s = (this->*step)(); !s.ok()) return s;
+  }
+  if (options_.coalesce_reads) coalescer_ = std::make_unique<Coalescer>();
+  if (options_.event_spam_filter) {
+    event_filter_ = std::make_unique<ratelimit::EventSpamFilter>(
+        ratelimit::EventSpamFilter::Options{});
+  }
+  BuildSharedStages();
+  if (absl::Status s = StartWorkers(); !s.ok()) return s;
+  LogServing();
+  return absl::OkStatus();
+}
+
+absl::Status Server::MakeUpstreamTls() {
   auto passthrough = MakePassthroughTlsContext(upstream_);
   if (!passthrough.ok()) return passthrough.status();
   passthrough_tls_ = *std::move(passthrough);
@@ -70,6 +87,28 @@ absl::Status Server::Start() {
   own_tls_ = *std::move(own);
   own_credentials_ = std::make_unique<OwnCredentials>(upstream_);
 
+  return absl::OkStatus();
+}
+
+absl::Status Server::MakeEventsUpstream() {
+  if (!options_.events_upstreams.empty()) {
+    UpstreamConfig events = upstream_;
+    events.endpoints.clear();
+    for (const std::string& url : options_.events_upstreams) {
+      auto ep = UpstreamEndpoint::Parse(url);
+      if (!ep.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--events-upstream ", url, ": ", ep.status().message()));
+      }
+      events.endpoints.push_back(*std::move(ep));
+    }
+    events.source = "--events-upstream";
+    events_upstream_ = std::move(events);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Server::MakeCache() {
   std::vector<ResourceSpec> specs;
   for (const std::string& r :
        options_.cache_resources_set ? options_.cache_resources : DefaultCachedResources()) {
@@ -85,6 +124,10 @@ absl::Status Server::Start() {
       return cache_->AllSynced() ? absl::OkStatus() : absl::UnavailableError("caches not synced");
     });
   }
+  return absl::OkStatus();
+}
+
+absl::Status Server::MakeAdmission() {
   if (options_.enable_admission) {
     ratelimit::Config config = ratelimit::DefaultConfig();
     if (!options_.admission_config.empty()) {
@@ -105,12 +148,10 @@ absl::Status Server::Start() {
     }
     admission_ = std::make_unique<ratelimit::Admission>(std::move(config));
   }
-  if (options_.coalesce_reads) coalescer_ = std::make_unique<Coalescer>();
-  if (options_.event_spam_filter) {
-    event_filter_ = std::make_unique<ratelimit::EventSpamFilter>(
-        ratelimit::EventSpamFilter::Options{});
-  }
-  BuildSharedStages();
+  return absl::OkStatus();
+}
+
+absl::Status Server::MakeServerTls() {
   if (!options_.secure_listen.empty()) {
     server_tls_ = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
     server_tls_->set_options(asio::ssl::context::default_workarounds |
@@ -126,6 +167,10 @@ absl::Status Server::Start() {
       return absl::InvalidArgumentError(absl::StrCat(
           "--tls-private-key-file ", options_.tls_private_key_file, ": ", ec.message()));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Server::ListenAll() {
   if (!options_.listen.empty()) {
     if (auto s = Listen(options_.listen, plain_acceptor_, &listen_port_); !s.ok()) return s;
   }
@@ -134,24 +179,14 @@ absl::Status Server::Start() {
       return s;
   }
 
+  return absl::OkStatus();
+}
+
+absl::Status Server::StartWorkers() {
   const unsigned threads = options_.threads > 0 ? static_cast<unsigned>(options_.threads)
                                                 : std::max(1u, std::thread::hardware_concurrency());
   const auto dial =
       std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.upstream_dial_timeout));
-  if (!options_.events_upstreams.empty()) {
-    UpstreamConfig events = upstream_;
-    events.endpoints.clear();
-    for (const std::string& url : options_.events_upstreams) {
-      auto ep = UpstreamEndpoint::Parse(url);
-      if (!ep.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--events-upstream ", url, ": ", ep.status().message()));
-      }
-      events.endpoints.push_back(*std::move(ep));
-    }
-    events.source = "--events-upstream";
-    events_upstream_ = std::move(events);
-  }
   const UpstreamConfig* events = events_upstream_ ? &*events_upstream_ : nullptr;
   for (unsigned i = 0; i < threads; ++i) {
     workers_.push_back(
@@ -178,6 +213,10 @@ absl::Status Server::Start() {
   if (tls_acceptor_.is_open()) {
     asio::co_spawn(main_ioc_, AcceptLoop(tls_acceptor_, true), asio::detached);
   }
+  return absl::OkStatus();
+}
+
+void Server::LogServing() const {
   std::string upstreams;
   for (const auto& ep : upstream_.endpoints)
     absl::StrAppend(&upstreams, upstreams.empty() ? "" : ",", ep.Url());
@@ -191,8 +230,7 @@ absl::Status Server::Start() {
             : absl::StrCat(options_.secure_listen, " (port ", secure_listen_port_, ")")},
        {"upstream", upstreams},
        {"upstream_source", upstream_.source},
-       {"threads", static_cast<int64_t>(threads)}});
-  return absl::OkStatus();
+       {"threads", static_cast<int64_t>(session_workers_)}});
 }
 
 void Server::BuildSharedStages() {
@@ -228,26 +266,7 @@ std::string Server::RenderAllMetrics() const {
     out += RenderAdmissionMetrics(*admission_, in_flight_cap_ ? in_flight_cap_->in_flight() : 0,
                                   in_flight_cap_ ? in_flight_cap_->rejected() : 0);
   }
-  if (coalescer_) {
-    out += absl::StrCat(
-        "# HELP kube_fanout_passthrough_coalesced_total Passthrough reads answered with "
-        "an identical concurrent request's upstream response.\n"
-        "# TYPE kube_fanout_passthrough_coalesced_total counter\n"
-        "kube_fanout_passthrough_coalesced_total ",
-        coalescer_->coalesced(), "\n");
-  }
-  if (event_filter_) {
-    out += absl::StrCat(
-        "# HELP kube_fanout_event_spam_rejected_total Event creations refused (429) by "
-        "the per-source, per-object spam filter.\n"
-        "# TYPE kube_fanout_event_spam_rejected_total counter\n"
-        "kube_fanout_event_spam_rejected_total ",
-        event_filter_->rejected(),
-        "\n# HELP kube_fanout_event_spam_allowed_total Event creations the spam filter "
-        "let through.\n# TYPE kube_fanout_event_spam_allowed_total counter\n"
-        "kube_fanout_event_spam_allowed_total ",
-        event_filter_->allowed(), "\n");
-  }
+  out += RenderFilterMetrics(coalescer_.get(), event_filter_.get());
   return out;
 }
 

@@ -61,6 +61,15 @@ class Server {
   // Expires queued requests; re-reads --admission-config when it changes.
   asio::awaitable<void> AdmissionLoop();
   Worker& NextWorker();
+  // The steps of Start(), in order.
+  absl::Status MakeUpstreamTls();
+  absl::Status MakeEventsUpstream();
+  absl::Status MakeCache();
+  absl::Status MakeAdmission();
+  absl::Status MakeServerTls();
+  absl::Status ListenAll();
+  absl::Status StartWorkers();
+  void LogServing() const;
   // The pipeline's stages every worker shares, built once from the options.
   void BuildSharedStages();
   SharedStages Stages();
