@@ -8,6 +8,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "cache/upstream_list.h"
 #include "common/strings.h"
@@ -144,10 +145,7 @@ asio::awaitable<Reflector::WatchEnd> Reflector::WatchOnce() {
   }
   std::unique_ptr<UpstreamWatch> watch = std::move(std::get<0>(*opened));
   active_ = watch.get();
-  struct Clear {
-    UpstreamWatch*& p;
-    ~Clear() { p = nullptr; }
-  } clear{active_};
+  absl::Cleanup clear = [this] { active_ = nullptr; };
   for (;;) {
     auto line = co_await watch->NextLine();
     if (!line.ok())
@@ -264,10 +262,7 @@ asio::awaitable<bool> Reflector::ProgressWatch() {
   if (!opened.ok() || opened->index() != 0) co_return false;
   std::unique_ptr<UpstreamWatch> watch = std::move(std::get<0>(*opened));
   progress_active_ = watch.get();
-  struct Clear {
-    UpstreamWatch*& p;
-    ~Clear() { p = nullptr; }
-  } clear{progress_active_};
+  absl::Cleanup clear = [this] { progress_active_ = nullptr; };
   for (;;) {
     auto line = co_await watch->NextLine();
     if (!line.ok()) co_return absl::IsNotFound(line.status());  // Ended without a bookmark.
