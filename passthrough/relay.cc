@@ -19,7 +19,6 @@ namespace {
 
 namespace http = beast::http;
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
-constexpr size_t kPiece = 16 * 1024;  // One TLS record; bounds memory per relayed stream.
 constexpr auto kResponseHeaderTimeout = std::chrono::seconds(60);
 constexpr auto kBodyIdleTimeout = std::chrono::seconds(120);
 // Longer than any watch the apiserver keeps open (its default limit is under an hour); TCP
@@ -97,7 +96,7 @@ struct BodyPump {
 
 asio::awaitable<void> PumpBody(BodyPump& b) {
   auto& rp = *b.call.parser;
-  std::array<char, kPiece> buf;
+  std::array<char, kRelayPiece> buf;
   while (!rp.is_done()) {
     if (b.StopHere()) {
       b.upstream_clean = false;  // The rest of the upstream stream is abandoned.

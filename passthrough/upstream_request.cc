@@ -15,7 +15,6 @@ namespace {
 
 namespace http = beast::http;
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
-constexpr size_t kPiece = 16 * 1024;  // One TLS record; bounds memory per relayed stream.
 constexpr auto kWriteTimeout = std::chrono::seconds(60);
 
 // One step of the serializer; Beast asks for the next buffer with need_buffer, not an error.
@@ -68,7 +67,7 @@ asio::awaitable<beast::error_code> SendRequest(Request& r, AnyStream& up,
     req.body().more = false;
     if (auto ec = co_await WriteStep(up, sr)) co_return failed(ec);
   }
-  std::array<char, kPiece> buf;
+  std::array<char, kRelayPiece> buf;
   while (!r.body.done()) {
     auto [rec, n] = co_await r.body.ReadSome(buf);
     if (rec) co_return rec;

@@ -14,6 +14,9 @@
 
 namespace kf {
 
+// Bodies are relayed in pieces of one TLS record: memory per relayed stream stays bounded.
+inline constexpr size_t kRelayPiece = 16 * 1024;
+
 beast::http::request<beast::http::buffer_body> UpstreamRequestHead(const Request& r,
                                                                    const UpstreamEndpoint& ep,
                                                                    bool upgrade);

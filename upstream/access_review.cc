@@ -63,9 +63,9 @@ asio::awaitable<bool> AccessReview::Check(UpstreamPool& pool, const std::string&
   const std::string key =
       absl::StrCat(authorization, "\n", info.verb, "\n", info.api_group, "\n", info.api_version,
                    "\n", info.resource, "\n", ns, "\n", name);
-  if (auto it = entries_.find(key); it != entries_.end()) {
-    if (it->second.expires > std::chrono::steady_clock::now()) co_return it->second.allowed;
-    entries_.erase(it);
+  if (const auto* e = entries_.Find(key)) {
+    if (e->fresh(std::chrono::steady_clock::now())) co_return e->value;
+    entries_.Erase(key);
   }
   const bool allowed = co_await flights_.Do(
       key, [this, &pool, &authorization, &info, &ns, &name, &key] {
@@ -92,13 +92,8 @@ asio::awaitable<bool> AccessReview::Review(UpstreamPool& pool, const std::string
     }
   }
   if (!res.ok()) co_return false;  // Not cached: the upstream was unreachable.
-  if (entries_.size() >= max_entries_) {
-    // Bounded, never wiped: the answers nearest their expiry go first.
-    EvictLowest(entries_, std::max<size_t>(1, entries_.size() / 8),
-                [](const Entry& e) { return e.expires; });
-  }
-  entries_[key] =
-      Entry{allowed, std::chrono::steady_clock::now() + (allowed ? allowed_ttl_ : denied_ttl_)};
+  entries_.Put(key, allowed,
+               std::chrono::steady_clock::now() + (allowed ? allowed_ttl_ : denied_ttl_));
   co_return allowed;
 }
 

@@ -12,9 +12,9 @@
 #include <chrono>
 #include <string>
 
-#include "absl/container/flat_hash_map.h"
-#include "edge/request_info.h"
+#include "common/expiring_cache.h"
 #include "common/single_flight.h"
+#include "edge/request_info.h"
 #include "upstream/upstream_pool.h"
 
 namespace kf {
@@ -23,7 +23,7 @@ class AccessReview {
  public:
   AccessReview(std::chrono::seconds allowed_ttl, std::chrono::seconds denied_ttl,
                size_t max_entries)
-      : allowed_ttl_(allowed_ttl), denied_ttl_(denied_ttl), max_entries_(max_entries) {}
+      : allowed_ttl_(allowed_ttl), denied_ttl_(denied_ttl), entries_(max_entries) {}
 
   // True when the apiserver says the holder of `authorization` may do `info`'s verb on its
   // resource (namespace, name). False on denial, error, or no credentials.
@@ -43,13 +43,8 @@ class AccessReview {
                                const RequestInfo& info, const std::string& ns,
                                const std::string& name, const std::string& key);
 
-  struct Entry {
-    bool allowed;
-    std::chrono::steady_clock::time_point expires;
-  };
   std::chrono::seconds allowed_ttl_, denied_ttl_;
-  size_t max_entries_;
-  absl::flat_hash_map<std::string, Entry> entries_;
+  ExpiringCache<bool> entries_;
   SingleFlight<bool> flights_;  // Reviews on their way, shared by identical ones.
   uint64_t reviews_ = 0;
 };

@@ -34,8 +34,8 @@ asio::awaitable<std::optional<UserInfo>> WhoAmI::Lookup(UpstreamPool& pool,
   // An expired entry stays until replaced: if the apiserver cannot be asked again (overloaded,
   // unreachable), the last answer classifies the request rather than "unknown", which would
   // put every such client into one shared, rate-limited flow.
-  if (auto it = entries_.find(authorization); it != entries_.end() && it->second.expires > now) {
-    co_return it->second.user;
+  if (const auto* e = entries_.Find(authorization); e != nullptr && e->fresh(now)) {
+    co_return e->value;
   }
   auto user = co_await flights_.Do(authorization, [this, &pool, &authorization] {
     return Review(pool, authorization);
@@ -52,18 +52,13 @@ asio::awaitable<std::optional<UserInfo>> WhoAmI::Review(UpstreamPool& pool,
       std::chrono::seconds(10));
   if (!res.ok() || res->status == 429 || res->status >= 500) {
     // Not cached: the upstream was unreachable or overloaded. The last answer, if any, stands.
-    if (auto it = entries_.find(authorization); it != entries_.end()) co_return it->second.user;
+    if (const auto* e = entries_.Find(authorization)) co_return e->value;
     co_return std::nullopt;
   }
   std::optional<UserInfo> user;
   if (res->status == 201 || res->status == 200) user = ParseReview(res->body);
-  if (entries_.size() >= max_entries_) {
-    // Bounded, never wiped: the answers nearest their expiry go first.
-    EvictLowest(entries_, std::max<size_t>(1, entries_.size() / 8),
-                [](const Entry& e) { return e.expires; });
-  }
-  entries_[authorization] =
-      Entry{user, std::chrono::steady_clock::now() + (user ? ttl_ : negative_ttl_)};
+  entries_.Put(authorization, user,
+               std::chrono::steady_clock::now() + (user ? ttl_ : negative_ttl_));
   co_return user;
 }
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "common/expiring_cache.h"
 #include "common/single_flight.h"
 #include "edge/request.h"
 #include "upstream/upstream_pool.h"
@@ -25,7 +25,7 @@ using UserInfo = Identity;  // edge/request.h: who is asking, as the apiserver k
 class WhoAmI {
  public:
   WhoAmI(std::chrono::seconds ttl, std::chrono::seconds negative_ttl, size_t max_entries)
-      : ttl_(ttl), negative_ttl_(negative_ttl), max_entries_(max_entries) {}
+      : ttl_(ttl), negative_ttl_(negative_ttl), entries_(max_entries) {}
 
   // nullopt: unknown (no credentials, rejected, or the upstream unreachable).
   asio::awaitable<std::optional<UserInfo>> Lookup(UpstreamPool& pool,
@@ -39,13 +39,8 @@ class WhoAmI {
   asio::awaitable<std::optional<UserInfo>> Review(UpstreamPool& pool,
                                                   const std::string& authorization);
 
-  struct Entry {
-    std::optional<UserInfo> user;
-    std::chrono::steady_clock::time_point expires;
-  };
   std::chrono::seconds ttl_, negative_ttl_;
-  size_t max_entries_;
-  absl::flat_hash_map<std::string, Entry> entries_;
+  ExpiringCache<std::optional<UserInfo>> entries_;
   SingleFlight<std::optional<UserInfo>> flights_;  // Lookups on their way.
   uint64_t reviews_ = 0;
 };
