@@ -46,6 +46,67 @@ class Writer {
   std::string out_;
 };
 
+// One row per cached resource: its cache's and reflector's counters.
+struct ResourceRow {
+  std::string labels;
+  Cacher::Stats stats;
+  const ReflectorStats* reflector;
+  std::chrono::steady_clock::time_point now;
+};
+
+struct ResourceFamily {
+  const char* name;
+  const char* type;
+  const char* help;
+  double (*value)(const ResourceRow&);
+};
+
+// The per-resource families, each declared once: name, type, help, value.
+constexpr ResourceFamily kResourceFamilies[] = {
+    {"kube_fanout_cache_synced", "gauge", "1 once the resource's cache has listed.",
+     [](const ResourceRow& r) { return r.stats.synced ? 1.0 : 0.0; }},
+    {"kube_fanout_cache_objects", "gauge", "Objects in the cache.",
+     [](const ResourceRow& r) { return static_cast<double>(r.stats.objects); }},
+    {"kube_fanout_cache_resource_version", "gauge", "The cache's resourceVersion.",
+     [](const ResourceRow& r) { return static_cast<double>(r.stats.resource_version); }},
+    {"kube_fanout_cache_update_age_seconds", "gauge",
+     "Seconds since the upstream last moved the cache (event, bookmark or list).",
+     [](const ResourceRow& r) {
+       return std::chrono::duration<double>(r.now - r.stats.last_update).count();
+     }},
+    {"kube_fanout_watchers", "gauge", "Open watches served from the cache.",
+     [](const ResourceRow& r) { return static_cast<double>(r.stats.watchers); }},
+    {"kube_fanout_watch_queue_bytes", "gauge", "Event bytes queued to watchers, unsent.",
+     [](const ResourceRow& r) { return static_cast<double>(r.stats.queued_bytes); }},
+    {"kube_fanout_event_window_events", "gauge", "Events kept to resume watches from.",
+     [](const ResourceRow& r) { return static_cast<double>(r.stats.window_events); }},
+    {"kube_fanout_event_window_bytes", "gauge", "Bytes of the events kept.",
+     [](const ResourceRow& r) { return static_cast<double>(r.stats.window_bytes); }},
+    {"kube_fanout_watchers_cut_total", "counter",
+     "Watches closed because their client fell behind by more than its byte budget.",
+     [](const ResourceRow& r) { return static_cast<double>(r.stats.watchers_cut); }},
+    {"kube_fanout_events_dispatched_total", "counter", "Events queued to watchers.",
+     [](const ResourceRow& r) { return static_cast<double>(r.stats.dispatched); }},
+    {"kube_fanout_upstream_events_total", "counter", "Events received from the upstream.",
+     [](const ResourceRow& r) { return static_cast<double>(r.reflector->events.load()); }},
+    {"kube_fanout_upstream_watches_total", "counter",
+     "Upstream watch requests (the first, and each resume after a drop or timeout).",
+     [](const ResourceRow& r) { return static_cast<double>(r.reflector->watches.load()); }},
+    {"kube_fanout_upstream_relists_total", "counter", "Upstream relists after a 410.",
+     [](const ResourceRow& r) { return static_cast<double>(r.reflector->relists.load()); }},
+    {"kube_fanout_upstream_errors_total", "counter", "Failed upstream lists and watches.",
+     [](const ResourceRow& r) { return static_cast<double>(r.reflector->errors.load()); }},
+    {"kube_fanout_upstream_rv_probes_total", "counter",
+     "Probes of the upstream's current resourceVersion for consistent reads (shared by "
+     "concurrent readers).",
+     [](const ResourceRow& r) { return static_cast<double>(r.reflector->rv_probes.load()); }},
+    {"kube_fanout_upstream_progress_watches_total", "counter",
+     "Short upstream watches opened to prove a quiet cache current for consistent reads.",
+     [](const ResourceRow& r) {
+       return static_cast<double>(r.reflector->progress_watches.load());
+     }},
+};
+
 }  // namespace
 
 std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& serve,
@@ -82,61 +143,16 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
            static_cast<double>(serve.bytes_written.load()));
 
   if (cache == nullptr || !cache->started()) return w.Take();
-  struct Row {
-    std::string labels;
-    Cacher::Stats stats;
-    const ReflectorStats* reflector;
-  };
-  std::vector<Row> rows;
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<ResourceRow> rows;
   for (const auto& e : cache->entries()) {
     rows.push_back({Label("resource", e->cacher->type().GroupResource()),
-                    e->cacher->GetStats(), &e->reflector->stats()});
+                    e->cacher->GetStats(), &e->reflector->stats(), now});
   }
-  const auto now = std::chrono::steady_clock::now();
-  auto family = [&](const char* name, const char* type, const char* help, auto value) {
-    w.Family(name, type, help);
-    for (const Row& r : rows) w.Sample(name, r.labels, static_cast<double>(value(r)));
-  };
-  family("kube_fanout_cache_synced", "gauge", "1 once the resource's cache has listed.",
-         [](const Row& r) { return r.stats.synced ? 1 : 0; });
-  family("kube_fanout_cache_objects", "gauge", "Objects in the cache.",
-         [](const Row& r) { return r.stats.objects; });
-  family("kube_fanout_cache_resource_version", "gauge", "The cache's resourceVersion.",
-         [](const Row& r) { return r.stats.resource_version; });
-  family("kube_fanout_cache_update_age_seconds", "gauge",
-         "Seconds since the upstream last moved the cache (event, bookmark or list).",
-         [&now](const Row& r) {
-           return std::chrono::duration<double>(now - r.stats.last_update).count();
-         });
-  family("kube_fanout_watchers", "gauge", "Open watches served from the cache.",
-         [](const Row& r) { return r.stats.watchers; });
-  family("kube_fanout_watch_queue_bytes", "gauge", "Event bytes queued to watchers, unsent.",
-         [](const Row& r) { return r.stats.queued_bytes; });
-  family("kube_fanout_event_window_events", "gauge", "Events kept to resume watches from.",
-         [](const Row& r) { return r.stats.window_events; });
-  family("kube_fanout_event_window_bytes", "gauge", "Bytes of the events kept.",
-         [](const Row& r) { return r.stats.window_bytes; });
-  family("kube_fanout_watchers_cut_total", "counter",
-         "Watches closed because their client fell behind by more than its byte budget.",
-         [](const Row& r) { return r.stats.watchers_cut; });
-  family("kube_fanout_events_dispatched_total", "counter", "Events queued to watchers.",
-         [](const Row& r) { return r.stats.dispatched; });
-  family("kube_fanout_upstream_events_total", "counter", "Events received from the upstream.",
-         [](const Row& r) { return r.reflector->events.load(); });
-  family("kube_fanout_upstream_watches_total", "counter",
-         "Upstream watch requests (the first, and each resume after a drop or timeout).",
-         [](const Row& r) { return r.reflector->watches.load(); });
-  family("kube_fanout_upstream_relists_total", "counter", "Upstream relists after a 410.",
-         [](const Row& r) { return r.reflector->relists.load(); });
-  family("kube_fanout_upstream_errors_total", "counter", "Failed upstream lists and watches.",
-         [](const Row& r) { return r.reflector->errors.load(); });
-  family("kube_fanout_upstream_rv_probes_total", "counter",
-         "Probes of the upstream's current resourceVersion for consistent reads (shared by "
-         "concurrent readers).",
-         [](const Row& r) { return r.reflector->rv_probes.load(); });
-  family("kube_fanout_upstream_progress_watches_total", "counter",
-         "Short upstream watches opened to prove a quiet cache current for consistent reads.",
-         [](const Row& r) { return r.reflector->progress_watches.load(); });
+  for (const ResourceFamily& f : kResourceFamilies) {
+    w.Family(f.name, f.type, f.help);
+    for (const ResourceRow& r : rows) w.Sample(f.name, r.labels, f.value(r));
+  }
   return w.Take();
 }
 
