@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "cache/label_lexer.h"
 #include "absl/status/status.h"
 #include "common/strings.h"
 
@@ -11,107 +12,9 @@ namespace kf {
 
 namespace {
 
-// --- Lexer: labels.Lexer, byte for byte -----------------------------------------------------
-//
-// Like Go's, it reads bytes and uses 0 as the end-of-input sentinel, so an embedded NUL ends
-// the token being scanned (and, when whitespace is being skipped, the whole selector).
-
-enum class Token {
-  kError,  // Zero, as Go's ErrorToken: scanSpecialSymbol tests "no token yet" with it.
-  kEndOfString,
-  kClosedPar,
-  kComma,
-  kDoesNotExist,
-  kDoubleEquals,
-  kEquals,
-  kGreaterThan,
-  kIdentifier,
-  kIn,
-  kLessThan,
-  kNotEquals,
-  kNotIn,
-  kOpenPar,
-};
-
-struct Item {
-  Token token;
-  std::string literal;
-};
-
-// string2token: every literal but identifiers.
-Token Keyword(std::string_view s) {
-  static constexpr std::pair<std::string_view, Token> kKeywords[] = {
-      {")", Token::kClosedPar},     {",", Token::kComma},    {"!", Token::kDoesNotExist},
-      {"==", Token::kDoubleEquals}, {"=", Token::kEquals},   {">", Token::kGreaterThan},
-      {"in", Token::kIn},           {"<", Token::kLessThan}, {"!=", Token::kNotEquals},
-      {"notin", Token::kNotIn},     {"(", Token::kOpenPar},
-  };
-  for (const auto& [text, token] : kKeywords) {
-    if (text == s) return token;
-  }
-  return Token::kIdentifier;
-}
-
-bool IsWhitespace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
-
-bool IsSpecialSymbol(char c) {
-  return c != 0 && std::string_view("=!(),><").find(c) != std::string_view::npos;
-}
-
-class Lexer {
- public:
-  explicit Lexer(std::string_view s) : s_(s) {}
-
-  Item Lex() {
-    char c = Read();
-    while (IsWhitespace(c)) c = Read();
-    if (c == 0) return {Token::kEndOfString, ""};
-    Unread();
-    return IsSpecialSymbol(c) ? ScanSpecialSymbol() : ScanIdOrKeyword();
-  }
-
- private:
-  char Read() { return pos_ < s_.size() ? s_[pos_++] : 0; }
-  void Unread() { --pos_; }
-
-  Item ScanIdOrKeyword() {
-    std::string buffer;
-    for (char c = Read(); c != 0; c = Read()) {
-      if (IsSpecialSymbol(c) || IsWhitespace(c)) {
-        Unread();
-        break;
-      }
-      buffer.push_back(c);
-    }
-    return {Keyword(buffer), buffer};
-  }
-
-  // Longest run of special symbols that is still a token ("!=" rather than "!", "=").
-  Item ScanSpecialSymbol() {
-    Item last{Token::kError, ""};
-    std::string buffer;
-    for (char c = Read(); c != 0; c = Read()) {
-      if (!IsSpecialSymbol(c)) {
-        Unread();
-        break;
-      }
-      buffer.push_back(c);
-      if (Token t = Keyword(buffer); t != Token::kIdentifier) {
-        last = {t, buffer};
-      } else if (last.token != Token::kError) {
-        Unread();
-        break;
-      }
-    }
-    if (last.token == Token::kError) {
-      return {Token::kError, "error expected: keyword found '" + buffer + "'"};
-    }
-    return last;
-  }
-
-  std::string_view s_;
-  size_t pos_ = 0;
-};
+using Token = LabelToken;
+using Item = LabelItem;
+using Lexer = LabelLexer;
 
 // --- Requirement validation: labels.NewRequirement ------------------------------------------
 

@@ -2,6 +2,7 @@
 # Included from cache/CMakeLists.txt; kept separate while kf_cache is being built up.
 add_library(kf_selectors STATIC
   ${CMAKE_CURRENT_LIST_DIR}/field_selector.cc
+  ${CMAKE_CURRENT_LIST_DIR}/label_lexer.cc
   ${CMAKE_CURRENT_LIST_DIR}/label_selector.cc
   ${CMAKE_CURRENT_LIST_DIR}/labels.cc
   ${CMAKE_CURRENT_LIST_DIR}/selectable_fields.cc
