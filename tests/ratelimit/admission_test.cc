@@ -41,9 +41,24 @@ Config OneLevel(int seats, int queue_length, TokenBucketConfig bucket = {}) {
   return c;
 }
 
+// Declared after the Admission it records, so destroyed first: its held seats are released
+// one at a time while `log` and `held` are still whole, because each release lets a queued
+// request in and calls that request's `done` — a callback into this Recorder. (Letting
+// ~vector destroy the seats ran those callbacks on a vector half destroyed: the seat admitted
+// last was pushed past the range being destroyed and leaked, with the State it points to.)
 struct Recorder {
   std::vector<std::string> log;
   std::vector<Decision> held;
+  Recorder() = default;
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+  ~Recorder() {
+    while (!held.empty()) {
+      Decision d = std::move(held.back());
+      held.pop_back();
+      d.seat.Release();
+    }
+  }
   Admission::Done For(std::string name) {
     return [this, name](Decision d) {
       log.push_back(name + (d.admitted ? ":ok" : ":" + d.reject_reason));
