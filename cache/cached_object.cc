@@ -84,7 +84,7 @@ std::pair<std::string_view, std::string_view> CachedObject::list_item() const {
 }
 
 std::shared_ptr<const CachedObject> CachedObject::WithResourceVersion(uint64_t rv) const {
-  auto copy = std::shared_ptr<CachedObject>(new CachedObject(*this));
+  auto copy = std::make_shared<CachedObject>(*this);
   const std::string digits = std::to_string(rv);
   copy->json_.replace(rv_value_pos_, rv_value_len_, digits);
   copy->rv_value_len_ = digits.size();

@@ -39,7 +39,7 @@ class LabelLexer {
   LabelItem Lex();
 
  private:
-  char Read() { return pos_ < s_.size() ? s_[pos_++] : 0; }
+  char Read() { return pos_ < s_.size() ? s_[pos_++] : '\0'; }
   void Unread() { --pos_; }
   LabelItem ScanIdOrKeyword();
   // Longest run of special symbols that is still a token ("!=" rather than "!", "=").

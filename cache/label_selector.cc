@@ -89,7 +89,7 @@ absl::StatusOr<LabelRequirement> NewRequirement(std::string key, LabelOperator o
 // In the Values context "in" and "notin" are identifiers: "in in (in)" is a valid selector.
 enum class Context { kKeyAndOperator, kValues };
 
-absl::Status Error(std::string message) { return absl::InvalidArgumentError(std::move(message)); }
+absl::Status Error(const std::string& message) { return absl::InvalidArgumentError(message); }
 
 class Parser {
  public:

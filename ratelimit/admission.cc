@@ -106,7 +106,7 @@ std::map<std::string, std::shared_ptr<Level>> BuildLevels(const Config& c) {
     out[cfg.name] = std::move(l);
   };
   for (const auto& l : c.priority_levels) add(l);
-  if (out.count(catch_all.name) == 0) add(catch_all);
+  if (!out.contains(catch_all.name)) add(catch_all);
   return out;
 }
 

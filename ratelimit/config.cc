@@ -169,7 +169,7 @@ absl::Status Validate(const Config& c) {
     if (!schemas.insert(f.name).second) {
       return Invalid("flowSchemas", absl::StrCat("duplicate name \"", f.name, "\""));
     }
-    if (levels.count(f.priority_level) == 0) {
+    if (!levels.contains(f.priority_level)) {
       return Invalid(absl::StrCat("flowSchemas[", f.name, "].priorityLevel"),
                      absl::StrCat("no priority level \"", f.priority_level, "\""));
     }
