@@ -26,7 +26,7 @@ boost::asio::awaitable<std::optional<T>> AwaitCallback(
   namespace asio = boost::asio;
   auto exec = co_await asio::this_coro::executor;
   struct State {
-    explicit State(asio::any_io_executor e) : timer(e) {}
+    explicit State(const asio::any_io_executor& e) : timer(e) {}
     asio::steady_timer timer;
     std::optional<T> value;
   };

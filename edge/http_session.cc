@@ -60,7 +60,7 @@ HttpSession::~HttpSession() {
   active_sessions_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-void HttpSession::Start(asio::any_io_executor executor) {
+void HttpSession::Start(const asio::any_io_executor& executor) {
   asio::co_spawn(
       executor, [self = shared_from_this()] { return self->Run(); }, asio::detached);
 }
@@ -103,21 +103,22 @@ asio::awaitable<bool> HttpSession::ServeOne() {
   const auto& head = parser.get();
   Http1Body body(*client_, buffer_, parser);
   auto info = RequestInfo::Parse(head.method_string(), head.target());
+  const absl::Status parsed = info.status();
   Request request{head.method(),
                   head.method_string(),
                   head.target(),
                   head.version(),
                   head.keep_alive() && !stop_.requested,
                   head.base(),
-                  info.ok() ? *std::move(info) : RequestInfo{},
+                  parsed.ok() ? *std::move(info) : RequestInfo{},
                   remote_ip_,
                   body,
                   std::nullopt};
   Http1Response response(*client_, buffer_, request, stop_);
   Exchange x{request, &response, stop_};
-  if (!info.ok()) {
+  if (!parsed.ok()) {
     response.CloseAfter();
-    co_await x.Reject(ToKubeStatus(info.status()), std::string(info.status().message()));
+    co_await x.Reject(ToKubeStatus(parsed), std::string(parsed.message()));
   } else {
     co_await pipeline_.Serve(x);
   }

@@ -30,7 +30,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
   HttpSession(const HttpSession&) = delete;
   HttpSession& operator=(const HttpSession&) = delete;
 
-  void Start(asio::any_io_executor executor);
+  void Start(const asio::any_io_executor& executor);
   // Graceful stop: a connection waiting for its next request closes now, a watch ends cleanly
   // now (at an event boundary, its stream terminated), any other request finishes and its
   // answer says Connection: close.

@@ -14,7 +14,7 @@
 namespace kf {
 
 // The apiserver pretty-prints JSON for these user agents (curl, Wget, browsers) and on ?pretty.
-bool PrettyUserAgent(std::string_view user_agent);
+bool PrettyUserAgent(std::string_view ua);
 
 // True when the answer must come from the apiserver's own encoders (see above).
 bool ApiserverRendersAnswer(const RequestInfo& info, const boost::beast::http::fields& headers);

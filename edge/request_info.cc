@@ -177,7 +177,7 @@ absl::StatusOr<RequestInfo> RequestInfo::Parse(std::string_view method, std::str
   const auto& p = info.parts;
   if (p.size() >= 3 && info.verb != "proxy") info.subresource = p[2];
   if (p.size() >= 2) info.name = p[1];
-  if (p.size() >= 1) info.resource = p[0];
+  if (!p.empty()) info.resource = p[0];
 
   info.ResolveCollectionVerb();
   return info;

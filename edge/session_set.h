@@ -34,7 +34,7 @@ class SessionSet {
     // Copy first: a session may unregister itself while being stopped.
     const std::vector<Stoppable*> sessions(sessions_.begin(), sessions_.end());
     for (Stoppable* s : sessions) {
-      if (sessions_.count(s) > 0) s->Stop();
+      if (sessions_.contains(s)) s->Stop();
     }
   }
 

@@ -61,7 +61,7 @@ void Coalescer::Start(const std::string& key, const std::shared_ptr<Flight>& fli
 }
 
 void Coalescer::Complete(const std::string& key, const std::shared_ptr<Flight>& flight,
-                         CapturedPtr result) {
+                         const CapturedPtr& result) {
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(key);

@@ -58,7 +58,7 @@ class Coalescer {
   // The leader's call ended; `result` may be null or incomplete (followers then go upstream
   // themselves).
   void Complete(const std::string& key, const std::shared_ptr<Flight>& flight,
-                CapturedPtr result);
+                const CapturedPtr& result);
   // Calls `done` with the flight's result when it ends (now if it has).
   static void OnDone(const std::shared_ptr<Flight>& flight, std::function<void(CapturedPtr)> done);
 

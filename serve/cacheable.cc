@@ -57,7 +57,7 @@ bool NumbersParse(const Query& q) {
 }  // namespace
 
 bool Cacheable(const RequestInfo& info, const http::fields& headers) {
-  if (info.subresource != "" || ApiserverRendersAnswer(info, headers)) return false;
+  if (!info.subresource.empty() || ApiserverRendersAnswer(info, headers)) return false;
   const Query& q = info.query;
   if (info.verb == "list") return ListQueryCacheable(q) && NumbersParse(q);
   if (info.verb == "watch") return WatchQueryCacheable(q) && NumbersParse(q);

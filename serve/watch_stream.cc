@@ -22,7 +22,7 @@ using Clock = std::chrono::steady_clock;
 
 // Wakes a waiting watch loop from the session's thread, without lost wakeups.
 struct Wakeup {
-  Wakeup(asio::any_io_executor e, Response& r) : timer(e), response(r) {}
+  Wakeup(const asio::any_io_executor& e, Response& r) : timer(e), response(r) {}
   asio::steady_timer timer;
   Response& response;
   std::shared_ptr<CacheWatcher> watcher;  // Set once registered.
