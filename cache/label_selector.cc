@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <utility>
 
-#include "cache/label_lexer.h"
 #include "absl/status/status.h"
+#include "cache/label_lexer.h"
 #include "common/strings.h"
 
 namespace kf {

@@ -112,7 +112,8 @@ bool MatchesDns1123Subdomain(std::string_view s) {
   size_t start = 0;
   while (true) {
     size_t dot = s.find('.', start);
-    std::string_view label = s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    std::string_view label =
+        s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
     if (label.empty() || !IsLowerAlnum(label.front()) || !IsLowerAlnum(label.back())) return false;
     if (!std::all_of(label.begin(), label.end(),
                      [](char c) { return IsLowerAlnum(c) || c == '-'; })) {

@@ -77,7 +77,6 @@ std::vector<std::string> LabelKeyErrors(std::string_view key);
 // content.IsLabelValue: empty, or at most 63 of [-A-Za-z0-9_.] starting and ending alphanumeric.
 std::vector<std::string> LabelValueErrors(std::string_view value);
 
-
 }  // namespace kf
 
 #endif  // KUBE_FANOUT_CACHE_LABELS_H_

@@ -105,8 +105,8 @@ std::string ItemToEventForm(std::string_view item, std::string_view kind,
 absl::StatusOr<WatchLine> ParseWatchLine(std::string_view line) {
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
   rapidjson::Document doc;
-  if (!ParseJson(line, doc).ok() || !doc.IsObject() || !doc.HasMember("type") || !doc["type"].IsString() ||
-      !doc.HasMember("object") || !doc["object"].IsObject()) {
+  if (!ParseJson(line, doc).ok() || !doc.IsObject() || !doc.HasMember("type") ||
+      !doc["type"].IsString() || !doc.HasMember("object") || !doc["object"].IsObject()) {
     return absl::InvalidArgumentError("malformed watch event");
   }
   WatchLine out;

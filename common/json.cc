@@ -108,8 +108,8 @@ std::string GoJsonString(std::string_view s) {
           break;
         default:
           if (c < 0x20) {
-            out += absl::StrCat("\\u00", std::string(1, kHex[c >> 4]),
-                                std::string(1, kHex[c & 15]));
+            out +=
+                absl::StrCat("\\u00", std::string(1, kHex[c >> 4]), std::string(1, kHex[c & 15]));
           } else {
             out += static_cast<char>(c);
           }

@@ -7,9 +7,7 @@ asio::awaitable<void> RunChain(std::span<Filter* const> filters, Exchange& x, co
     co_await last(x);
     co_return;
   }
-  const Next next = [filters, &last](Exchange& e) {
-    return RunChain(filters.subspan(1), e, last);
-  };
+  const Next next = [filters, &last](Exchange& e) { return RunChain(filters.subspan(1), e, last); };
   co_await filters.front()->Serve(x, next);
 }
 

@@ -42,8 +42,8 @@ std::string Http1Response::SerializeHead(const ResponseHead& head) {
   const bool head_only = request_.method == http::verb::head;
   std::string reason = head.reason;
   if (reason.empty()) reason = std::string(http::obsolete_reason(http::int_to_status(head.status)));
-  std::string out = absl::StrCat(http10 ? "HTTP/1.0 " : "HTTP/1.1 ", head.status, " ", reason,
-                                 "\r\n");
+  std::string out =
+      absl::StrCat(http10 ? "HTTP/1.0 " : "HTTP/1.1 ", head.status, " ", reason, "\r\n");
   for (const auto& f : head.fields) {
     absl::StrAppend(&out, ToAbsl(f.name_string()), ": ", ToAbsl(f.value()), "\r\n");
   }
@@ -58,7 +58,8 @@ std::string Http1Response::SerializeHead(const ResponseHead& head) {
   if (!StatusHasBody(head.status)) {
     body_ = Body::kNone;
   } else if (head.framing == Framing::kLength ||
-             (head.framing == Framing::kWhole && (head.length <= kGoChunkingThreshold || head_only))) {
+             (head.framing == Framing::kWhole &&
+              (head.length <= kGoChunkingThreshold || head_only))) {
     body_ = head_only ? Body::kNone : Body::kLength;
     if (!has_length) absl::StrAppend(&out, "Content-Length: ", head.length, "\r\n");
   } else if (head_only) {
@@ -137,7 +138,8 @@ asio::awaitable<bool> Http1Response::ClientGone() {
 }
 
 asio::awaitable<beast::error_code> Http1Response::Continue() {
-  if (continued_ || request_.body.done() || request_.headers[http::field::expect] != "100-continue") {
+  if (continued_ || request_.body.done() ||
+      request_.headers[http::field::expect] != "100-continue") {
     co_return beast::error_code{};
   }
   continued_ = true;
@@ -149,8 +151,8 @@ asio::awaitable<beast::error_code> Http1Response::Continue() {
 std::optional<Upgraded> Http1Response::TakeUpgraded() {
   if (status_ != 101) return std::nullopt;
   read_ = true;
-  Upgraded up{stream_, std::string(static_cast<const char*>(buffer_.data().data()),
-                                   buffer_.size())};
+  Upgraded up{stream_,
+              std::string(static_cast<const char*>(buffer_.data().data()), buffer_.size())};
   buffer_.consume(buffer_.size());
   return up;
 }

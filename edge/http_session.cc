@@ -41,9 +41,9 @@ bool Malformed(const beast::error_code& ec) {
 
 }  // namespace
 
-HttpSession::HttpSession(std::unique_ptr<AnyStream> client, std::string remote,
-                         Pipeline& pipeline, SessionSet& sessions,
-                         std::atomic<int64_t>& active_sessions, const Logger& log)
+HttpSession::HttpSession(std::unique_ptr<AnyStream> client, std::string remote, Pipeline& pipeline,
+                         SessionSet& sessions, std::atomic<int64_t>& active_sessions,
+                         const Logger& log)
     : client_(std::move(client)),
       remote_(std::move(remote)),
       remote_ip_(IpOf(remote_)),

@@ -24,8 +24,7 @@ namespace kf {
 class HttpSession : public std::enable_shared_from_this<HttpSession>, public Stoppable {
  public:
   HttpSession(std::unique_ptr<AnyStream> client, std::string remote, Pipeline& pipeline,
-              SessionSet& sessions, std::atomic<int64_t>& active_sessions,
-              const Logger& log);
+              SessionSet& sessions, std::atomic<int64_t>& active_sessions, const Logger& log);
   ~HttpSession() override;
   HttpSession(const HttpSession&) = delete;
   HttpSession& operator=(const HttpSession&) = delete;

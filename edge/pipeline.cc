@@ -49,19 +49,18 @@ void Pipeline::Log(const Exchange& x, std::string_view remote) const {
     stats_.upstream_unavailable.fetch_add(1, std::memory_order_relaxed);
   }
   const Request& r = x.request;
-  log_.Info("request",
-            {{"remote", remote},
-             {"method", r.method_string},
-             {"uri", r.target},
-             {"verb", r.info.verb},
-             {"resource", r.info.GroupResource()},
-             {"status", status},
-             {"bytes", static_cast<int64_t>(x.response->body_bytes())},
-             {"route", AnswerName(x.answer)},
-             {"upstream", x.upstream},
-             {"error", x.error},
-             {"user_agent", std::string_view(r.headers[beast::http::field::user_agent])},
-             {"latency_ms", absl::ToDoubleMilliseconds(absl::Now() - x.start)}});
+  log_.Info("request", {{"remote", remote},
+                        {"method", r.method_string},
+                        {"uri", r.target},
+                        {"verb", r.info.verb},
+                        {"resource", r.info.GroupResource()},
+                        {"status", status},
+                        {"bytes", static_cast<int64_t>(x.response->body_bytes())},
+                        {"route", AnswerName(x.answer)},
+                        {"upstream", x.upstream},
+                        {"error", x.error},
+                        {"user_agent", std::string_view(r.headers[beast::http::field::user_agent])},
+                        {"latency_ms", absl::ToDoubleMilliseconds(absl::Now() - x.start)}});
 }
 
 void Pipeline::LogUnparsed(std::string_view remote, int status, std::string_view error) const {

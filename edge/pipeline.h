@@ -26,8 +26,8 @@ namespace kf {
 struct PipelineStages {
   RoutingTable routes;
   Handler* local = nullptr;
-  Handler* cache = nullptr;  // Null: nothing is served from a cache.
-  Handler* relay = nullptr;  // Passthrough and tunnels.
+  Handler* cache = nullptr;          // Null: nothing is served from a cache.
+  Handler* relay = nullptr;          // Passthrough and tunnels.
   std::vector<Filter*> front;        // Every route but local.
   std::vector<Filter*> passthrough;  // Before the relay.
 };

@@ -33,7 +33,7 @@ struct ResponseHead {
                 // a handler's output (HTTP/1.1: Content-Length up to 2 KiB, else chunked).
   };
   int status = 200;
-  std::string reason;  // Empty: the standard phrase.
+  std::string reason;          // Empty: the standard phrase.
   beast::http::fields fields;  // End-to-end fields, in the order they are to be sent.
   Framing framing = Framing::kWhole;
   uint64_t length = 0;
@@ -66,8 +66,8 @@ class Response {
   virtual std::optional<Upgraded> TakeUpgraded() = 0;
 
   virtual bool head_written() const = 0;
-  virtual int status() const = 0;             // 0 until the head is written.
-  virtual uint64_t body_bytes() const = 0;    // Body bytes written so far.
+  virtual int status() const = 0;           // 0 until the head is written.
+  virtual uint64_t body_bytes() const = 0;  // Body bytes written so far.
 };
 
 // A whole answer in one go: head, body, end. `content_type` and `retry_after` become fields
@@ -77,8 +77,7 @@ asio::awaitable<beast::error_code> WriteWhole(Response& response, int status,
                                               std::span<const asio::const_buffer> body,
                                               std::optional<int> retry_after = std::nullopt);
 asio::awaitable<beast::error_code> WriteWhole(Response& response, int status,
-                                              std::string_view content_type,
-                                              std::string_view body);
+                                              std::string_view content_type, std::string_view body);
 // A Kubernetes Status answer (status_response.h), as the apiserver writes one.
 asio::awaitable<beast::error_code> WriteStatus(Response& response, const KubeStatus& status);
 

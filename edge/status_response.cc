@@ -77,15 +77,15 @@ std::string EncodeStatusJson(const KubeStatus& status) {
   std::string details;
   auto field = [&details](std::string_view key, const std::string& value) {
     if (value.empty()) return;
-    absl::StrAppend(&details, details.empty() ? "" : ",", "\"", ToAbsl(key), "\":",
-                    GoJsonString(value));
+    absl::StrAppend(&details, details.empty() ? "" : ",", "\"", ToAbsl(key),
+                    "\":", GoJsonString(value));
   };
   field("name", status.details_name);
   field("group", status.details_group);
   field("kind", status.details_kind);
   if (status.retry_after_seconds) {
-    absl::StrAppend(&details, details.empty() ? "" : ",", "\"retryAfterSeconds\":",
-                    *status.retry_after_seconds);
+    absl::StrAppend(&details, details.empty() ? "" : ",",
+                    "\"retryAfterSeconds\":", *status.retry_after_seconds);
   }
   if (!details.empty()) absl::StrAppend(&out, ",\"details\":{", details, "}");
   absl::StrAppend(&out, ",\"code\":", status.code, "}");

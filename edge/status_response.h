@@ -23,8 +23,7 @@ struct KubeStatus {
 
 // The apiserver's NotFound for an object of a resource (errors.NewNotFound):
 // 404, `<resource>[.<group>] <name as Go's %q> not found`, details {name, group, kind: resource}.
-KubeStatus NotFoundStatus(std::string_view group, std::string_view resource,
-                          std::string_view name);
+KubeStatus NotFoundStatus(std::string_view group, std::string_view resource, std::string_view name);
 
 // The row of the table for `code`: HTTP status and reason.
 struct StatusMapping {

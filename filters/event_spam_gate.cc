@@ -16,8 +16,7 @@ asio::awaitable<void> EventSpamGate::Serve(Exchange& x, const Next& next) {
   auto body = co_await ReadWholeBody(x.request.body, kMaxEventBody);
   if (!body) {
     x.response->CloseAfter();
-    const KubeStatus status{413, "RequestEntityTooLarge", "Request entity too large",
-                            std::nullopt};
+    const KubeStatus status{413, "RequestEntityTooLarge", "Request entity too large", std::nullopt};
     co_await x.Reject(status, "event body too large or unreadable");
     co_return;
   }

@@ -33,8 +33,9 @@ std::string CoalesceKey(std::string_view method, std::string_view target,
   std::stable_sort(kept.begin(), kept.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   // Neither a method, a target, a field name nor a field value can hold a newline.
-  std::string key = absl::StrCat(ToAbsl(method), " ", ToAbsl(target), "\npretty:",
-                                 PrettyUserAgent(fields[http::field::user_agent]) ? "1" : "0");
+  std::string key =
+      absl::StrCat(ToAbsl(method), " ", ToAbsl(target),
+                   "\npretty:", PrettyUserAgent(fields[http::field::user_agent]) ? "1" : "0");
   for (const auto& [name, value] : kept) absl::StrAppend(&key, "\n", name, ":", ToAbsl(value));
   return key;
 }

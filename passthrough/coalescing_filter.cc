@@ -62,8 +62,8 @@ asio::awaitable<void> CoalescingFilter::Serve(Exchange& x, const Next& next) {
   co_await next(x);  // The leader's call failed: go upstream alone.
 }
 
-asio::awaitable<void> CoalescingFilter::Lead(Exchange& x, const Next& next,
-                                             const std::string& key, Coalescer::Ticket ticket) {
+asio::awaitable<void> CoalescingFilter::Lead(Exchange& x, const Next& next, const std::string& key,
+                                             Coalescer::Ticket ticket) {
   if (ticket.wait_for) {
     co_await WaitFlight(ticket.wait_for);
     coalescer_.Start(key, ticket.flight);

@@ -105,7 +105,8 @@ asio::awaitable<void> PumpBody(BodyPump& b) {
     rp.get().body().data = buf.data();
     rp.get().body().size = buf.size();
     b.call.stream().tcp().expires_after(b.ReadTimeout());
-    auto [rec, rn] = co_await http::async_read_some(b.call.stream(), b.call.buffer, rp, use_nothrow);
+    auto [rec, rn] =
+        co_await http::async_read_some(b.call.stream(), b.call.buffer, rp, use_nothrow);
     if (rec && rec != http::error::need_buffer) {
       if (b.StopHere()) {
         b.upstream_clean = false;
@@ -237,9 +238,9 @@ asio::awaitable<bool> Relay::Serve(Exchange& x) {
     // Nothing reached the client yet: say why, as a Status, and end the connection (its
     // request body may be half read).
     x.response->CloseAfter();
-    KubeStatus status{
-        503, "ServiceUnavailable",
-        absl::StrCat("kube-fanout could not reach the upstream apiserver: ", x.error), 1};
+    KubeStatus status{503, "ServiceUnavailable",
+                      absl::StrCat("kube-fanout could not reach the upstream apiserver: ", x.error),
+                      1};
     co_await WriteStatus(*x.response, status);
     co_return true;
   }

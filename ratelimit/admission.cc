@@ -128,8 +128,7 @@ std::vector<int> Deal(uint64_t h, int queues, int hand) {
   return chosen;
 }
 
-Flow ClassifyLocked(const State& s, const RequestAttributes& a)
-    ABSL_SHARED_LOCKS_REQUIRED(s.mu) {
+Flow ClassifyLocked(const State& s, const RequestAttributes& a) ABSL_SHARED_LOCKS_REQUIRED(s.mu) {
   for (const auto& f : s.config.flow_schemas) {
     bool match = f.rules.empty();
     for (const auto& r : f.rules) match = match || RuleMatches(r, a);
@@ -261,7 +260,8 @@ void Admission::Reconfigure(Config config) {
   state_->levels = BuildLevels(config);
   state_->config = std::move(config);
   for (auto& [name, st] : state_->schemas) st.level.clear();
-  for (const auto& f : state_->config.flow_schemas) state_->schemas[f.name].level = f.priority_level;
+  for (const auto& f : state_->config.flow_schemas)
+    state_->schemas[f.name].level = f.priority_level;
   state_->schemas[std::string(kCatchAll)].level = std::string(kCatchAll);
   state_->buckets.clear();
 }
@@ -308,13 +308,12 @@ uint64_t Admission::Admit(const RequestAttributes& request, Done done) {
       } else {
         // The shortest of the flow's dealt queues.
         std::deque<Waiter>* best = nullptr;
-        for (int q : Deal(std::hash<std::string>{}(flow.key), level->cfg.queues,
-                          level->cfg.hand_size)) {
+        for (int q :
+             Deal(std::hash<std::string>{}(flow.key), level->cfg.queues, level->cfg.hand_size)) {
           auto& cand = level->queues[static_cast<size_t>(q)];
           if (best == nullptr || cand.size() < best->size()) best = &cand;
         }
-        if (best == nullptr ||
-            best->size() >= static_cast<size_t>(level->cfg.queue_length_limit)) {
+        if (best == nullptr || best->size() >= static_cast<size_t>(level->cfg.queue_length_limit)) {
           reject("queue-full", 1);
         } else {
           ticket = s.next_ticket++;

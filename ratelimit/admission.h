@@ -32,7 +32,7 @@ struct RequestAttributes {
   bool resource_request = true;
   std::string verb;  // get list watch create ... (non-resource: the HTTP method, lower case).
   std::string api_group, resource, namespace_;
-  std::string path;          // For non-resource requests.
+  std::string path;           // For non-resource requests.
   bool long_running = false;  // Watches: not metered by token buckets.
 
   // Who the request is from, for ByUser flows: the user, else "<user agent>@<address>".

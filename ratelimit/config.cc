@@ -55,8 +55,8 @@ absl::Status ReadList(const YAML::Node& node, const char* key, const std::string
   return absl::OkStatus();
 }
 
-#define KF_RETURN_IF_ERROR(expr)        \
-  do {                                  \
+#define KF_RETURN_IF_ERROR(expr)                    \
+  do {                                              \
     if (absl::Status s = (expr); !s.ok()) return s; \
   } while (false)
 
@@ -75,8 +75,9 @@ absl::StatusOr<PriorityLevelConfig> ParseLevel(const YAML::Node& n, const std::s
   if (type != "Limited") return Invalid(path + ".type", "must be Limited or Exempt");
   if (const YAML::Node lim = n["limited"]) {
     const std::string p = path + ".limited";
-    KF_RETURN_IF_ERROR(OnlyKnown(lim, p, {"concurrencyShares", "queues", "handSize",
-                                          "queueLengthLimit", "queueWaitSeconds"}));
+    KF_RETURN_IF_ERROR(OnlyKnown(
+        lim, p,
+        {"concurrencyShares", "queues", "handSize", "queueLengthLimit", "queueWaitSeconds"}));
     KF_RETURN_IF_ERROR(Read(lim, "concurrencyShares", p, &l.concurrency_shares));
     KF_RETURN_IF_ERROR(Read(lim, "queues", p, &l.queues));
     KF_RETURN_IF_ERROR(Read(lim, "handSize", p, &l.hand_size));
@@ -96,8 +97,9 @@ absl::StatusOr<PriorityLevelConfig> ParseLevel(const YAML::Node& n, const std::s
 }
 
 absl::StatusOr<PolicyRule> ParseRule(const YAML::Node& n, const std::string& path) {
-  KF_RETURN_IF_ERROR(OnlyKnown(n, path, {"users", "groups", "userAgents", "verbs", "apiGroups",
-                                         "resources", "namespaces", "nonResourceURLs"}));
+  KF_RETURN_IF_ERROR(OnlyKnown(n, path,
+                               {"users", "groups", "userAgents", "verbs", "apiGroups", "resources",
+                                "namespaces", "nonResourceURLs"}));
   PolicyRule r;
   KF_RETURN_IF_ERROR(ReadList(n, "users", path, &r.users));
   KF_RETURN_IF_ERROR(ReadList(n, "groups", path, &r.groups));
@@ -115,8 +117,9 @@ absl::StatusOr<PolicyRule> ParseRule(const YAML::Node& n, const std::string& pat
 }
 
 absl::StatusOr<FlowSchemaConfig> ParseSchema(const YAML::Node& n, const std::string& path) {
-  KF_RETURN_IF_ERROR(OnlyKnown(n, path, {"name", "priorityLevel", "matchingPrecedence",
-                                         "distinguisherMethod", "rules", "rateLimit"}));
+  KF_RETURN_IF_ERROR(OnlyKnown(n, path,
+                               {"name", "priorityLevel", "matchingPrecedence",
+                                "distinguisherMethod", "rules", "rateLimit"}));
   FlowSchemaConfig f;
   KF_RETURN_IF_ERROR(Read(n, "name", path, &f.name));
   if (f.name.empty()) return Invalid(path + ".name", "required");
@@ -209,19 +212,22 @@ Config DefaultConfig() {
   const TokenBucketConfig polling{20, 40};
   c.flow_schemas = {
       FlowSchemaConfig{"exempt", "exempt", 1, Distinguisher::kNone, {masters}, {}},
-      FlowSchemaConfig{"system", "system", 500, Distinguisher::kByUser, {nodes, kube_system},
-                       {}},
-      FlowSchemaConfig{"service-accounts", "workload", 9000, Distinguisher::kByUser,
-                       {service_accounts}, polling},
-      FlowSchemaConfig{"global-default", "global-default", 9900, Distinguisher::kByUser, {},
+      FlowSchemaConfig{"system", "system", 500, Distinguisher::kByUser, {nodes, kube_system}, {}},
+      FlowSchemaConfig{"service-accounts",
+                       "workload",
+                       9000,
+                       Distinguisher::kByUser,
+                       {service_accounts},
                        polling},
+      FlowSchemaConfig{
+          "global-default", "global-default", 9900, Distinguisher::kByUser, {}, polling},
   };
   return c;
 }
 
 absl::StatusOr<Config> ParseConfigNode(const YAML::Node& root) {
-  KF_RETURN_IF_ERROR(OnlyKnown(root, "config", {"apiVersion", "kind", "totalConcurrency",
-                                                "priorityLevels", "flowSchemas"}));
+  KF_RETURN_IF_ERROR(OnlyKnown(
+      root, "config", {"apiVersion", "kind", "totalConcurrency", "priorityLevels", "flowSchemas"}));
   std::string api_version, kind;
   KF_RETURN_IF_ERROR(Read(root, "apiVersion", "config", &api_version));
   KF_RETURN_IF_ERROR(Read(root, "kind", "config", &kind));
@@ -247,10 +253,9 @@ absl::StatusOr<Config> ParseConfigNode(const YAML::Node& root) {
     }
   }
   KF_RETURN_IF_ERROR(Validate(c));
-  std::stable_sort(c.flow_schemas.begin(), c.flow_schemas.end(),
-                   [](const auto& a, const auto& b) {
-                     return a.matching_precedence < b.matching_precedence;
-                   });
+  std::stable_sort(c.flow_schemas.begin(), c.flow_schemas.end(), [](const auto& a, const auto& b) {
+    return a.matching_precedence < b.matching_precedence;
+  });
   return c;
 }
 

@@ -17,10 +17,10 @@ namespace kf::ratelimit {
 
 struct PriorityLevelConfig {
   std::string name;
-  bool exempt = false;       // Never queued or limited (still counted).
+  bool exempt = false;  // Never queued or limited (still counted).
   int concurrency_shares = 30;
-  int queues = 64;           // Shuffle-sharded fair queues.
-  int hand_size = 6;         // Queues dealt to each flow.
+  int queues = 64;    // Shuffle-sharded fair queues.
+  int hand_size = 6;  // Queues dealt to each flow.
   int queue_length_limit = 50;
   std::chrono::milliseconds queue_wait{15000};  // Longer in a queue: 429.
 };

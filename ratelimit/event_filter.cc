@@ -42,9 +42,8 @@ std::optional<std::string> EventSpamFilter::SpamKey(std::string_view json) {
   const std::string api_version = Field(doc, "apiVersion");
   if (Field(doc, "kind") != "Event") return std::nullopt;
   if (api_version == "events.k8s.io/v1") {
-    return absl::StrCat(Field(doc, "reportingController"), "\x1f",
-                        Field(doc, "reportingInstance"), "\x1f",
-                        ObjectKey(Member(doc, "regarding")));
+    return absl::StrCat(Field(doc, "reportingController"), "\x1f", Field(doc, "reportingInstance"),
+                        "\x1f", ObjectKey(Member(doc, "regarding")));
   }
   const rapidjson::Value& source = Member(doc, "source");
   return absl::StrCat(Field(source, "component"), "\x1f", Field(source, "host"), "\x1f",

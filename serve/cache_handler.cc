@@ -36,7 +36,8 @@ asio::awaitable<bool> CacheHandler::ServeRead(Exchange& x, const CachedResources
     co_return co_await ServeWatch(x, cacher, reflector, filter, wakeups_, stats_, options_);
   }
   if (info.verb == "get") {
-    const auto need = co_await RequiredVersion(cacher, reflector, info.query.First("resourceVersion"));
+    const auto need =
+        co_await RequiredVersion(cacher, reflector, info.query.First("resourceVersion"));
     if (!need) co_return false;
     co_await WriteObject(x, cacher, stats_);
     co_return true;

@@ -104,5 +104,4 @@ std::optional<WatchFilter> FilterFor(const RequestInfo& info, const ResourceType
   return f;
 }
 
-
 }  // namespace kf

@@ -23,8 +23,9 @@ namespace kf {
 inline constexpr auto kFreshnessWait = std::chrono::milliseconds(3000);
 
 // nullopt: the cache cannot promise the version in time; pass the request through.
-boost::asio::awaitable<std::optional<uint64_t>> RequiredVersion(
-    Cacher& cacher, Reflector& reflector, std::optional<std::string_view> rv);
+boost::asio::awaitable<std::optional<uint64_t>> RequiredVersion(Cacher& cacher,
+                                                                Reflector& reflector,
+                                                                std::optional<std::string_view> rv);
 
 }  // namespace kf
 

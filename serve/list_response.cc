@@ -120,7 +120,8 @@ asio::awaitable<bool> WriteList(Exchange& x, Cacher& cacher, const WatchFilter& 
 asio::awaitable<void> WriteObject(Exchange& x, Cacher& cacher, CacheServeStats& stats) {
   const ResourceType& t = cacher.type();
   const RequestInfo& info = x.request.info;
-  const ObjectPtr obj = cacher.Get(CachedObject::Key(t.namespaced ? info.namespace_ : "", info.name)).first;
+  const ObjectPtr obj =
+      cacher.Get(CachedObject::Key(t.namespaced ? info.namespace_ : "", info.name)).first;
   ++stats.gets;
   if (!obj) {
     const std::string body = EncodeStatusBody(NotFoundStatus(t.group, t.resource, info.name));

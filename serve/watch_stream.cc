@@ -220,8 +220,8 @@ asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflect
   if (!params) co_return false;
   ++stats.watches;
   auto wake = std::make_shared<Wakeup>(co_await asio::this_coro::executor, *x.response);
-  auto watcher = Register(cacher, std::move(filter), *params, wake, wakeups,
-                          options.max_queue_bytes);
+  auto watcher =
+      Register(cacher, std::move(filter), *params, wake, wakeups, options.max_queue_bytes);
   if (!watcher.ok()) {
     co_await WriteExpired(x, watcher.status());
     co_return true;
@@ -237,8 +237,9 @@ asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflect
     }
   };
   absl::Cleanup clear_hook = [&x] { x.stop.hook = nullptr; };
-  WatchRun run{x, cacher, wake->watcher, wake, *params,
-               BookmarkClock{options.bookmark_interval, params->deadline, {}}, stats};
+  WatchRun run{x,    cacher,  wake->watcher,
+               wake, *params, BookmarkClock{options.bookmark_interval, params->deadline, {}},
+               stats};
   run.last_rv = std::max(run.watcher->start_rv, params->rv);
   run.bookmarks.next = run.bookmarks.After(Clock::now());
   auto result = co_await (RunWatch(run) || x.response->ClientGone());

@@ -23,7 +23,7 @@ namespace kf {
 // When a watch with ?timeoutSeconds=`timeout_seconds` (0 if absent) started at `now` ends, as
 // the apiserver's watch handler decides it, without overflowing the clock.
 std::chrono::steady_clock::time_point WatchDeadline(std::chrono::steady_clock::time_point now,
-                                                   int64_t timeout_seconds);
+                                                    int64_t timeout_seconds);
 
 struct WatchOptions {
   size_t max_queue_bytes = 0;  // A watcher's queue past this is cut.

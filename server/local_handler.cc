@@ -9,8 +9,7 @@ asio::awaitable<bool> LocalHandler::Serve(Exchange& x) {
     const std::string body = metrics_();
     ec = co_await WriteWhole(*x.response, 200, "text/plain; version=0.0.4; charset=utf-8", body);
   } else if (auto health = health_.Handle(info.path, info.query)) {
-    ec = co_await WriteWhole(*x.response, health->code, "text/plain; charset=utf-8",
-                             health->body);
+    ec = co_await WriteWhole(*x.response, health->code, "text/plain; charset=utf-8", health->body);
   } else {
     co_return false;
   }

@@ -146,8 +146,8 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
   const auto now = std::chrono::steady_clock::now();
   std::vector<ResourceRow> rows;
   for (const auto& e : cache->entries()) {
-    rows.push_back({Label("resource", e->cacher->type().GroupResource()),
-                    e->cacher->GetStats(), &e->reflector->stats(), now});
+    rows.push_back({Label("resource", e->cacher->type().GroupResource()), e->cacher->GetStats(),
+                    &e->reflector->stats(), now});
   }
   for (const ResourceFamily& f : kResourceFamilies) {
     w.Family(f.name, f.type, f.help);
@@ -207,8 +207,7 @@ std::string RenderAdmissionMetrics(const ratelimit::Admission& admission,
   w.Sample("kube_fanout_passthrough_in_flight", "", static_cast<double>(passthrough_in_flight));
   w.Family("kube_fanout_passthrough_rejected_total", "counter",
            "Passthrough requests answered 429 because --max-passthrough-in-flight were in flight.");
-  w.Sample("kube_fanout_passthrough_rejected_total", "",
-           static_cast<double>(passthrough_rejected));
+  w.Sample("kube_fanout_passthrough_rejected_total", "", static_cast<double>(passthrough_rejected));
   return w.Take();
 }
 

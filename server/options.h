@@ -44,7 +44,7 @@ struct ProxyOptions {
   uint64_t watcher_max_queue_bytes = 8u << 20;
   absl::Duration watch_bookmark_interval = absl::Minutes(1);
   bool enable_admission = true;
-  std::string admission_config;  // YAML file; empty: the defaults.
+  std::string admission_config;         // YAML file; empty: the defaults.
   int max_passthrough_in_flight = 400;  // 0: unlimited.
   int verbosity = 0;
   bool help = false;

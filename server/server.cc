@@ -1,8 +1,5 @@
 #include "server/server.h"
 
-#include "edge/http_session.h"
-#include "server/metrics.h"
-
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -16,6 +13,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "edge/http_session.h"
+#include "server/metrics.h"
 
 namespace kf {
 namespace {
@@ -69,8 +68,8 @@ absl::Status Server::Start() {
   }
   if (options_.coalesce_reads) coalescer_ = std::make_unique<Coalescer>();
   if (options_.event_spam_filter) {
-    event_filter_ = std::make_unique<ratelimit::EventSpamFilter>(
-        ratelimit::EventSpamFilter::Options{});
+    event_filter_ =
+        std::make_unique<ratelimit::EventSpamFilter>(ratelimit::EventSpamFilter::Options{});
   }
   BuildSharedStages();
   if (absl::Status s = StartWorkers(); !s.ok()) return s;
@@ -306,9 +305,9 @@ asio::awaitable<void> Server::AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool
       auto stream =
           tls ? std::make_unique<AnyStream>(AnyStream::TlsStream(std::move(tcp), *server_tls_))
               : std::make_unique<AnyStream>(std::move(tcp));
-      auto session = std::make_shared<HttpSession>(std::move(stream), std::move(remote),
-                                                   worker.pipeline(), worker.sessions(),
-                                                   active_sessions_, log_);
+      auto session =
+          std::make_shared<HttpSession>(std::move(stream), std::move(remote), worker.pipeline(),
+                                        worker.sessions(), active_sessions_, log_);
       if (shutting_down_) return;  // The session's end uncounts the connection.
       session->Start(worker.ioc().get_executor());
     });
@@ -363,9 +362,9 @@ asio::awaitable<void> Server::AdmissionLoop() {
     admission_config_text_ = text.str();
     auto parsed = ratelimit::ParseConfig(admission_config_text_);
     if (!parsed.ok()) {
-      log_.Error("admission config rejected; keeping the previous one",
-                 {{"file", options_.admission_config},
-                  {"error", std::string(parsed.status().message())}});
+      log_.Error(
+          "admission config rejected; keeping the previous one",
+          {{"file", options_.admission_config}, {"error", std::string(parsed.status().message())}});
       continue;
     }
     admission_->Reconfigure(*std::move(parsed));

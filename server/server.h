@@ -22,15 +22,15 @@
 #include "filters/event_spam_gate.h"
 #include "filters/in_flight_cap.h"
 #include "passthrough/coalescing_filter.h"
+#include "ratelimit/admission.h"
+#include "ratelimit/event_filter.h"
+#include "serve/serve_stats.h"
 #include "server/health.h"
 #include "server/local_handler.h"
 #include "server/options.h"
 #include "server/worker.h"
-#include "serve/serve_stats.h"
 #include "sync/cached_resources.h"
 #include "upstream/own_credentials.h"
-#include "ratelimit/admission.h"
-#include "ratelimit/event_filter.h"
 
 namespace kf {
 

@@ -12,8 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
 #include "common/strings.h"
-#include "upstream/upstream_client.h"
 #include "rapidjson/document.h"
+#include "upstream/upstream_client.h"
 
 namespace kf {
 
@@ -137,8 +137,8 @@ asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
         std::make_unique<Cacher>(type, limits_, [] { return std::chrono::steady_clock::now(); });
     // Events list and watch from the events upstream when there is one.
     const bool events = RequestInfo::IsEventsResource(spec.group, spec.resource);
-    e->reflector = std::make_unique<Reflector>(*e->cacher, events ? *events_pool_ : pool, cred, log_,
-                                               co_await asio::this_coro::executor);
+    e->reflector = std::make_unique<Reflector>(*e->cacher, events ? *events_pool_ : pool, cred,
+                                               log_, co_await asio::this_coro::executor);
     entries.push_back(std::move(e));
   }
   entries_ = std::move(entries);

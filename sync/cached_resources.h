@@ -13,8 +13,8 @@
 #include "absl/status/statusor.h"
 #include "cache/cacher.h"
 #include "common/log.h"
-#include "sync/reflector.h"
 #include "edge/request_info.h"
+#include "sync/reflector.h"
 
 namespace kf {
 

@@ -173,7 +173,8 @@ Reflector::LineResult Reflector::ApplyLine(std::string_view line) {
     cacher_.Bookmark(ev->resource_version);
     return LineResult::kBookmark;
   }
-  if (ev->type == "ERROR") return ev->error_code == 410 ? LineResult::kExpired : LineResult::kFailed;
+  if (ev->type == "ERROR")
+    return ev->error_code == 410 ? LineResult::kExpired : LineResult::kFailed;
   const EventType type = ev->type == "ADDED"     ? EventType::kAdded
                          : ev->type == "DELETED" ? EventType::kDeleted
                                                  : EventType::kModified;
@@ -211,9 +212,9 @@ asio::awaitable<void> Reflector::ProbeLoop() {
     last_probe_start_ = std::chrono::steady_clock::now();
     ++stats_.rv_probes;
     std::optional<uint64_t> rv;
-    auto res = co_await UpstreamCall(pool_, http::verb::get,
-                                     absl::StrCat(CollectionPath(), "?limit=1"), credentials_(),
-                                     "", std::chrono::seconds(10));
+    auto res =
+        co_await UpstreamCall(pool_, http::verb::get, absl::StrCat(CollectionPath(), "?limit=1"),
+                              credentials_(), "", std::chrono::seconds(10));
     if (res.ok() && res->status == 200) {
       if (auto page = ParseListPage(res->body); page.ok()) rv = page->resource_version;
     }

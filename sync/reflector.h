@@ -15,10 +15,10 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <string_view>
-#include <vector>
 #include <random>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "cache/cacher.h"
 #include "common/log.h"
@@ -31,7 +31,7 @@ struct ReflectorStats {
   std::atomic<uint64_t> watches{0};  // Upstream watch requests made.
   std::atomic<uint64_t> relists{0};  // LISTs after the first.
   std::atomic<uint64_t> errors{0};
-  std::atomic<uint64_t> rv_probes{0};        // Coalesced current-RV probes (LIST limit=1).
+  std::atomic<uint64_t> rv_probes{0};         // Coalesced current-RV probes (LIST limit=1).
   std::atomic<uint64_t> progress_watches{0};  // Short watches opened to prove progress.
 };
 

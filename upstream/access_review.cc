@@ -3,10 +3,10 @@
 #include "absl/strings/str_cat.h"
 #include "common/evict.h"
 #include "common/json.h"
-#include "upstream/upstream_client.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
+#include "upstream/upstream_client.h"
 
 namespace kf {
 
@@ -60,15 +60,14 @@ asio::awaitable<bool> AccessReview::Check(UpstreamPool& pool, const std::string&
     name = info.name;
   }
   // Everything the review body asks about (ReviewBody), and the credentials it is asked with.
-  const std::string key =
-      absl::StrCat(authorization, "\n", info.verb, "\n", info.api_group, "\n", info.api_version,
-                   "\n", info.resource, "\n", ns, "\n", name);
+  const std::string key = absl::StrCat(authorization, "\n", info.verb, "\n", info.api_group, "\n",
+                                       info.api_version, "\n", info.resource, "\n", ns, "\n", name);
   if (const auto* e = entries_.Find(key)) {
     if (e->fresh(std::chrono::steady_clock::now())) co_return e->value;
     entries_.Erase(key);
   }
-  const bool allowed = co_await flights_.Do(
-      key, [this, &pool, &authorization, &info, &ns, &name, &key] {
+  const bool allowed =
+      co_await flights_.Do(key, [this, &pool, &authorization, &info, &ns, &name, &key] {
         return Review(pool, authorization, info, ns, name, key);
       });
   co_return allowed;
@@ -78,10 +77,9 @@ asio::awaitable<bool> AccessReview::Review(UpstreamPool& pool, const std::string
                                            const RequestInfo& info, const std::string& ns,
                                            const std::string& name, const std::string& key) {
   ++reviews_;
-  auto res = co_await UpstreamCall(pool, http::verb::post,
-                                   "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-                                   authorization, ReviewBody(info, ns, name),
-                                   std::chrono::seconds(10));
+  auto res = co_await UpstreamCall(
+      pool, http::verb::post, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+      authorization, ReviewBody(info, ns, name), std::chrono::seconds(10));
   bool allowed = false;
   if (res.ok() && res->status == 201) {
     rapidjson::Document doc;

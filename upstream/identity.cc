@@ -2,8 +2,8 @@
 
 #include "common/evict.h"
 #include "common/json.h"
-#include "upstream/upstream_client.h"
 #include "rapidjson/document.h"
+#include "upstream/upstream_client.h"
 
 namespace kf {
 
@@ -37,9 +37,8 @@ asio::awaitable<std::optional<UserInfo>> WhoAmI::Lookup(UpstreamPool& pool,
   if (const auto* e = entries_.Find(authorization); e != nullptr && e->fresh(now)) {
     co_return e->value;
   }
-  auto user = co_await flights_.Do(authorization, [this, &pool, &authorization] {
-    return Review(pool, authorization);
-  });
+  auto user = co_await flights_.Do(
+      authorization, [this, &pool, &authorization] { return Review(pool, authorization); });
   co_return user;
 }
 

@@ -80,7 +80,6 @@ po::options_description Describe(BenchFlags* f) {
   return d;
 }
 
-
 int PrintApiserverWatches(const tools::Endpoint& api, const std::string& token) {
   tools::ApiClient client(api, token);
   auto res = client.Get("/metrics");

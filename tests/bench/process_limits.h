@@ -23,8 +23,8 @@ class Watchdog {
     thread_ = std::thread([this, program = std::move(program), limit] {
       std::unique_lock lock(mu_);
       if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
-        std::fprintf(stderr, "%s: watchdog: still running after %lds, exiting\n",
-                     program.c_str(), static_cast<long>(limit.count()));
+        std::fprintf(stderr, "%s: watchdog: still running after %lds, exiting\n", program.c_str(),
+                     static_cast<long>(limit.count()));
         std::_Exit(3);
       }
     });

@@ -160,10 +160,10 @@ void DeliveryRows(const RunRecord& r, BenchReport& out) {
     hi = std::max(hi, r.per_watch[i].measured);
     if (r.per_watch[i].measured != r.churn.writes_of(tools::Kind::kEndpointSlices)) ++wrong;
   }
-  out.Row("EndpointSlice watchers with a count other than the writes",
-          Fmt("%lu of %lu (min %lu, max %lu, writes %lu)", U(wrong), U(slice_watchers),
-              U(slice_watchers ? lo : 0), U(hi),
-              U(r.churn.writes_of(tools::Kind::kEndpointSlices))));
+  out.Row(
+      "EndpointSlice watchers with a count other than the writes",
+      Fmt("%lu of %lu (min %lu, max %lu, writes %lu)", U(wrong), U(slice_watchers),
+          U(slice_watchers ? lo : 0), U(hi), U(r.churn.writes_of(tools::Kind::kEndpointSlices))));
   out.Row("delivery rate (churn + drain window)",
           Fmt("%.0f events/s over %.1f s (drain %.1f s)", t.measured() / std::max(window, 1e-9),
               window, r.drain_seconds));

@@ -8,9 +8,9 @@
 namespace kf {
 namespace {
 
+using testing::Filter;
 using testing::Pod;
 using testing::PodsType;
-using testing::Filter;
 
 struct Seen {
   std::string type;

@@ -8,13 +8,14 @@
 namespace kf {
 namespace {
 
+using testing::Filter;
 using testing::Pod;
 using testing::PodsType;
-using testing::Filter;
 
 std::vector<std::string> Names(const Cacher::Page& p) {
   std::vector<std::string> out;
-  for (const auto& o : p.items) out.push_back(o->key() + "@" + std::to_string(o->resource_version()));
+  for (const auto& o : p.items)
+    out.push_back(o->key() + "@" + std::to_string(o->resource_version()));
   return out;
 }
 

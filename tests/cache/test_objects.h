@@ -34,7 +34,7 @@ inline ObjectPtr Pod(const std::string& ns, const std::string& name, uint64_t rv
 
 // A watch filter from a namespace and selectors in the apiserver's syntax.
 inline WatchFilter Filter(const std::string& ns = "", const std::string& labels = "",
-                   const std::string& fields = "") {
+                          const std::string& fields = "") {
   WatchFilter f;
   f.namespace_ = ns;
   f.labels = *LabelSelector::Parse(labels);

@@ -1,7 +1,6 @@
 #include "common/evict.h"
 
 #include <catch2/catch.hpp>
-
 #include <string>
 
 namespace kf {

@@ -670,8 +670,7 @@ asio::awaitable<void> AgentPool::Poller::Run() {
       if (stopping()) break;
     }
     if (pool_.options_.poller_list_nodes > 0) {
-      const uint64_t node =
-          shard_.rng() % static_cast<uint64_t>(pool_.options_.poller_list_nodes);
+      const uint64_t node = shard_.rng() % static_cast<uint64_t>(pool_.options_.poller_list_nodes);
       co_await Request(kList, absl::StrCat(ns_pods, "?fieldSelector=spec.nodeName%3Dnode-", node),
                        nullptr);
     } else {

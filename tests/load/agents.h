@@ -37,9 +37,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "tests/load/completeness.h"
 #include "tests/tools/api_client.h"
 #include "tests/tools/latency_histogram.h"
-#include "tests/load/completeness.h"
 
 namespace kf::load {
 

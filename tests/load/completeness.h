@@ -25,8 +25,8 @@ namespace kf::load {
 
 // The churn's kinds and its record of successful writes (tests/tools/churn.h).
 using tools::Kind;
-using tools::kKinds;
 using tools::KindName;
+using tools::kKinds;
 using tools::Write;
 
 // What one watch stream saw. Single-threaded: owned by the agent thread running the stream.

@@ -118,7 +118,6 @@ double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-
 struct TimelinePoint {
   double t;
   AgentProgress agents;

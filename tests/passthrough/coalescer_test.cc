@@ -45,8 +45,7 @@ TEST_CASE("CoalesceKey differs whenever a part that can change the answer differ
          r.fields.set(http::field::accept, "application/json;as=Table;v=v1;g=meta.k8s.io");
        }},
       {"encoding", [](Request& r) { r.fields.erase(http::field::accept_encoding); }},
-      {"pretty user agent",
-       [](Request& r) { r.fields.set(http::field::user_agent, "curl/8.0"); }},
+      {"pretty user agent", [](Request& r) { r.fields.set(http::field::user_agent, "curl/8.0"); }},
       {"impersonation", [](Request& r) { r.fields.set("Impersonate-User", "carol"); }},
       {"impersonated group", [](Request& r) { r.fields.insert("Impersonate-Group", "g"); }},
       {"audit id", [](Request& r) { r.fields.set("Audit-Id", "1234"); }},

@@ -79,7 +79,7 @@ TEST_CASE("A flow's token bucket answers polling above its rate with 429 at once
   CHECK_FALSE(rejected.admitted);
   CHECK(rejected.reject_reason == "rate-limited");
   CHECK(rejected.retry_after_seconds == 1);
-  a.Admit(Req("other"), r.For("other"));  // Another flow has its own bucket.
+  a.Admit(Req("other"), r.For("other"));       // Another flow has its own bucket.
   a.Admit(Req("u", "watch"), r.For("watch"));  // Watches are not metered.
   clock.t += 1s;
   a.Admit(Req("u"), r.For("3"));

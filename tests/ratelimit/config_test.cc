@@ -50,15 +50,16 @@ TEST_CASE("ParseConfig reads levels and schemas and sorts schemas by precedence"
 }
 
 TEST_CASE("ParseConfig names the field that is wrong") {
-  auto err = [](const std::string& yaml) { return std::string(ParseConfig(yaml).status().message()); };
+  auto err = [](const std::string& yaml) {
+    return std::string(ParseConfig(yaml).status().message());
+  };
   const std::string head = "apiVersion: kube-fanout.io/v1alpha1\nkind: AdmissionConfiguration\n";
   CHECK(err("kind: Foo\n").find("want apiVersion kube-fanout.io/v1alpha1") != std::string::npos);
   CHECK(err(head + "bogus: 1\n") == "config.bogus: unknown field");
   CHECK(err(head + "flowSchemas:\n- name: a\n  priorityLevel: nope\n") ==
         "flowSchemas[a].priorityLevel: no priority level \"nope\"");
-  CHECK(err(head +
-            "priorityLevels:\n- name: l\n  limited: {queues: 2, handSize: 3}\n"
-            "flowSchemas:\n- {name: a, priorityLevel: l}\n") ==
+  CHECK(err(head + "priorityLevels:\n- name: l\n  limited: {queues: 2, handSize: 3}\n"
+                   "flowSchemas:\n- {name: a, priorityLevel: l}\n") ==
         "priorityLevels[0].limited.handSize: must be between 1 and queues");
   CHECK(err(head + "totalConcurrency: many\n") == "config.totalConcurrency: wrong type");
   CHECK(err("{").find("not a valid configuration") == 0);

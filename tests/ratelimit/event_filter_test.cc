@@ -10,8 +10,9 @@ using namespace std::chrono_literals;
 std::string CoreEvent(const std::string& component, const std::string& pod) {
   return R"({"kind":"Event","apiVersion":"v1","metadata":{"generateName":"x."},)"
          R"("involvedObject":{"kind":"Pod","namespace":"ns","name":")" +
-         pod + R"(","uid":"u1","apiVersion":"v1"},"reason":"BackOff","message":"m",)"
-               R"("source":{"component":")" +
+         pod +
+         R"(","uid":"u1","apiVersion":"v1"},"reason":"BackOff","message":"m",)"
+         R"("source":{"component":")" +
          component + R"(","host":"node-1"},"type":"Warning"})";
 }
 
@@ -33,7 +34,7 @@ TEST_CASE("EventSpamFilter lets a burst through, then one per period, per key") 
   EventSpamFilter::Clock::time_point t{};
   for (int i = 0; i < 25; ++i) CHECK(f.Allow("node-1", CoreEvent("kubelet", "p"), t));
   CHECK_FALSE(f.Allow("node-1", CoreEvent("kubelet", "p"), t));
-  CHECK(f.Allow("node-1", CoreEvent("kubelet", "other"), t));  // Another object: its own budget.
+  CHECK(f.Allow("node-1", CoreEvent("kubelet", "other"), t));   // Another object: its own budget.
   CHECK(f.Allow("node-1", CoreEvent("other-source", "p"), t));  // Another source too.
   t += 299s;
   CHECK_FALSE(f.Allow("node-1", CoreEvent("kubelet", "p"), t));
@@ -43,12 +44,14 @@ TEST_CASE("EventSpamFilter lets a burst through, then one per period, per key") 
   CHECK(f.rejected() == 2);
 }
 
-TEST_CASE("EventSpamFilter keeps each user's buckets apart: claims in a body spend only the "
-          "sender's budget") {
+TEST_CASE(
+    "EventSpamFilter keeps each user's buckets apart: claims in a body spend only the "
+    "sender's budget") {
   EventSpamFilter f({1.0 / 300, 25, 1000});
   EventSpamFilter::Clock::time_point t{};
   // An attacker claims node-1's kubelet as the source of 30 events.
-  for (int i = 0; i < 30; ++i) f.Allow("system:anonymous-or-attacker", CoreEvent("kubelet", "p"), t);
+  for (int i = 0; i < 30; ++i)
+    f.Allow("system:anonymous-or-attacker", CoreEvent("kubelet", "p"), t);
   // node-1's own kubelet is not silenced.
   CHECK(f.Allow("system:node:node-1", CoreEvent("kubelet", "p"), t));
 }
@@ -59,7 +62,8 @@ TEST_CASE("EventSpamFilter with a full table forgets the fullest buckets, never 
   for (int i = 0; i < 25; ++i) REQUIRE(f.Allow("node", CoreEvent("kubelet", "p"), t));
   REQUIRE_FALSE(f.Allow("node", CoreEvent("kubelet", "p"), t));
   // Fill the table many times over with fresh keys (each used once: nearly full buckets).
-  for (int i = 0; i < 1000; ++i) f.Allow("flooder", CoreEvent("kubelet", "x" + std::to_string(i)), t);
+  for (int i = 0; i < 1000; ++i)
+    f.Allow("flooder", CoreEvent("kubelet", "x" + std::to_string(i)), t);
   CHECK_FALSE(f.Allow("node", CoreEvent("kubelet", "p"), t));  // Still held back.
 }
 

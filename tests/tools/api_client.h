@@ -1,6 +1,6 @@
 // ApiClient: a blocking HTTP/1.1 client for the benchmark's and the load test's control traffic
-// (creating objects, the churn writes, /metrics scrapes): one keep-alive connection, plain or TLS (verifying the
-// server against a CA file), a bearer token, and a deadline on every request.
+// (creating objects, the churn writes, /metrics scrapes): one keep-alive connection, plain or TLS
+// (verifying the server against a CA file), a bearer token, and a deadline on every request.
 //
 // Blocking by design: it owns a private io_context and runs it until the request completes, so
 // each thread that writes uses its own ApiClient. Not thread-safe.

@@ -259,11 +259,10 @@ void Churn::Start() {
        {Kind::kPods, Kind::kNodes, Kind::kEndpointSlices, Kind::kConfigMaps, Kind::kEvents}) {
     const double rate = options_.rate(kind);
     if (rate <= 0) continue;
-    const int writers =
-        options_.writers_per_kind > 0
-            ? options_.writers_per_kind
-            : std::clamp(static_cast<int>(std::ceil(rate / kWritesPerConnection)), 1,
-                         kMaxWritersPerKind);
+    const int writers = options_.writers_per_kind > 0
+                            ? options_.writers_per_kind
+                            : std::clamp(static_cast<int>(std::ceil(rate / kWritesPerConnection)),
+                                         1, kMaxWritersPerKind);
     for (int k = 0; k < writers; ++k) {
       writers_.push_back(
           std::make_unique<Writer>(apiserver_, token_, kind, k, writers, rate, seed++));
@@ -298,8 +297,8 @@ void Churn::RunWriter(Writer& w) {
     const std::string target = objects_.Target(w.kind, object);
     std::function<std::string()> body;
     if (post) {
-      const std::string name = absl::StrCat(options_.prefix, "-evt-", run_id_, "-", w.index, "-",
-                                            w.sequence);
+      const std::string name =
+          absl::StrCat(options_.prefix, "-evt-", run_id_, "-", w.index, "-", w.sequence);
       body = [this, name, object] { return objects_.EventJson(name, static_cast<int>(object)); };
     } else {
       body = StampPatch;

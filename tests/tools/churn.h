@@ -46,9 +46,9 @@ class Churn {
  public:
   struct Options {
     std::string namespace_ = "kf-load";
-    std::string prefix = "load";        // Object names and labels (ChurnObjects::Naming).
-    std::string manager = "kf-load";    // The EndpointSlices' managed-by label.
-    int address_octet = 128;            // EndpointSlice addresses from 10.<octet>.0.0.
+    std::string prefix = "load";      // Object names and labels (ChurnObjects::Naming).
+    std::string manager = "kf-load";  // The EndpointSlices' managed-by label.
+    int address_octet = 128;          // EndpointSlice addresses from 10.<octet>.0.0.
     int nodes = 100;
     int pods = 200;  // Bound to random nodes.
     int slices = 30;
@@ -88,8 +88,8 @@ class Churn {
   struct Stats {
     std::array<uint64_t, kKinds> writes{};  // Successful, by Kind.
     uint64_t failed = 0;                    // Errors and other answers.
-    uint64_t late = 0;    // Slots skipped because the writer was more than a period behind.
-    double elapsed = 0;   // Seconds from Start to Stop.
+    uint64_t late = 0;   // Slots skipped because the writer was more than a period behind.
+    double elapsed = 0;  // Seconds from Start to Stop.
     std::vector<uint64_t> pod_writes_per_node;  // Successful pod writes, by the pod's node.
     LatencyHistogram write_latency;             // Request round trip as seen here.
     std::vector<std::string> failure_samples;

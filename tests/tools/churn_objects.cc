@@ -108,7 +108,8 @@ std::string ChurnObjects::SliceJson(int i, int endpoints, int nodes, std::mt1993
       R"({"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":")",
       SliceName(i), R"(","namespace":")", naming_.namespace_,
       R"(","labels":{"kubernetes.io/service-name":")", ServiceName(i),
-      R"(","endpointslice.kubernetes.io/managed-by":")", naming_.manager, R"("}},)"
+      R"(","endpointslice.kubernetes.io/managed-by":")", naming_.manager,
+      R"("}},)"
       R"("addressType":"IPv4","ports":[{"name":"http","port":8080,"protocol":"TCP"}],)"
       R"("endpoints":[)",
       eps, "]}");

@@ -22,8 +22,8 @@ class ChurnObjects {
  public:
   struct Naming {
     std::string namespace_;
-    std::string prefix;   // <prefix>-pod-N, <prefix>-svc-N; pods' label app=kf-<prefix>.
-    std::string manager;  // The EndpointSlices' endpointslice.kubernetes.io/managed-by.
+    std::string prefix;     // <prefix>-pod-N, <prefix>-svc-N; pods' label app=kf-<prefix>.
+    std::string manager;    // The EndpointSlices' endpointslice.kubernetes.io/managed-by.
     int address_octet = 0;  // EndpointSlice addresses start at 10.<address_octet>.0.0.
   };
 

@@ -40,8 +40,9 @@ TEST_CASE("ChurnObjects writes well-formed objects with the scenario's names and
   std::mt19937 rng(8);
   const auto slice = Parse(kLoad.SliceJson(1, 3, 10, rng));
   CHECK(std::string(slice["metadata"]["name"].GetString()) == "load-svc-1-slice");
-  CHECK(std::string(slice["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"]
-                        .GetString()) == "kf-load");
+  CHECK(std::string(
+            slice["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"].GetString()) ==
+        "kf-load");
   REQUIRE(slice["endpoints"].Size() == 3);
   CHECK(std::string(slice["endpoints"][0]["addresses"][0].GetString()) == "10.128.0.3");
 
