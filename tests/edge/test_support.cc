@@ -1,0 +1,179 @@
+#include "tests/edge/test_support.h"
+
+#include <algorithm>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <stdexcept>
+
+namespace kf::test {
+
+bool RunUntil(asio::io_context& ioc, const std::function<bool()>& done,
+              std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    if (ioc.stopped()) ioc.restart();
+    ioc.run_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+Spawned Spawn(asio::io_context& ioc, asio::awaitable<void> a) {
+  Spawned s;
+  asio::co_spawn(ioc, std::move(a), [done = s.done, error = s.error](std::exception_ptr e) {
+    *error = e;
+    *done = true;
+  });
+  return s;
+}
+
+void Run(asio::io_context& ioc, asio::awaitable<void> a, std::chrono::milliseconds limit) {
+  const Spawned s = Spawn(ioc, std::move(a));
+  const bool ended = RunUntil(ioc, [&s] { return s.finished(); }, limit);
+  s.Rethrow();
+  if (!ended) throw std::runtime_error("coroutine did not finish");
+}
+
+namespace {
+
+asio::ip::tcp::socket Accepted(asio::io_context& ioc, asio::ip::tcp::socket& client) {
+  asio::ip::tcp::acceptor acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  client.connect(acceptor.local_endpoint());
+  return acceptor.accept();
+}
+
+}  // namespace
+
+LoopbackPair::LoopbackPair(asio::io_context& ioc)
+    : client(ioc), server(beast::tcp_stream(Accepted(ioc, client))) {}
+
+std::string LoopbackPair::ReadAvailable() {
+  std::string out;
+  client.non_blocking(true);
+  char buf[8192];
+  for (;;) {
+    beast::error_code ec;
+    const size_t n = client.read_some(asio::buffer(buf), ec);
+    out.append(buf, n);
+    if (ec) break;  // would_block: nothing more now; eof: the server closed.
+  }
+  client.non_blocking(false);
+  return out;
+}
+
+int ParsedResponse::FieldCount(std::string_view name) const {
+  const size_t end_of_head = raw.find("\r\n\r\n");
+  const std::string_view head = std::string_view(raw).substr(0, end_of_head);
+  const std::string needle = "\r\n" + std::string(name) + ":";
+  int count = 0;
+  for (size_t at = head.find(needle); at != std::string_view::npos;
+       at = head.find(needle, at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+ParsedResponse ParseResponse(std::string raw, bool head_request, bool eof) {
+  ParsedResponse out;
+  out.raw = std::move(raw);
+  http::response_parser<http::string_body> parser;
+  parser.eager(true);
+  parser.skip(head_request);
+  parser.body_limit(boost::none);
+  out.consumed = parser.put(asio::buffer(out.raw), out.ec);
+  if (!out.ec && !parser.is_done() && eof) parser.put_eof(out.ec);
+  out.done = parser.is_done();
+  if (parser.is_header_done()) out.message = parser.release();
+  return out;
+}
+
+asio::awaitable<std::pair<beast::error_code, size_t>> FakeBody::ReadSome(std::span<char> into) {
+  const size_t n = std::min({into.size(), piece, bytes_.size() - offset_});
+  std::memcpy(into.data(), bytes_.data() + offset_, n);
+  offset_ += n;
+  co_return std::pair<beast::error_code, size_t>{beast::error_code{}, n};
+}
+
+TestRequest::TestRequest(http::verb method, std::string target, unsigned version)
+    : target_storage(std::move(target)),
+      request{method,
+              http::to_string(method),
+              target_storage,
+              version,
+              true,
+              fields,
+              RequestInfo{},
+              "10.0.0.7",
+              body,
+              std::nullopt} {
+  auto info = RequestInfo::Parse(request.method_string, request.target);
+  if (!info.ok()) throw std::invalid_argument(std::string(info.status().message()));
+  request.info = *std::move(info);
+}
+
+asio::awaitable<beast::error_code> RecordingResponse::WriteHead(ResponseHead h) {
+  if (fail) co_return fail;
+  head = std::move(h);
+  co_return beast::error_code{};
+}
+
+asio::awaitable<beast::error_code> RecordingResponse::WriteBody(
+    std::span<const asio::const_buffer> pieces) {
+  if (fail) co_return fail;
+  for (const auto& p : pieces) body.append(static_cast<const char*>(p.data()), p.size());
+  co_return beast::error_code{};
+}
+
+asio::awaitable<beast::error_code> RecordingResponse::End() {
+  if (fail) co_return fail;
+  ended = true;
+  co_return beast::error_code{};
+}
+
+asio::awaitable<bool> RecordingResponse::ClientGone() {
+  asio::steady_timer never(co_await asio::this_coro::executor,
+                           asio::steady_timer::time_point::max());
+  co_await never.async_wait(asio::as_tuple(asio::use_awaitable));
+  co_return false;
+}
+
+asio::awaitable<beast::error_code> RecordingResponse::Continue() {
+  ++continues;
+  co_return fail;
+}
+
+namespace {
+
+asio::awaitable<void> Reached(NextProbe* probe, Exchange& x) {
+  ++probe->calls;
+  if (probe->then) co_await probe->then(x);
+}
+
+}  // namespace
+
+Next NextProbe::next() {
+  return [this](Exchange& x) { return Reached(this, x); };
+}
+
+void CheckRefused(const FilterCall& call, int status, std::string_view retry_after,
+                  std::string_view error) {
+  CHECK(call.probe.calls == 0);
+  CHECK(call.x.answer == Answer::kRejected);
+  CHECK(call.x.error == error);
+  REQUIRE(call.resp.head.has_value());
+  CHECK(call.resp.head->status == status);
+  CHECK(call.resp.head->fields[http::field::retry_after] == retry_after);
+  CHECK(call.resp.head->fields[http::field::content_type] == "application/json");
+  CHECK(call.resp.body.find("\"code\":" + std::to_string(status)) != std::string::npos);
+  CHECK(call.resp.ended);
+}
+
+asio::awaitable<void> ServeEach(Filter& filter, std::vector<FilterCall*> calls) {
+  for (FilterCall* call : calls) co_await filter.Serve(call->x, call->next);
+}
+
+}  // namespace kf::test

@@ -1,0 +1,136 @@
+#include "serve/cacheable.h"
+
+#include <catch2/catch.hpp>
+
+namespace kf {
+namespace {
+
+namespace http = boost::beast::http;
+
+RequestInfo Info(std::string_view method, std::string_view target) {
+  auto info = RequestInfo::Parse(method, target);
+  REQUIRE(info.ok());
+  return *std::move(info);
+}
+
+struct CacheableRow {
+  std::string_view method;
+  std::string_view target;
+  bool cacheable;
+  std::string_view accept = "";
+  std::string_view extra_field = "";  // A field set to "x" besides Accept.
+};
+
+TEST_CASE("Cacheable answers only the reads whose form the cache serves exactly") {
+  const CacheableRow rows[] = {
+      {"GET", "/api/v1/pods", true},
+      {"GET", "/api/v1/namespaces/ns/pods/p", true},
+      {"GET", "/api/v1/pods?watch=1", true},
+      {"GET", "/api/v1/watch/namespaces/ns/pods/p", true},
+      {"GET", "/api/v1/pods?limit=10&resourceVersion=0", true},
+      {"GET", "/api/v1/pods?resourceVersionMatch=NotOlderThan&resourceVersion=5", true},
+      {"GET", "/api/v1/pods?resourceVersionMatch=Exact&resourceVersion=5", true},
+      {"GET", "/api/v1/pods", true, "application/json, */*"},
+      {"GET",
+       "/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&"
+       "allowWatchBookmarks=true",
+       true},
+      // Subresources, writes and representations the apiserver renders itself.
+      {"GET", "/api/v1/namespaces/ns/pods/p/status", false},
+      {"GET", "/api/v1/namespaces/ns/pods/p/log", false},
+      {"POST", "/api/v1/namespaces/ns/pods", false},
+      {"DELETE", "/api/v1/namespaces/ns/pods", false},
+      {"GET", "/api/v1/pods", false, "application/json;as=Table;g=meta.k8s.io;v=v1"},
+      {"GET", "/api/v1/pods", false, "application/vnd.kubernetes.protobuf"},
+      {"GET", "/api/v1/pods?pretty=true", false},
+      {"GET", "/api/v1/pods", false, "", "Impersonate-User"},
+      {"GET", "/api/v1/pods", false, "", "User-Agent"},
+      // Query forms the apiserver words its own errors for.
+      {"GET", "/api/v1/pods?resourceVersionMatch=NotOlderThan", false},
+      {"GET", "/api/v1/pods?resourceVersionMatch=Exact&resourceVersion=0", false},
+      {"GET", "/api/v1/pods?resourceVersionMatch=Bogus&resourceVersion=5", false},
+      {"GET", "/api/v1/pods?continue=not-a-token", false},
+      {"GET", "/api/v1/pods?limit=-1", false},
+      {"GET", "/api/v1/pods?limit=ten", false},
+      {"GET", "/api/v1/pods?resourceVersion=abc", false},
+      {"GET", "/api/v1/pods?sendInitialEvents=true", false},
+      {"GET", "/api/v1/pods?watch=1&timeoutSeconds=x", false},
+      {"GET", "/api/v1/pods?watch=1&allowWatchBookmarks=maybe", false},
+      {"GET", "/api/v1/pods?watch=1&resourceVersionMatch=NotOlderThan", false},
+      {"GET", "/api/v1/pods?watch=1&continue=x", false},
+      {"GET", "/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
+       false},
+      {"GET", "/api/v1/pods?watch=1&sendInitialEvents=false&resourceVersionMatch=NotOlderThan&"
+              "allowWatchBookmarks=true",
+       false},
+      {"GET", "/api/v1/namespaces/ns/pods/p?resourceVersionMatch=NotOlderThan", false},
+  };
+  for (const CacheableRow& row : rows) {
+    INFO(row.method << " " << row.target << " accept=" << row.accept << " " << row.extra_field);
+    http::fields fields;
+    if (!row.accept.empty()) fields.set(http::field::accept, row.accept);
+    if (row.extra_field == "User-Agent") {
+      fields.set(http::field::user_agent, "curl/8.5.0");
+    } else if (!row.extra_field.empty()) {
+      fields.set(row.extra_field, "x");
+    }
+    CHECK(Cacheable(Info(row.method, row.target), fields) == row.cacheable);
+  }
+}
+
+const ResourceType kPods{"", "v1", "pods", "Pod", true, false};
+const ResourceType kNodes{"", "v1", "nodes", "Node", false, false};
+const ResourceType kNamespaces{"", "v1", "namespaces", "Namespace", false, false};
+
+TEST_CASE("FilterFor selects by namespace, labels and fields, the field names renamed") {
+  auto f = FilterFor(
+      Info("GET", "/api/v1/namespaces/ns/pods?labelSelector=app%3Dweb&fieldSelector=spec.nodeName%3Dn1"),
+      kPods);
+  REQUIRE(f.has_value());
+  CHECK(f->namespace_ == "ns");
+  CHECK_FALSE(f->labels.Empty());
+  CHECK(f->fields.RequiresExactMatch("spec.nodeName") == "n1");
+  CHECK_FALSE(f->name.has_value());
+
+  auto all = FilterFor(Info("GET", "/api/v1/pods"), kPods);
+  REQUIRE(all.has_value());
+  CHECK(all->namespace_.empty());
+  CHECK(all->labels.Empty());
+  CHECK(all->fields.Empty());
+
+  auto named = FilterFor(Info("GET", "/api/v1/pods?fieldSelector=metadata.name%3Dp"), kPods);
+  REQUIRE(named.has_value());
+  CHECK(named->name == "p");
+}
+
+TEST_CASE("FilterFor selects a legacy single-object watch by the object's name") {
+  auto f = FilterFor(Info("GET", "/api/v1/watch/namespaces/ns/pods/p"), kPods);
+  REQUIRE(f.has_value());
+  CHECK(f->namespace_ == "ns");
+  CHECK(f->name == "p");
+  auto same = FilterFor(
+      Info("GET", "/api/v1/watch/namespaces/ns/pods/p?fieldSelector=metadata.name%3Dp"), kPods);
+  REQUIRE(same.has_value());
+  CHECK(same->name == "p");
+}
+
+TEST_CASE("FilterFor leaves to the apiserver what it refuses") {
+  const std::pair<std::string_view, const ResourceType*> refused[] = {
+      {"/api/v1/pods?labelSelector=app%20in%20(", &kPods},             // Unparsable labels.
+      {"/api/v1/pods?fieldSelector=spec.bogus%3Dx", &kPods},           // Not selectable.
+      {"/api/v1/namespaces/ns/nodes", &kNodes},                        // Cluster-scoped.
+      {"/api/v1/watch/namespaces/ns/pods/p?fieldSelector=metadata.name%3Dq", &kPods},
+      {"/api/v1/watch/pods/p", &kPods},                                // Namespaced, no ns.
+  };
+  for (const auto& [target, type] : refused) {
+    INFO(target);
+    CHECK_FALSE(FilterFor(Info("GET", target), *type).has_value());
+  }
+  // The namespaces resource itself: its name reads as a namespace.
+  auto ns = FilterFor(Info("GET", "/api/v1/namespaces/ns"), kNamespaces);
+  REQUIRE(ns.has_value());
+  CHECK(ns->namespace_.empty());
+}
+
+}  // namespace
+}  // namespace kf
