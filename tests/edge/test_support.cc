@@ -4,7 +4,9 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <stdexcept>
@@ -170,6 +172,35 @@ void CheckRefused(const FilterCall& call, int status, std::string_view retry_aft
   CHECK(call.resp.head->fields[http::field::content_type] == "application/json");
   CHECK(call.resp.body.find("\"code\":" + std::to_string(status)) != std::string::npos);
   CHECK(call.resp.ended);
+}
+
+namespace {
+
+UpstreamConfig PlainHttpTo(const asio::ip::tcp::acceptor& acceptor) {
+  UpstreamConfig config;
+  config.endpoints.push_back(
+      UpstreamEndpoint{false, "127.0.0.1", acceptor.local_endpoint().port(), ""});
+  return config;
+}
+
+}  // namespace
+
+FakeUpstream::FakeUpstream(asio::io_context& ioc)
+    : acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0}),
+      config(PlainHttpTo(acceptor)),
+      pool(ioc, config, tls, std::chrono::seconds(2)) {}
+
+asio::awaitable<void> FakeUpstream::ServeOne(FakeUpstream* up) {
+  constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+  auto [aec, socket] = co_await up->acceptor.async_accept(use_nothrow);
+  if (aec) co_return;
+  beast::flat_buffer buffer;
+  auto [rec, rn] = co_await http::async_read(socket, buffer, up->request, use_nothrow);
+  if (rec) co_return;
+  auto [wec, wn] = co_await asio::async_write(socket, asio::buffer(up->answer), use_nothrow);
+  if (wec) co_return;
+  beast::error_code ignored;
+  socket.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
 }
 
 asio::awaitable<void> ServeEach(Filter& filter, std::vector<FilterCall*> calls) {

@@ -29,6 +29,7 @@
 #include "edge/http1_response.h"
 #include "edge/request.h"
 #include "edge/response.h"
+#include "upstream/upstream_pool.h"
 
 namespace kf::test {
 
@@ -175,6 +176,22 @@ struct FilterCall {
 // with `status` and `retry_after` ("" for none), the exchange kRejected for `error`.
 void CheckRefused(const FilterCall& call, int status, std::string_view retry_after,
                   std::string_view error);
+
+// An upstream apiserver stand-in on 127.0.0.1, port 0, and a pool that dials it. ServeOne takes
+// one connection, reads one request into `request`, writes `answer` as given (raw bytes, so the
+// test chooses the framing), then closes its side.
+struct FakeUpstream {
+  explicit FakeUpstream(asio::io_context& ioc);
+  uint16_t port() const { return acceptor.local_endpoint().port(); }
+  static asio::awaitable<void> ServeOne(FakeUpstream* up);
+
+  asio::ip::tcp::acceptor acceptor;
+  UpstreamConfig config;
+  std::string answer;
+  http::request<http::string_body> request;
+  asio::ssl::context tls{asio::ssl::context::tls_client};
+  UpstreamPool pool;
+};
 
 // Serves each of `calls` through `filter`, one after the other.
 asio::awaitable<void> ServeEach(Filter& filter, std::vector<FilterCall*> calls);

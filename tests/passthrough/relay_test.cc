@@ -1,9 +1,5 @@
 #include "passthrough/relay.h"
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/write.hpp>
-#include <boost/beast/http/read.hpp>
 #include <catch2/catch.hpp>
 
 #include "tests/edge/test_support.h"
@@ -11,51 +7,13 @@
 namespace kf::test {
 namespace {
 
-// An upstream apiserver stand-in on 127.0.0.1, port 0: takes one connection, reads one request,
-// writes `answer` as given (raw bytes, so the test chooses the framing), then closes.
-struct FakeUpstream {
-  explicit FakeUpstream(asio::io_context& ioc)
-      : acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0}) {
-    config.endpoints.push_back(UpstreamEndpoint{false, "127.0.0.1", port(), ""});
-  }
-  uint16_t port() const { return acceptor.local_endpoint().port(); }
-
-  static asio::awaitable<void> ServeOne(FakeUpstream* up) {
-    auto [aec, socket] = co_await up->acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
-    if (aec) co_return;
-    beast::flat_buffer buffer;
-    auto [rec, rn] = co_await http::async_read(socket, buffer, up->request,
-                                               asio::as_tuple(asio::use_awaitable));
-    if (rec) co_return;
-    auto [wec, wn] = co_await asio::async_write(socket, asio::buffer(up->answer),
-                                                asio::as_tuple(asio::use_awaitable));
-    if (wec) co_return;
-    beast::error_code ignored;
-    socket.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
-  }
-
-  asio::ip::tcp::acceptor acceptor;
-  UpstreamConfig config;
-  std::string answer;
-  http::request<http::string_body> request;
-};
-
-// The relay with a pool to `config`'s endpoints.
-struct Relayed {
-  Relayed(asio::io_context& ioc, const UpstreamConfig& config)
-      : pool(ioc, config, tls, std::chrono::seconds(2)), relay(pool, pool) {}
-  asio::ssl::context tls{asio::ssl::context::tls_client};
-  UpstreamPool pool;
-  Relay relay;
-};
-
 // A relay in front of a fake upstream that answers `answer`.
 struct RelayToFake {
   explicit RelayToFake(std::string answer) { up.answer = std::move(answer); }
   // Relays `x` and waits for the upstream to have finished too.
   void Serve(Exchange& x) {
     const auto upstream = Spawn(ioc, FakeUpstream::ServeOne(&up));
-    CHECK(Run(ioc, relayed.relay.Serve(x)));
+    CHECK(Run(ioc, relay.Serve(x)));
     REQUIRE(RunUntil(ioc, [&] { return upstream.finished(); }));
     upstream.Rethrow();
   }
@@ -63,7 +21,7 @@ struct RelayToFake {
 
   asio::io_context ioc;
   FakeUpstream up{ioc};
-  Relayed relayed{ioc, up.config};
+  Relay relay{up.pool, up.pool};
 };
 
 TEST_CASE("Relay forwards the request and relays status, end-to-end fields and body") {
@@ -123,17 +81,10 @@ TEST_CASE("Relay sends a body a filter read whole instead of reading the request
 }
 
 TEST_CASE("Relay answers 503 with a Status and closes when the upstream cannot be reached") {
-  asio::io_context ioc;
-  UpstreamConfig config;
-  {
-    // A port nobody listens on any more.
-    asio::ip::tcp::acceptor closed(ioc, {asio::ip::make_address("127.0.0.1"), 0});
-    config.endpoints.push_back(
-        UpstreamEndpoint{false, "127.0.0.1", closed.local_endpoint().port(), ""});
-  }
-  Relayed relayed(ioc, config);
+  RelayToFake f("");
+  f.up.acceptor.close();  // Nobody listens on its port any more.
   FilterCall call(http::verb::get, "/api/v1/namespaces/ns/configmaps");
-  CHECK(Run(ioc, relayed.relay.Serve(call.x)));
+  CHECK(Run(f.ioc, f.relay.Serve(call.x)));
   const auto& resp = call.resp;
   const Exchange& x = call.x;
   REQUIRE(resp.head.has_value());
