@@ -61,6 +61,7 @@ std::string LoopbackPair::ReadAvailable() {
     beast::error_code ec;
     const size_t n = client.read_some(asio::buffer(buf), ec);
     out.append(buf, n);
+    if (ec == asio::error::eof) closed = true;
     if (ec) break;  // would_block: nothing more now; eof: the server closed.
   }
   client.non_blocking(false);

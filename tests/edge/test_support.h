@@ -77,8 +77,9 @@ struct LoopbackPair {
   asio::ip::tcp::socket client;
   AnyStream server;
 
-  // Everything the client side can read now (non-blocking), up to EOF.
+  // Everything the client side can read now (non-blocking), up to EOF (then `closed`).
   std::string ReadAvailable();
+  bool closed = false;
 };
 
 // An answer as the client reads it: the raw bytes, and Beast's parse of them.

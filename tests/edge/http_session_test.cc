@@ -1,0 +1,116 @@
+#include "edge/http_session.h"
+
+#include <boost/asio/write.hpp>
+#include <catch2/catch.hpp>
+
+#include "edge/request_parser.h"
+#include "tests/edge/test_support.h"
+
+namespace kf::test {
+namespace {
+
+// Answers every request with its target as a plain-text body.
+class EchoTarget : public Handler {
+ public:
+  asio::awaitable<bool> Serve(Exchange& x) override {
+    const std::string body(x.request.target);
+    co_await WriteWhole(*x.response, 200, "text/plain", body);
+    co_return true;
+  }
+};
+
+// One client connection to an HttpSession whose pipeline answers its own paths by echo.
+struct Session {
+  Session() {
+    PipelineStages stages;
+    stages.routes.is_local = [](std::string_view path) { return path != "/nobody"; };
+    stages.local = &echo;
+    stages.relay = &echo;
+    pipeline.emplace(std::move(stages), log, stats);
+    auto session = std::make_shared<HttpSession>(std::make_unique<AnyStream>(std::move(pair.server)),
+                                                 "127.0.0.1:5555", *pipeline, sessions, active,
+                                                 log);
+    session->Start(ioc.get_executor());
+  }
+  // Sends `bytes`, then reads until `answers` complete answers arrived or the session closed.
+  std::vector<ParsedResponse> Send(std::string_view bytes, size_t answers) {
+    // Written while the session runs: a large head does not fit the socket's buffers at once.
+    asio::async_write(pair.client, asio::buffer(bytes), [](beast::error_code, size_t) {});
+    std::string read;
+    std::vector<ParsedResponse> out;
+    RunUntil(ioc, [&] {
+      read += pair.ReadAvailable();
+      for (;;) {
+        ParsedResponse one = ParseResponse(read);
+        if (!one.done) break;
+        read.erase(0, one.consumed);
+        out.push_back(std::move(one));
+      }
+      return out.size() >= answers || pair.closed;
+    });
+    if (!read.empty()) out.push_back(ParseResponse(read, false, pair.closed));
+    return out;
+  }
+
+  Logger log{2, Logger::Level::kError};
+  RouteStats stats;
+  EchoTarget echo;
+  SessionSet sessions;
+  std::atomic<int64_t> active{0};
+  std::optional<Pipeline> pipeline;
+  asio::io_context ioc;  // Destroyed first: a session still running ends before what it uses.
+  LoopbackPair pair{ioc};
+};
+
+TEST_CASE("HttpSession answers pipelined requests on one connection, in order") {
+  Session s;
+  auto got = s.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n", 2);
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].message.body() == "/a");
+  CHECK(got[1].message.body() == "/b");
+  CHECK_FALSE(s.pair.closed);
+  CHECK(s.active == 1);
+  CHECK(s.stats.count(Answer::kLocal) == 2);
+}
+
+TEST_CASE("HttpSession closes the connection after an answer that says Connection: close") {
+  Session s;
+  auto got = s.Send("GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 2);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].message[http::field::connection] == "close");
+  CHECK(s.pair.closed);
+  CHECK(s.active == 0);
+}
+
+TEST_CASE("HttpSession answers a head it cannot read as Go's server does, then closes") {
+  const std::pair<std::string, std::string_view> refusals[] = {
+      // A head it cannot parse: Go's own 400.
+      {"GET /a HTTP/1.1\r\nBad Field\r\n\r\n", "HTTP/1.1 400 Bad Request\r\n"},
+      // A head past Go's 1 MiB header limit: Go's own 431.
+      {"GET /a HTTP/1.1\r\nX-Big: " + std::string(RequestParser::kMaxHeaderBytes, 'b') + "\r\n\r\n",
+       "HTTP/1.1 431 Request Header Fields Too Large\r\n"},
+  };
+  for (const auto& [bytes, status_line] : refusals) {
+    INFO(bytes.substr(0, 40));
+    Session s;
+    auto got = s.Send(bytes, 2);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].raw.starts_with(status_line));
+    CHECK(got[0].FieldCount("Connection") == 1);
+    CHECK(s.pair.closed);
+    CHECK(s.stats.count(Answer::kRejected) == 1);
+  }
+}
+
+TEST_CASE("HttpSession closes an idle connection on a graceful stop") {
+  Session s;
+  auto first = s.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n", 1);
+  REQUIRE(first.size() == 1);
+  s.sessions.StopAll();
+  auto after = s.Send("", 1);
+  CHECK(after.empty());
+  CHECK(s.pair.closed);
+}
+
+}  // namespace
+}  // namespace kf::test
