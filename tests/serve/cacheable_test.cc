@@ -82,7 +82,7 @@ const ResourceType kPods{"", "v1", "pods", "Pod", true, false};
 const ResourceType kNodes{"", "v1", "nodes", "Node", false, false};
 const ResourceType kNamespaces{"", "v1", "namespaces", "Namespace", false, false};
 
-TEST_CASE("FilterFor selects by namespace, labels and fields, the field names renamed") {
+TEST_CASE("FilterFor selects by namespace, labels and fields, and notes a required name") {
   auto f = FilterFor(
       Info("GET", "/api/v1/namespaces/ns/pods?labelSelector=app%3Dweb&fieldSelector=spec.nodeName%3Dn1"),
       kPods);
