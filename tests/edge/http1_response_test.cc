@@ -61,7 +61,7 @@ TEST_CASE("Http1Response frames a whole answer with Content-Length up to 2048 by
   CHECK(chunked.FieldCount("Content-Length") == 0);
   CHECK(chunked.message.body() == large);
   CHECK(chunked.raw.find("\r\n801\r\n") != std::string::npos);  // One chunk of 0x801 bytes.
-  CHECK(chunked.raw.ends_with("\r\n0\r\n\r\n"));            // Then the last chunk.
+  CHECK(chunked.raw.ends_with("\r\n0\r\n\r\n"));                // Then the last chunk.
   CHECK(chunked.consumed == chunked.raw.size());
   CHECK(over.resp.reusable());
 }
@@ -70,7 +70,7 @@ TEST_CASE("Http1Response chunks each piece of a streamed answer on HTTP/1.1") {
   asio::io_context ioc;
   WireCall w(ioc, http::verb::get, "/api/v1/pods?watch=1");
   CHECK_FALSE(Run(ioc, WriteStreamed(w.resp, Head(200, ResponseHead::Framing::kStreamed),
-                                             {"{\"a\":1}\n", "{\"b\":2}\n"})));
+                                     {"{\"a\":1}\n", "{\"b\":2}\n"})));
   auto got = ParseResponse(w.pair.ReadAvailable());
   REQUIRE(got.done);
   CHECK(got.message.chunked());
@@ -82,8 +82,8 @@ TEST_CASE("Http1Response chunks each piece of a streamed answer on HTTP/1.1") {
 TEST_CASE("Http1Response ends a streamed answer to an HTTP/1.0 client by closing") {
   asio::io_context ioc;
   WireCall w(ioc, http::verb::get, "/api/v1/pods?watch=1", 10);
-  CHECK_FALSE(Run(ioc, WriteStreamed(w.resp, Head(200, ResponseHead::Framing::kStreamed),
-                                             {"one\n", "two\n"})));
+  CHECK_FALSE(Run(
+      ioc, WriteStreamed(w.resp, Head(200, ResponseHead::Framing::kStreamed), {"one\n", "two\n"})));
   CHECK_FALSE(w.resp.reusable());  // The end of the body is the end of the connection.
   w.pair.server.tcp().close();
   auto got = ParseResponse(w.pair.ReadAvailable(), /*head_request=*/false, /*eof=*/true);
@@ -122,8 +122,8 @@ TEST_CASE("Http1Response frames no body for 204 and 304") {
   for (const int status : {204, 304}) {
     asio::io_context ioc;
     WireCall w(ioc, http::verb::get, "/api/v1/pods");
-    CHECK_FALSE(Run(ioc, WriteStreamed(w.resp, Head(status, ResponseHead::Framing::kStreamed),
-                                               {"ignored"})));
+    CHECK_FALSE(Run(
+        ioc, WriteStreamed(w.resp, Head(status, ResponseHead::Framing::kStreamed), {"ignored"})));
     auto got = ParseResponse(w.pair.ReadAvailable());
     INFO(got.raw);
     REQUIRE(got.done);
@@ -155,7 +155,8 @@ TEST_CASE("Http1Response says Connection: close when the connection cannot serve
   const std::pair<std::string_view, std::function<void(WireCall&)>> reasons[] = {
       {"the client asked to close", [](WireCall& w) { w.r.request.keep_alive = false; }},
       {"CloseAfter()", [](WireCall& w) { w.resp.CloseAfter(); }},
-      {"the request body was not all read", [](WireCall& w) { w.r.body.Set("{\"kind\":\"Pod\"}"); }},
+      {"the request body was not all read",
+       [](WireCall& w) { w.r.body.Set("{\"kind\":\"Pod\"}"); }},
   };
   for (const auto& [why, setup] : reasons) {
     INFO(why);

@@ -27,9 +27,9 @@ struct Session {
     stages.local = &echo;
     stages.relay = &echo;
     pipeline.emplace(std::move(stages), log, stats);
-    auto session = std::make_shared<HttpSession>(std::make_unique<AnyStream>(std::move(pair.server)),
-                                                 "127.0.0.1:5555", *pipeline, sessions, active,
-                                                 log);
+    auto session =
+        std::make_shared<HttpSession>(std::make_unique<AnyStream>(std::move(pair.server)),
+                                      "127.0.0.1:5555", *pipeline, sessions, active, log);
     session->Start(ioc.get_executor());
   }
   // Sends `bytes`, then reads until `answers` complete answers arrived or the session closed.

@@ -117,8 +117,8 @@ TEST_CASE("Pipeline takes each route through its stages, filters in order") {
        kRelayed, Route::kPassthrough, Answer::kPassthrough},
       {"a write", http::verb::post, "/api/v1/namespaces/ns/pods", Cache::kServes, kRelayed,
        Route::kPassthrough, Answer::kPassthrough},
-      {"an upgrade", http::verb::get, "/api/v1/namespaces/ns/pods/p/exec", Cache::kServes,
-       kRelayed, Route::kTunnel, Answer::kTunnel},
+      {"an upgrade", http::verb::get, "/api/v1/namespaces/ns/pods/p/exec", Cache::kServes, kRelayed,
+       Route::kTunnel, Answer::kTunnel},
   };
   for (const Row& row : rows) {
     INFO(row.what);
@@ -158,8 +158,7 @@ TEST_CASE("Pipeline stops at a filter that rejects: nothing after it runs, the a
     TestRequest r(http::verb::get, "/api/v1/pods");
     RecordingResponse resp;
     PipelineStages s = st.Make(&st.declining_cache);
-    (row.in_front ? s.front : s.passthrough) = {row.in_front ? &st.front1 : &st.pass1,
-                                                &st.refuses,
+    (row.in_front ? s.front : s.passthrough) = {row.in_front ? &st.front1 : &st.pass1, &st.refuses,
                                                 row.in_front ? &st.front2 : &st.pass2};
     Exchange x = st.Serve(std::move(s), r, resp);
     CHECK(st.Joined() == row.trace);

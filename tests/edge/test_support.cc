@@ -35,7 +35,8 @@ Spawned Spawn(asio::io_context& ioc, asio::awaitable<void> a) {
 
 void Run(asio::io_context& ioc, asio::awaitable<void> a, std::chrono::milliseconds limit) {
   const Spawned s = Spawn(ioc, std::move(a));
-  const bool ended = RunUntil(ioc, [&s] { return s.finished(); }, limit);
+  const bool ended = RunUntil(
+      ioc, [&s] { return s.finished(); }, limit);
   s.Rethrow();
   if (!ended) throw std::runtime_error("coroutine did not finish");
 }
@@ -102,17 +103,11 @@ asio::awaitable<std::pair<beast::error_code, size_t>> FakeBody::ReadSome(std::sp
 }
 
 TestRequest::TestRequest(http::verb method, std::string target, unsigned version)
-    : target_storage(std::move(target)),
-      request{method,
-              http::to_string(method),
-              target_storage,
-              version,
-              true,
-              fields,
-              RequestInfo{},
-              "10.0.0.7",
-              body,
-              std::nullopt} {
+    : target_storage(std::move(target)), request{method,         http::to_string(method),
+                                                 target_storage, version,
+                                                 true,           fields,
+                                                 RequestInfo{},  "10.0.0.7",
+                                                 body,           std::nullopt} {
   auto info = RequestInfo::Parse(request.method_string, request.target);
   if (!info.ok()) throw std::invalid_argument(std::string(info.status().message()));
   request.info = *std::move(info);

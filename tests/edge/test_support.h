@@ -62,7 +62,8 @@ T Run(asio::io_context& ioc, asio::awaitable<T> a,
     out->emplace(co_await std::move(inner));
   };
   const Spawned s = Spawn(ioc, wrapper(std::move(a), result));
-  const bool ended = RunUntil(ioc, [&s] { return s.finished(); }, limit);
+  const bool ended = RunUntil(
+      ioc, [&s] { return s.finished(); }, limit);
   s.Rethrow();
   if (!ended || !result->has_value()) throw std::runtime_error("coroutine did not finish");
   return std::move(**result);

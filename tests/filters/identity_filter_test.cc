@@ -11,8 +11,8 @@ constexpr std::string_view kAliceReview =
     R"({"kind":"SelfSubjectReview","apiVersion":"authentication.k8s.io/v1",)"
     R"("status":{"userInfo":{"username":"alice","groups":["devs","system:authenticated"]}}})";
 const std::string kAlice = "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n" +
-                           ("Content-Length: " + std::to_string(kAliceReview.size())) +
-                           "\r\n\r\n" + std::string(kAliceReview);
+                           ("Content-Length: " + std::to_string(kAliceReview.size())) + "\r\n\r\n" +
+                           std::string(kAliceReview);
 
 // An identity filter whose reviews go to a fake upstream answering `answer`.
 struct Identities {
@@ -53,7 +53,8 @@ TEST_CASE("IdentityFilter learns the caller from a review made with the caller's
   CHECK(ids.who.reviews() == 1);
 }
 
-TEST_CASE("IdentityFilter goes on without an identity when the apiserver does not know the caller") {
+TEST_CASE(
+    "IdentityFilter goes on without an identity when the apiserver does not know the caller") {
   Identities ids("HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n", true, false);
   CallWith call("bogus", http::verb::get, "/api/v1/namespaces/ns/configmaps");
   ids.Serve(call);

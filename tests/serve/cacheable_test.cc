@@ -60,8 +60,9 @@ TEST_CASE("Cacheable answers only the reads whose form the cache serves exactly"
       {"GET", "/api/v1/pods?watch=1&continue=x", false},
       {"GET", "/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
        false},
-      {"GET", "/api/v1/pods?watch=1&sendInitialEvents=false&resourceVersionMatch=NotOlderThan&"
-              "allowWatchBookmarks=true",
+      {"GET",
+       "/api/v1/pods?watch=1&sendInitialEvents=false&resourceVersionMatch=NotOlderThan&"
+       "allowWatchBookmarks=true",
        false},
       {"GET", "/api/v1/namespaces/ns/pods/p?resourceVersionMatch=NotOlderThan", false},
   };
@@ -84,7 +85,8 @@ const ResourceType kNamespaces{"", "v1", "namespaces", "Namespace", false, false
 
 TEST_CASE("FilterFor selects by namespace, labels and fields, and notes a required name") {
   auto f = FilterFor(
-      Info("GET", "/api/v1/namespaces/ns/pods?labelSelector=app%3Dweb&fieldSelector=spec.nodeName%3Dn1"),
+      Info("GET",
+           "/api/v1/namespaces/ns/pods?labelSelector=app%3Dweb&fieldSelector=spec.nodeName%3Dn1"),
       kPods);
   REQUIRE(f.has_value());
   CHECK(f->namespace_ == "ns");
@@ -116,11 +118,11 @@ TEST_CASE("FilterFor selects a legacy single-object watch by the object's name")
 
 TEST_CASE("FilterFor leaves to the apiserver what it refuses") {
   const std::pair<std::string_view, const ResourceType*> refused[] = {
-      {"/api/v1/pods?labelSelector=app%20in%20(", &kPods},             // Unparsable labels.
-      {"/api/v1/pods?fieldSelector=spec.bogus%3Dx", &kPods},           // Not selectable.
-      {"/api/v1/namespaces/ns/nodes", &kNodes},                        // Cluster-scoped.
+      {"/api/v1/pods?labelSelector=app%20in%20(", &kPods},    // Unparsable labels.
+      {"/api/v1/pods?fieldSelector=spec.bogus%3Dx", &kPods},  // Not selectable.
+      {"/api/v1/namespaces/ns/nodes", &kNodes},               // Cluster-scoped.
       {"/api/v1/watch/namespaces/ns/pods/p?fieldSelector=metadata.name%3Dq", &kPods},
-      {"/api/v1/watch/pods/p", &kPods},                                // Namespaced, no ns.
+      {"/api/v1/watch/pods/p", &kPods},  // Namespaced, no ns.
   };
   for (const auto& [target, type] : refused) {
     INFO(target);
