@@ -6,6 +6,7 @@
 #include <boost/beast/http/status.hpp>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/strings.h"
@@ -95,8 +96,8 @@ asio::awaitable<beast::error_code> Http1Response::WriteBody(
   if (body_ != Body::kChunked) co_return co_await Write(pieces);
   static constexpr std::string_view kCrlf = "\r\n";
   const std::string size = ChunkSize(n);
-  std::vector<asio::const_buffer> framed;
-  framed.reserve(pieces.size() + 2);
+  // Inline for the usual few pieces: no allocation per write on a watch's hot path.
+  absl::InlinedVector<asio::const_buffer, 18> framed;
   framed.push_back(asio::buffer(size));
   framed.insert(framed.end(), pieces.begin(), pieces.end());
   framed.push_back(asio::buffer(kCrlf));

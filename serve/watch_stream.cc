@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
@@ -138,8 +139,7 @@ asio::awaitable<bool> WriteBatch(WatchRun& w, Clock::time_point now) {
   CacheWatcher::Batch batch = w.watcher->Take();
   if (batch.last_rv > 0) w.last_rv = batch.last_rv;
   const auto bookmark = DueBookmark(w, now);
-  std::vector<asio::const_buffer> bufs;
-  bufs.reserve(batch.pieces.size() + 1);
+  absl::InlinedVector<asio::const_buffer, 16> bufs;
   for (const Piece& piece : batch.pieces) bufs.emplace_back(piece.bytes.data(), piece.bytes.size());
   if (bookmark) bufs.push_back(asio::buffer(*bookmark));
   const size_t n = asio::buffer_size(bufs);
