@@ -77,6 +77,9 @@ absl::StatusOr<ListPage> ParseListPage(std::string_view body) {
   rapidjson::StringStream in(copy.c_str());
   ListPage page;
   ListHandler handler(in, &page);
+  if (const size_t nul = body.find('\0'); nul != std::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot parse list response at offset ", nul));
+  }
   if (JsonDepth(body, JsonLimits{}.max_depth) > JsonLimits{}.max_depth) {
     return absl::InvalidArgumentError("list response exceeds the maximum nesting depth");
   }
@@ -98,8 +101,14 @@ absl::StatusOr<ListPage> ParseListPage(std::string_view body) {
 std::string ItemToEventForm(std::string_view item, std::string_view kind,
                             std::string_view api_version) {
   if (item.rfind("{\"kind\":", 0) == 0 || item.size() < 2) return std::string(item);
-  return absl::StrCat("{\"kind\":\"", ToAbsl(kind), "\",\"apiVersion\":\"", ToAbsl(api_version),
-                      "\",", ToAbsl(item.substr(1)));
+  // Kind and apiVersion come from the list's own (decoded) fields, so they are encoded again;
+  // an item without members ("{}") takes no comma after them.
+  const std::string_view rest = item.substr(1);
+  const size_t first = rest.find_first_not_of(" \t\r\n");
+  const bool no_members = first != std::string_view::npos && rest[first] == '}';
+  return absl::StrCat("{\"kind\":", GoJsonString(kind),
+                      ",\"apiVersion\":", GoJsonString(api_version), no_members ? "" : ",",
+                      ToAbsl(rest));
 }
 
 absl::StatusOr<WatchLine> ParseWatchLine(std::string_view line) {

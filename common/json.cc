@@ -71,6 +71,11 @@ absl::Status ParseJson(std::string_view json, rapidjson::Document& doc, JsonLimi
   if (JsonDepth(json, limits.max_depth) > limits.max_depth) {
     return absl::InvalidArgumentError("exceeded max depth");
   }
+  // RapidJSON takes a NUL byte for the end of the input, so "{}\0junk" would pass; JSON text
+  // never holds a raw NUL (not whitespace, and escaped in strings).
+  if (const size_t nul = json.find('\0'); nul != std::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid JSON at offset ", nul));
+  }
   doc.Parse<kJsonParseFlags>(json.data(), json.size());
   if (doc.HasParseError()) {
     return absl::InvalidArgumentError(

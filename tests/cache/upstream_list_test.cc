@@ -37,6 +37,14 @@ TEST_CASE("ParseListPage accepts an empty list and rejects what is not a list") 
   CHECK_FALSE(ParseListPage("{\"kind\":").ok());
 }
 
+TEST_CASE("ItemToEventForm stays JSON for an empty item and for kinds that need escaping") {
+  // Found by upstream_list_fuzz: "{}" became {"kind":"Pod","apiVersion":"v1",} (docs/fuzzing.md).
+  CHECK(ItemToEventForm("{}", "Pod", "v1") == R"({"kind":"Pod","apiVersion":"v1"})");
+  CHECK(ItemToEventForm("{ }", "Pod", "v1") == R"({"kind":"Pod","apiVersion":"v1" })");
+  CHECK(ItemToEventForm(R"({"a":1})", "P\"d", "v1") ==
+        R"({"kind":"P\"d","apiVersion":"v1","a":1})");
+}
+
 TEST_CASE("ParseWatchLine finds the object's raw bytes and the event's RV") {
   auto ev = ParseWatchLine(
       "{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{"
@@ -55,6 +63,14 @@ TEST_CASE("ParseWatchLine finds the object's raw bytes and the event's RV") {
   CHECK(err->error_code == 410);
   CHECK(err->error_message == "too old resource version: 1 (5)");
   CHECK_FALSE(ParseWatchLine("{\"type\":\"ADDED\"}").ok());
+}
+
+TEST_CASE("ParseWatchLine and ParseListPage reject a NUL byte instead of stopping at it") {
+  // Found by watch_line_fuzz: RapidJSON ended the document at the NUL, and the object's raw
+  // bytes then ran on to the end of the line.
+  using namespace std::string_literals;
+  CHECK_FALSE(ParseWatchLine("{\"type\":\"ADDED\",\"object\":{\"a\":1}}\0junk}\n"s).ok());
+  CHECK_FALSE(ParseListPage("{\"kind\":\"PodList\",\"items\":[]}\0{\"x\":1}"s).ok());
 }
 
 }  // namespace

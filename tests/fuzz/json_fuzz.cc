@@ -1,0 +1,20 @@
+// libFuzzer target: kf::ParseJson under small limits (depth 64, 1 MiB), and GoJsonString: what it
+// writes is always one JSON string.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "common/json.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view in(reinterpret_cast<const char*>(data), size);
+  const kf::JsonLimits limits{.max_bytes = 1u << 20, .max_depth = 64};
+  rapidjson::Document doc;
+  if (kf::ParseJson(in, doc, limits).ok() && kf::JsonDepth(in, 1000) > limits.max_depth) {
+    std::abort();  // Accepted a document deeper than the limit.
+  }
+  rapidjson::Document str;
+  if (!kf::ParseJson(kf::GoJsonString(in), str).ok() || !str.IsString()) std::abort();
+  return 0;
+}
