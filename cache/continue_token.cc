@@ -3,6 +3,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/go_text.h"
 #include "common/json.h"
 #include "common/strings.h"
 
@@ -65,7 +66,8 @@ absl::StatusOr<ContinueToken> DecodeContinue(std::string_view token) {
   std::string key;
   if (start != doc.MemberEnd()) {
     if (!start->value.IsString()) return absl::InvalidArgumentError("continue key is not valid");
-    key.assign(start->value.GetString(), start->value.GetStringLength());
+    // encoding/json decodes invalid UTF-8 as U+FFFD (and EncodeContinue writes it so).
+    key = ValidUtf8(std::string_view(start->value.GetString(), start->value.GetStringLength()));
   }
   if (key.empty()) {
     return absl::InvalidArgumentError(

@@ -120,14 +120,14 @@ absl::StatusOr<WatchLine> ParseWatchLine(std::string_view line) {
   }
   WatchLine out;
   out.type = doc["type"].GetString();
-  // Go writes {"type":"X","object":<object>}: the object is everything after "object": up to
-  // the final brace.
-  constexpr std::string_view kObject = ",\"object\":";
-  const size_t at = line.find(kObject);
-  if (at == std::string_view::npos || line.back() != '}') {
+  // Go writes {"type":"X","object":<object>}: with those two members only and in that order, the
+  // object is everything after "object": up to the final brace. (Searching for ,"object": alone
+  // would cut an object out of other members', e.g. a nested or repeated "object".)
+  const std::string prefix = absl::StrCat("{\"type\":", GoJsonString(out.type), ",\"object\":");
+  if (doc.MemberCount() != 2 || line.substr(0, prefix.size()) != prefix || line.back() != '}') {
     return absl::InvalidArgumentError("unexpected watch event layout");
   }
-  out.object = line.substr(at + kObject.size(), line.size() - 1 - (at + kObject.size()));
+  out.object = line.substr(prefix.size(), line.size() - 1 - prefix.size());
   const rapidjson::Value& obj = doc["object"];
   if (auto meta = obj.FindMember("metadata"); meta != obj.MemberEnd() && meta->value.IsObject()) {
     if (auto rv = meta->value.FindMember("resourceVersion");

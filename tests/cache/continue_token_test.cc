@@ -40,6 +40,18 @@ TEST_CASE("DecodeContinue reads tokens from the cache and from etcd") {
   CHECK(t->resource_version == -1);
 }
 
+TEST_CASE("DecodeContinue reads invalid UTF-8 in start as U+FFFD, as encoding/json") {
+  // Found by continue_token_fuzz: the raw bytes did not survive EncodeContinue (docs/fuzzing.md).
+  std::string token;
+  absl::WebSafeBase64Escape("{\"v\":\"meta.k8s.io/v1\",\"rv\":209,\"start\":\"/a\xe8(\"}", &token);
+  auto t = DecodeContinue(token);
+  REQUIRE(t.ok());
+  CHECK(t->start == "a\xef\xbf\xbd(");
+  auto again = DecodeContinue(EncodeContinue(t->start, t->resource_version));
+  REQUIRE(again.ok());
+  CHECK(again->start == t->start);
+}
+
 TEST_CASE("DecodeContinue rejects what the apiserver rejects") {
   auto enc = [](const std::string& json) {
     std::string out;

@@ -73,5 +73,15 @@ TEST_CASE("ParseWatchLine and ParseListPage reject a NUL byte instead of stoppin
   CHECK_FALSE(ParseListPage("{\"kind\":\"PodList\",\"items\":[]}\0{\"x\":1}"s).ok());
 }
 
+TEST_CASE("ParseWatchLine takes the object only from Go's layout") {
+  // Found by watch_line_fuzz: members after "object" (here a second "object") were cut into the
+  // object's raw bytes.
+  CHECK_FALSE(ParseWatchLine(R"({"type":"ADDED","object":{"a":1},"x":1,"object":{"b":2}})").ok());
+  CHECK_FALSE(ParseWatchLine(R"({"object":{"a":1,"object":{}},"type":"ADDED"})").ok());
+  auto ev = ParseWatchLine(R"({"type":"ADDED","object":{"a":{"object":1}}})");
+  REQUIRE(ev.ok());
+  CHECK(ev->object == R"({"a":{"object":1}})");
+}
+
 }  // namespace
 }  // namespace kf
