@@ -1,5 +1,6 @@
 #include "edge/http1_response.h"
 
+#include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/strings.h"
+#include "edge/request_parser.h"
 
 namespace kf {
 namespace {
@@ -129,12 +131,18 @@ asio::awaitable<beast::error_code> Http1Response::Write(
 }
 
 asio::awaitable<bool> Http1Response::ClientGone() {
+  // What the client sends meanwhile is kept in the session's buffer up to one request head's
+  // worth; past that it is read and dropped (the connection is not reused after this anyway),
+  // so a client streaming bytes at a watch cannot grow memory.
   read_ = true;
+  std::array<char, 4096> scratch;
   for (;;) {
     stream_.tcp().expires_never();
-    auto [ec, n] = co_await stream_.async_read_some(buffer_.prepare(4096), use_nothrow);
+    const bool keep = buffer_.size() < RequestParser::kMaxHeaderBytes;
+    auto [ec, n] = co_await stream_.async_read_some(
+        keep ? buffer_.prepare(scratch.size()) : asio::buffer(scratch), use_nothrow);
     if (ec) co_return ec != asio::error::operation_aborted;
-    buffer_.commit(n);
+    if (keep) buffer_.commit(n);
   }
 }
 

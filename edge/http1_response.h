@@ -20,7 +20,7 @@ namespace kf {
 class Http1Response : public Response {
  public:
   // `buffer`: the session's read buffer (bytes read while watching for the client's end are
-  // kept there; an upgrade hands them to the tunnel).
+  // kept there, bounded; an upgrade hands them to the tunnel).
   Http1Response(AnyStream& stream, beast::flat_buffer& buffer, const Request& request,
                 const StopSignal& stop)
       : stream_(stream), buffer_(buffer), request_(request), stop_(stop) {}

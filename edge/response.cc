@@ -17,9 +17,15 @@ asio::awaitable<beast::error_code> WriteWhole(Response& response, int status,
   head.fields.set("X-Content-Type-Options", "nosniff");
   head.framing = ResponseHead::Framing::kWhole;
   head.length = asio::buffer_size(body);
-  if (auto ec = co_await response.WriteHead(std::move(head))) co_return ec;
-  if (auto ec = co_await response.WriteBody(body)) co_return ec;
-  co_return co_await response.End();
+  co_return co_await WriteAnswer(response, std::move(head), body);
+}
+
+asio::awaitable<beast::error_code> WriteAnswer(Response& response, ResponseHead head,
+                                               std::span<const asio::const_buffer> body) {
+  beast::error_code ec = co_await response.WriteHead(std::move(head));
+  if (!ec) ec = co_await response.WriteBody(body);
+  if (!ec) ec = co_await response.End();
+  co_return ec;
 }
 
 asio::awaitable<beast::error_code> WriteWhole(Response& response, int status,

@@ -70,6 +70,10 @@ class Response {
   virtual uint64_t body_bytes() const = 0;  // Body bytes written so far.
 };
 
+// An answer in one go: `head`, then `body` as one piece, then the end; the first error.
+asio::awaitable<beast::error_code> WriteAnswer(Response& response, ResponseHead head,
+                                               std::span<const asio::const_buffer> body);
+
 // A whole answer in one go: head, body, end. `content_type` and `retry_after` become fields
 // after Cache-Control (as the apiserver's handlers set them).
 asio::awaitable<beast::error_code> WriteWhole(Response& response, int status,

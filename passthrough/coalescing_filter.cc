@@ -25,11 +25,8 @@ asio::awaitable<void> WriteCaptured(Exchange& x, const CapturedResponse& shared)
   head.fields = shared.fields;
   head.framing = ResponseHead::Framing::kLength;
   head.length = shared.body.size();
-  Response& r = *x.response;
   const std::array<asio::const_buffer, 1> body{asio::buffer(shared.body)};
-  beast::error_code ec = co_await r.WriteHead(std::move(head));
-  if (!ec) ec = co_await r.WriteBody(body);
-  if (!ec) ec = co_await r.End();
+  const beast::error_code ec = co_await WriteAnswer(*x.response, std::move(head), body);
   if (ec) x.error = ec.message();
 }
 

@@ -26,10 +26,7 @@ ResponseHead JsonHead(int status, size_t length) {
 asio::awaitable<void> WriteJson(Exchange& x, int status, std::span<const asio::const_buffer> body,
                                 CacheServeStats& stats) {
   const size_t length = asio::buffer_size(body);
-  Response& r = *x.response;
-  beast::error_code ec = co_await r.WriteHead(JsonHead(status, length));
-  if (!ec) ec = co_await r.WriteBody(body);
-  if (!ec) ec = co_await r.End();
+  const beast::error_code ec = co_await WriteAnswer(*x.response, JsonHead(status, length), body);
   if (ec) x.error = ec.message();
   stats.bytes_written += length;
 }

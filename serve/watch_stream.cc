@@ -99,10 +99,8 @@ asio::awaitable<void> WriteExpired(Exchange& x, const absl::Status& status) {
       EncodeStatusJson(KubeStatus{410, "Expired", std::string(status.message()), std::nullopt}),
       "}\n");
   const std::array<asio::const_buffer, 1> body{asio::buffer(event)};
-  Response& r = *x.response;
-  beast::error_code ec = co_await r.WriteHead(WatchHead());
-  if (!ec) ec = co_await r.WriteBody(body);
-  if (!ec) ec = co_await r.End();
+  const beast::error_code ec = co_await WriteAnswer(*x.response, WatchHead(), body);
+  if (ec) x.error = ec.message();
 }
 
 struct WatchRun {
