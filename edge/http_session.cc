@@ -8,6 +8,7 @@
 #include <boost/beast/http/read.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "edge/client_cert.h"
 #include "edge/http1_body.h"
 #include "edge/http1_response.h"
 #include "edge/request_parser.h"
@@ -79,6 +80,7 @@ asio::awaitable<void> HttpSession::Run() {
                {{"remote", remote_}, {"error", ec.message()}});
       co_return;
     }
+    client_cert_ = ReadClientCertificate(tls->native_handle());
   }
   // (GCC 12 miscompiles co_await inside conditions: results are named first throughout.)
   bool more = true;
@@ -113,7 +115,8 @@ asio::awaitable<bool> HttpSession::ServeOne() {
                   parsed.ok() ? *std::move(info) : RequestInfo{},
                   remote_ip_,
                   body,
-                  std::nullopt};
+                  std::nullopt,
+                  &client_cert_};
   Http1Response response(*client_, buffer_, request, stop_);
   Exchange x{request, &response, stop_};
   if (!parsed.ok()) {

@@ -53,6 +53,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
   beast::flat_buffer buffer_;
   State state_ = State::kStarting;
   StopSignal stop_;
+  ClientCertificate client_cert_;  // What the TLS handshake presented (nothing on plain HTTP).
 };
 
 }  // namespace kf

@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "edge/request_info.h"
@@ -35,10 +36,30 @@ class BodySource {
   virtual asio::awaitable<std::pair<beast::error_code, size_t>> ReadSome(std::span<char> into) = 0;
 };
 
-// Who is asking, as the apiserver knows them (learned by the identity filter).
+// Who is asking, as the apiserver knows them (user.Info): learned from a verified client
+// certificate or a TokenReview.
 struct Identity {
   std::string username;
   std::vector<std::string> groups;
+  std::string uid;
+  std::vector<std::pair<std::string, std::vector<std::string>>> extra;  // Sorted by key.
+};
+
+// The client certificate a TLS connection presented, read as the apiserver's x509 authenticator
+// reads it (edge/client_cert.h). Fixed for the connection's life.
+struct ClientCertificate {
+  bool presented = false;
+  // Chains to the --client-ca-file bundle, within its validity, usable for client auth.
+  bool verified = false;
+  Identity user;      // CN and O values, when verified.
+  std::string error;  // Why not verified, for the log.
+
+  // The certificate names a user: the apiserver authenticates the request as that user, before
+  // and regardless of any bearer token (its x509 authenticator comes first in its chain).
+  bool authenticates() const { return verified && !user.username.empty(); }
+  // Presented but not verifiable: the apiserver refuses the request (401) unless a bearer
+  // token authenticates it.
+  bool rejected() const { return presented && !verified; }
 };
 
 struct Request {
@@ -54,7 +75,13 @@ struct Request {
   // The body, when a filter had to read it whole (the Event spam filter); later stages send
   // this instead of reading `body`.
   std::optional<std::string> whole_body;
+  // The connection's client certificate (TLS listener with --client-ca-file), or null.
+  const ClientCertificate* client_cert = nullptr;
 };
+
+// The token of an `Authorization: Bearer <token>` field, as the apiserver's bearer-token
+// authenticator reads it; empty when there is none.
+std::string_view BearerToken(const beast::http::fields& headers);
 
 // Reads the rest of the body whole; nullopt past `limit` bytes or on a read error.
 asio::awaitable<std::optional<std::string>> ReadWholeBody(BodySource& body, size_t limit);

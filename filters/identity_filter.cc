@@ -5,8 +5,7 @@ namespace kf {
 asio::awaitable<void> IdentityFilter::Serve(Exchange& x, const Next& next) {
   const RequestInfo& info = x.request.info;
   if (always_ || (event_creations_ && info.IsEventCreation())) {
-    const std::string authorization(x.request.headers[beast::http::field::authorization]);
-    x.user = co_await who_.Lookup(pool_, authorization);
+    x.user = co_await authn_.Authenticate(pool_, x.request, /*allow_stale=*/true);
   }
   co_await next(x);
 }

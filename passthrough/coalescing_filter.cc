@@ -3,6 +3,7 @@
 #include <array>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
 #include "common/await_callback.h"
 #include "passthrough/capturing_response.h"
 
@@ -43,7 +44,13 @@ asio::awaitable<void> CoalescingFilter::Serve(Exchange& x, const Next& next) {
     co_await next(x);
     co_return;
   }
-  const std::string key = CoalesceKey(x.request.method_string, x.request.target, x.request.headers);
+  std::string key = CoalesceKey(x.request.method_string, x.request.target, x.request.headers);
+  // A client certificate is a credential too: only requests of one certificate user share.
+  if (const ClientCertificate* cert = x.request.client_cert; cert != nullptr && cert->presented) {
+    absl::StrAppend(&key, "\ncert:", cert->authenticates() ? "1" : "0", ":",
+                    cert->user.username.size(), ":", cert->user.username);
+    for (const auto& g : cert->user.groups) absl::StrAppend(&key, ":", g.size(), ":", g);
+  }
   Coalescer::Ticket ticket = coalescer_.Join(key);
   if (ticket.leader) {
     co_await Lead(x, next, key, std::move(ticket));

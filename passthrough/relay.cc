@@ -52,7 +52,9 @@ asio::awaitable<beast::error_code> ReadHead(UpstreamCall& call, bool head_reques
 // Sends the request and reads the response head. A reused keep-alive connection may have been
 // closed by the upstream while idle; a request without a body is then sent once more on a
 // fresh connection (nothing of it was consumed). False: no answer; x.error says why.
-asio::awaitable<bool> Open(Exchange& x, UpstreamPool& pool, bool upgrade, UpstreamCall& call) {
+asio::awaitable<bool> Open(Exchange& x, UpstreamPool& pool, bool upgrade,
+                           const RequestHeaderNames& names, const Identity* as_user,
+                           UpstreamCall& call) {
   const bool has_body = !x.request.body.done();
   for (int attempt = 0;; ++attempt) {
     auto acquired = co_await pool.Acquire(/*allow_reuse=*/attempt == 0 && !upgrade);
@@ -63,7 +65,7 @@ asio::awaitable<bool> Open(Exchange& x, UpstreamPool& pool, bool upgrade, Upstre
     call.lease = *std::move(acquired);
     const UpstreamEndpoint& endpoint = pool.endpoint(call.lease.endpoint);
     x.upstream = endpoint.Url();
-    auto req = UpstreamRequestHead(x.request, endpoint, upgrade);
+    auto req = UpstreamRequestHead(x.request, endpoint, upgrade, names, as_user);
     bool body_write_failed = false;
     beast::error_code ec = co_await SendRequest(x.request, call.stream(), req, &body_write_failed);
     call.request_sent = !ec;
@@ -230,10 +232,24 @@ asio::awaitable<void> SwitchProtocols(Exchange& x, UpstreamCall& call) {
 }  // namespace
 
 asio::awaitable<bool> Relay::Serve(Exchange& x) {
-  UpstreamPool& pool = x.request.info.IsEvents() ? events_pool_ : pool_;
+  const ClientCertificate* cert = x.request.client_cert;
+  if (cert != nullptr && cert->rejected() && BearerToken(x.request.headers).empty()) {
+    // The apiserver's answer to a certificate its x509 authenticator refuses, with nothing
+    // else to authenticate the request (an error there is not anonymous).
+    const KubeStatus unauthorized{401, "Unauthorized", "Unauthorized"};
+    std::string why = absl::StrCat("client certificate: ", cert->error);
+    co_await x.Reject(unauthorized, std::move(why));
+    co_return true;
+  }
+  const bool as_cert = cert != nullptr && cert->authenticates();
+  const bool events = x.request.info.IsEvents();
+  UpstreamPool* pool = as_cert ? (events ? pools_.events_front_pool : pools_.front_pool)
+                               : (events ? pools_.events_pool : pools_.pool);
   const bool upgrade = x.route == Route::kTunnel;
   UpstreamCall call;
-  const bool opened = co_await Open(x, pool, upgrade, call);
+  if (pool == nullptr) pool = events ? pools_.events_pool : pools_.pool;  // No front proxy set.
+  const bool opened =
+      co_await Open(x, *pool, upgrade, names_, as_cert ? &cert->user : nullptr, call);
   if (!opened) {
     // Nothing reached the client yet: say why, as a Status, and end the connection (its
     // request body may be half read).
@@ -247,7 +263,7 @@ asio::awaitable<bool> Relay::Serve(Exchange& x) {
   if (upgrade && call.head().result_int() == 101) {
     co_await SwitchProtocols(x, call);
   } else {
-    co_await RelayResponse(x, pool, call);
+    co_await RelayResponse(x, *pool, call);
   }
   co_return true;
 }

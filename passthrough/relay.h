@@ -4,25 +4,39 @@
 // fields dropped (RFC 9110 §7.6.1); protocol upgrades tunnelled (tunnel.h) once the upstream
 // answers 101. An upstream that cannot be reached is a 503 Status.
 //
+// Credentials: a request goes with the client's own (its Authorization header), except one whose
+// client certificate authenticates it: that user goes as request-header fields over a front-proxy
+// connection (upstream/request_header.h), and a certificate the apiserver would not accept,
+// without a bearer token to fall back on, is refused here with the apiserver's 401.
+//
 // One per worker thread (the pools are that thread's).
 #ifndef KUBE_FANOUT_PASSTHROUGH_RELAY_H_
 #define KUBE_FANOUT_PASSTHROUGH_RELAY_H_
 
 #include "edge/filter.h"
+#include "upstream/request_header.h"
 #include "upstream/upstream_pool.h"
 
 namespace kf {
 
+// Where a worker's passthrough goes: pools without any identity of kube-fanout's, and pools
+// presenting its front-proxy certificate (null when none is configured).
+struct RelayPools {
+  UpstreamPool* pool = nullptr;
+  UpstreamPool* events_pool = nullptr;  // Events (a separate upstream may carry them).
+  UpstreamPool* front_pool = nullptr;
+  UpstreamPool* events_front_pool = nullptr;
+};
+
 class Relay : public Handler {
  public:
-  // `events_pool`: for Events (a separate upstream may carry them); may be `pool`.
-  Relay(UpstreamPool& pool, UpstreamPool& events_pool) : pool_(pool), events_pool_(events_pool) {}
+  Relay(RelayPools pools, const RequestHeaderNames& names) : pools_(pools), names_(names) {}
 
   asio::awaitable<bool> Serve(Exchange& x) override;
 
  private:
-  UpstreamPool& pool_;
-  UpstreamPool& events_pool_;
+  RelayPools pools_;
+  const RequestHeaderNames& names_;
 };
 
 }  // namespace kf

@@ -29,12 +29,15 @@ asio::awaitable<beast::error_code> WriteStep(AnyStream& up,
 }  // namespace
 
 http::request<http::buffer_body> UpstreamRequestHead(const Request& r, const UpstreamEndpoint& ep,
-                                                     bool upgrade) {
+                                                     bool upgrade, const RequestHeaderNames& names,
+                                                     const Identity* as_user) {
   http::request<http::buffer_body> out;
   out.method_string(r.method_string);
   out.target(absl::StrCat(ep.base_path, ToAbsl(r.target)));
   out.version(11);
   CopyEndToEndFields(r.headers, out.base());
+  names.Strip(out.base());
+  if (as_user != nullptr) names.Assert(*as_user, out.base());
   out.set(http::field::host, ep.HostHeader());
   const std::string xff(r.headers["X-Forwarded-For"]);
   out.set("X-Forwarded-For", xff.empty() ? r.remote_ip : absl::StrCat(xff, ", ", r.remote_ip));

@@ -1,7 +1,8 @@
 // The request as it goes upstream: the client's end-to-end fields (Authorization and
-// Impersonate-* unchanged; kube-fanout adds no credentials), the upstream's target and Host,
-// X-Forwarded-For, explicit framing; then its body, streamed in bounded pieces (or sent as a
-// filter read it whole).
+// Impersonate-* unchanged; kube-fanout adds no credentials of its own) less any request-header
+// identity fields (upstream/request_header.h), the upstream's target and Host, X-Forwarded-For,
+// explicit framing; then its body, streamed in bounded pieces (or sent as a filter read it
+// whole).
 #ifndef KUBE_FANOUT_PASSTHROUGH_UPSTREAM_REQUEST_H_
 #define KUBE_FANOUT_PASSTHROUGH_UPSTREAM_REQUEST_H_
 
@@ -10,6 +11,7 @@
 
 #include "common/any_stream.h"
 #include "edge/request.h"
+#include "upstream/request_header.h"
 #include "upstream/upstream_config.h"
 
 namespace kf {
@@ -17,9 +19,13 @@ namespace kf {
 // Bodies are relayed in pieces of one TLS record: memory per relayed stream stays bounded.
 inline constexpr size_t kRelayPiece = 16 * 1024;
 
+// `as_user`: the user to assert in request-header fields (the connection to the upstream then
+// presents the front-proxy certificate); null for a request that carries its own credentials.
 beast::http::request<beast::http::buffer_body> UpstreamRequestHead(const Request& r,
                                                                    const UpstreamEndpoint& ep,
-                                                                   bool upgrade);
+                                                                   bool upgrade,
+                                                                   const RequestHeaderNames& names,
+                                                                   const Identity* as_user);
 
 // Sends the head and the body. `body_write_failed`: the head went out but writing the body
 // failed, which is how an upstream that answers before reading the body (the apiserver

@@ -14,10 +14,16 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
     co_return false;
   }
   auto filter = FilterFor(info, entry->cacher->type());
-  const std::string authorization(x.request.headers[beast::http::field::authorization]);
-  // Selector errors are the apiserver's to word; denied or unknown access its to refuse.
+  // Selector errors are the apiserver's to word; unknown users and denied access its to refuse.
+  if (!filter) {
+    ++stats_.declined;
+    co_return false;
+  }
+  // Asked again even when the identity filter knew the user: its answer may be a stale one
+  // (kept for admission while the apiserver cannot be asked), which must not open the cache.
+  const auto user = co_await authn_.Authenticate(pool_, x.request, /*allow_stale=*/false);
   bool allowed = false;
-  if (filter) allowed = co_await access_.Allowed(pool_, authorization, info);
+  if (user) allowed = co_await access_.Allowed(pool_, *user, info);
   if (!allowed) {
     ++stats_.declined;
     co_return false;

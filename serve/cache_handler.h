@@ -1,13 +1,16 @@
 // CacheHandler: answers LIST, GET and WATCH of a cached resource from its Cacher with the
-// apiserver's semantics and wire format, after the apiserver has confirmed (AccessReview, with
-// the client's own credentials) that the client may make the request. What it cannot answer
-// exactly it declines (Serve returns false, nothing written) and the request passes through.
+// apiserver's semantics and wire format, after the apiserver has confirmed who the client is
+// (Authenticator: its verified client certificate or a TokenReview) and that this user may make
+// this request, selectors included (AccessReview: a SubjectAccessReview). What it cannot answer
+// exactly, or for an unknown or refused client, it declines (Serve returns false, nothing
+// written) and the request passes through, for the apiserver's own answer.
 //
-//   Cacheable? ─► FilterFor ─► AccessReview ─► watch: ServeWatch (watch_stream.h)
-//                                          ├─► get:   RequiredVersion ─► WriteObject
-//                                          └─► list:  PlanList ─► RequiredVersion ─► WriteList
+//   Cacheable? ─► FilterFor ─► Authenticator ─► AccessReview ─► watch: ServeWatch
+//                                                           ├─► get:   RequiredVersion ─►
+//                                                           WriteObject └─► list:  PlanList ─►
+//                                                           RequiredVersion ─► WriteList
 //
-// One per worker thread (the pool, the access-review cache and the Wakeups are that thread's).
+// One per worker thread (the pool, the review caches and the Wakeups are that thread's).
 #ifndef KUBE_FANOUT_SERVE_CACHE_HANDLER_H_
 #define KUBE_FANOUT_SERVE_CACHE_HANDLER_H_
 
@@ -23,11 +26,12 @@ namespace kf {
 
 class CacheHandler : public Handler {
  public:
-  // `pool`: connections without an identity, for access reviews with the client's header.
-  CacheHandler(const CachedResources& cache, UpstreamPool& pool, AccessReview& access,
-               Wakeups& wakeups, CacheServeStats& stats, WatchOptions options)
+  // `own_pool`: kube-fanout's own connections, for the reviews.
+  CacheHandler(const CachedResources& cache, UpstreamPool& own_pool, Authenticator& authn,
+               AccessReview& access, Wakeups& wakeups, CacheServeStats& stats, WatchOptions options)
       : cache_(cache),
-        pool_(pool),
+        pool_(own_pool),
+        authn_(authn),
         access_(access),
         wakeups_(wakeups),
         stats_(stats),
@@ -41,6 +45,7 @@ class CacheHandler : public Handler {
 
   const CachedResources& cache_;
   UpstreamPool& pool_;
+  Authenticator& authn_;
   AccessReview& access_;
   Wakeups& wakeups_;
   CacheServeStats& stats_;

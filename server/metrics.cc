@@ -234,4 +234,33 @@ std::string RenderFilterMetrics(const Coalescer* coalescer,
   return w.Take();
 }
 
+std::string RenderReviewMetrics(const ReviewStats& authentication,
+                                const ReviewStats& authorization) {
+  Writer w;
+  const auto load = [](const std::atomic<uint64_t>& c) {
+    return static_cast<double>(c.load(std::memory_order_relaxed));
+  };
+  w.Family("kube_fanout_token_reviews_total", "counter",
+           "TokenReviews kube-fanout sent to the upstream, by answer (authenticated, "
+           "unauthenticated, error: no answer or refused).");
+  w.Sample("kube_fanout_token_reviews_total", "result=\"authenticated\"",
+           load(authentication.allowed));
+  w.Sample("kube_fanout_token_reviews_total", "result=\"unauthenticated\"",
+           load(authentication.denied));
+  w.Sample("kube_fanout_token_reviews_total", "result=\"error\"", load(authentication.errors));
+  w.Family("kube_fanout_token_review_cache_hits_total", "counter",
+           "Bearer tokens authenticated from the cache of TokenReview answers.");
+  w.Sample("kube_fanout_token_review_cache_hits_total", "", load(authentication.cache_hits));
+  w.Family("kube_fanout_access_reviews_total", "counter",
+           "SubjectAccessReviews kube-fanout sent to the upstream for cached reads, by answer "
+           "(allowed, denied, error: no answer or refused).");
+  w.Sample("kube_fanout_access_reviews_total", "result=\"allowed\"", load(authorization.allowed));
+  w.Sample("kube_fanout_access_reviews_total", "result=\"denied\"", load(authorization.denied));
+  w.Sample("kube_fanout_access_reviews_total", "result=\"error\"", load(authorization.errors));
+  w.Family("kube_fanout_access_review_cache_hits_total", "counter",
+           "Cached-read authorizations answered from the cache of SubjectAccessReview answers.");
+  w.Sample("kube_fanout_access_review_cache_hits_total", "", load(authorization.cache_hits));
+  return w.Take();
+}
+
 }  // namespace kf

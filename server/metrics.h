@@ -9,6 +9,7 @@
 
 #include "edge/exchange.h"
 #include "ratelimit/admission.h"
+#include "upstream/review_stats.h"
 
 namespace kf {
 
@@ -30,6 +31,10 @@ std::string RenderAdmissionMetrics(const ratelimit::Admission& admission,
 // Coalesced passthrough reads and the Event spam filter's verdicts (null: off).
 std::string RenderFilterMetrics(const Coalescer* coalescer,
                                 const ratelimit::EventSpamFilter* event_filter);
+
+// TokenReviews and SubjectAccessReviews: sent (by result) and answered from the caches.
+std::string RenderReviewMetrics(const ReviewStats& authentication,
+                                const ReviewStats& authorization);
 
 }  // namespace kf
 

@@ -16,8 +16,16 @@ namespace kf {
 namespace po = boost::program_options;
 namespace {
 
-po::options_description Describe(ProxyOptions* o, std::string* grace, std::string* dial,
-                                 std::string* bookmark) {
+// Flag values parsed after Boost (durations).
+struct RawFlags {
+  std::string grace, dial, bookmark;
+  std::string authn_ttl, authn_negative_ttl, authz_ttl, authz_negative_ttl;
+};
+
+po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
+  std::string* grace = &raw->grace;
+  std::string* dial = &raw->dial;
+  std::string* bookmark = &raw->bookmark;
   po::options_description d("Flags", /*line_length=*/100, /*min_description_length=*/50);
   // clang-format off
   d.add_options()
@@ -30,6 +38,50 @@ po::options_description Describe(ProxyOptions* o, std::string* grace, std::strin
      "PEM certificate (chain) served on --secure-listen.")
     ("tls-private-key-file", po::value(&o->tls_private_key_file)->value_name("PATH"),
      "PEM private key matching --tls-cert-file.")
+    ("client-ca-file", po::value(&o->client_ca_file)->value_name("PATH"),
+     "PEM CA bundle: --secure-listen asks clients for a certificate and a request with one "
+     "that chains to it is the certificate's user (CommonName) and groups (Organization), as "
+     "the apiserver's flag. Such users reach the upstream through the front proxy; needs "
+     "--proxy-client-cert-file and --proxy-client-key-file.")
+    ("proxy-client-cert-file", po::value(&o->proxy_client_cert_file)->value_name("PATH"),
+     "Client certificate kube-fanout presents as the apiserver's front proxy (signed by its "
+     "--requestheader-client-ca-file, CN in its --requestheader-allowed-names) for requests "
+     "of users authenticated here by a client certificate.")
+    ("proxy-client-key-file", po::value(&o->proxy_client_key_file)->value_name("PATH"),
+     "Private key of --proxy-client-cert-file.")
+    ("requestheader-username-headers",
+     po::value(&o->requestheader_username_headers)->value_name("LIST")
+         ->composing(),
+     "Request-header fields for the user name, as the apiserver's flag (first one set; all "
+     "removed from clients' requests). Default X-Remote-User.")
+    ("requestheader-group-headers",
+     po::value(&o->requestheader_group_headers)->value_name("LIST")->composing(),
+     "Request-header fields for groups. Default X-Remote-Group.")
+    ("requestheader-uid-headers",
+     po::value(&o->requestheader_uid_headers)->value_name("LIST")->composing(),
+     "Request-header fields for the user's UID. Default X-Remote-Uid.")
+    ("requestheader-extra-headers-prefix",
+     po::value(&o->requestheader_extra_headers_prefix)->value_name("LIST")->composing(),
+     "Request-header field prefixes for extra user attributes. Default X-Remote-Extra-.")
+    ("authentication-token-webhook-cache-ttl",
+     po::value(&raw->authn_ttl)->value_name("DURATION")->default_value("10s"),
+     "How long a token's TokenReview answer (authenticated) is kept.")
+    ("authentication-token-webhook-cache-unauthorized-ttl",
+     po::value(&raw->authn_negative_ttl)->value_name("DURATION")->default_value("10s"),
+     "How long a token's TokenReview answer (not authenticated) is kept.")
+    ("authorization-webhook-cache-authorized-ttl",
+     po::value(&raw->authz_ttl)->value_name("DURATION")->default_value("10s"),
+     "How long an allowed SubjectAccessReview answer is kept (per user and request shape).")
+    ("authorization-webhook-cache-unauthorized-ttl",
+     po::value(&raw->authz_negative_ttl)->value_name("DURATION")->default_value("10s"),
+     "How long a denied SubjectAccessReview answer is kept.")
+    ("authentication-cache-max-entries",
+     po::value(&o->authentication_cache_max_entries)->value_name("N")->default_value(10000),
+     "TokenReview answers kept per I/O thread; past it the entries nearest expiry go first.")
+    ("authorization-cache-max-entries",
+     po::value(&o->authorization_cache_max_entries)->value_name("N")->default_value(10000),
+     "SubjectAccessReview answers kept per I/O thread; past it the entries nearest expiry go "
+     "first.")
     ("kubeconfig", po::value(&o->kubeconfig)->value_name("PATH"),
      "Kubeconfig naming the upstream apiserver and kube-fanout's own credentials.")
     ("context", po::value(&o->context)->value_name("NAME"),
@@ -132,8 +184,8 @@ absl::StatusOr<HostPort> HostPort::Parse(std::string_view text) {
 
 absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv) {
   ProxyOptions o;
-  std::string grace, dial, bookmark;
-  po::options_description desc = Describe(&o, &grace, &dial, &bookmark);
+  RawFlags raw;
+  po::options_description desc = Describe(&o, &raw);
   // "--name=" (an empty value, as Kubernetes flags allow) becomes "--name", which Boost reads
   // as the option's implicit value; Boost rejects the former.
   std::vector<std::string> args;
@@ -163,17 +215,31 @@ absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv) {
   } catch (const po::error& e) {
     return absl::InvalidArgumentError(e.what());
   }
-  if (auto s = ParseDurationFlag("shutdown-grace-period", grace, &o.shutdown_grace_period);
-      !s.ok()) {
-    return s;
+  const std::pair<const char*, std::pair<const std::string*, absl::Duration*>> durations[] = {
+      {"shutdown-grace-period", {&raw.grace, &o.shutdown_grace_period}},
+      {"upstream-dial-timeout", {&raw.dial, &o.upstream_dial_timeout}},
+      {"watch-bookmark-interval", {&raw.bookmark, &o.watch_bookmark_interval}},
+      {"authentication-token-webhook-cache-ttl", {&raw.authn_ttl, &o.authentication_cache_ttl}},
+      {"authentication-token-webhook-cache-unauthorized-ttl",
+       {&raw.authn_negative_ttl, &o.authentication_cache_unauthorized_ttl}},
+      {"authorization-webhook-cache-authorized-ttl",
+       {&raw.authz_ttl, &o.authorization_cache_authorized_ttl}},
+      {"authorization-webhook-cache-unauthorized-ttl",
+       {&raw.authz_negative_ttl, &o.authorization_cache_unauthorized_ttl}},
+  };
+  for (const auto& [name, d] : durations) {
+    if (auto s = ParseDurationFlag(name, *d.first, d.second); !s.ok()) return s;
   }
-  if (auto s = ParseDurationFlag("upstream-dial-timeout", dial, &o.upstream_dial_timeout);
-      !s.ok()) {
-    return s;
-  }
-  if (auto s = ParseDurationFlag("watch-bookmark-interval", bookmark, &o.watch_bookmark_interval);
-      !s.ok()) {
-    return s;
+  // Lists accept commas too (--requestheader-group-headers=X-A,X-B), as pflag's string slices.
+  for (auto* list : {&o.requestheader_username_headers, &o.requestheader_group_headers,
+                     &o.requestheader_uid_headers, &o.requestheader_extra_headers_prefix}) {
+    std::vector<std::string> split;
+    for (const std::string& item : *list) {
+      for (absl::string_view v : absl::StrSplit(item, ',', absl::SkipWhitespace())) {
+        split.emplace_back(absl::StripAsciiWhitespace(v));
+      }
+    }
+    *list = std::move(split);
   }
   if (o.watch_bookmark_interval < absl::Milliseconds(100)) {
     return absl::InvalidArgumentError("--watch-bookmark-interval must be at least 100ms");
@@ -184,13 +250,13 @@ absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv) {
 
 std::string HelpText() {
   ProxyOptions o;
-  std::string grace, dial, bookmark;
+  RawFlags raw;
   std::ostringstream out;
   out << "kube-fanout: a watch-caching proxy for the Kubernetes API server.\n\n"
       << "Usage:\n  kube-fanout [flags]\n\n"
       << "Upstream: --upstream URLs, else --kubeconfig, else the in-cluster ServiceAccount,\n"
       << "else $KUBECONFIG. Clients' requests pass through with their own credentials.\n\n"
-      << Describe(&o, &grace, &dial, &bookmark);
+      << Describe(&o, &raw);
   return out.str();
 }
 
@@ -206,6 +272,23 @@ absl::Status Validate(const ProxyOptions& o) {
   if (o.secure_listen.empty() && (!o.tls_cert_file.empty() || !o.tls_private_key_file.empty())) {
     return absl::InvalidArgumentError(
         "--tls-cert-file/--tls-private-key-file need --secure-listen");
+  }
+  if (!o.client_ca_file.empty() && o.secure_listen.empty()) {
+    return absl::InvalidArgumentError("--client-ca-file needs --secure-listen");
+  }
+  if (o.proxy_client_cert_file.empty() != o.proxy_client_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--proxy-client-cert-file and --proxy-client-key-file go together");
+  }
+  if (!o.client_ca_file.empty() && o.proxy_client_cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--client-ca-file needs --proxy-client-cert-file and --proxy-client-key-file: users "
+        "authenticated by a client certificate reach the apiserver through its front proxy");
+  }
+  if (o.authentication_cache_max_entries < 1 || o.authorization_cache_max_entries < 1) {
+    return absl::InvalidArgumentError(
+        "--authentication-cache-max-entries and --authorization-cache-max-entries must be at "
+        "least 1");
   }
   if (o.threads < 0) return absl::InvalidArgumentError("--threads must be 0 or more");
   if (o.max_passthrough_in_flight < 0) {

@@ -26,6 +26,22 @@ struct ProxyOptions {
   std::string secure_listen;  // HTTPS listener, HOST:PORT.
   std::string tls_cert_file;
   std::string tls_private_key_file;
+  std::string client_ca_file;  // Verify client certificates on --secure-listen against it.
+  // The front proxy: kube-fanout's client certificate for requests made as a user it cannot
+  // forward otherwise (client-certificate users), and the request-header field names.
+  std::string proxy_client_cert_file;
+  std::string proxy_client_key_file;
+  std::vector<std::string> requestheader_username_headers;
+  std::vector<std::string> requestheader_group_headers;
+  std::vector<std::string> requestheader_uid_headers;
+  std::vector<std::string> requestheader_extra_headers_prefix;
+  // Answers of TokenReviews and SubjectAccessReviews kept, per worker thread.
+  absl::Duration authentication_cache_ttl = absl::Seconds(10);
+  absl::Duration authentication_cache_unauthorized_ttl = absl::Seconds(10);
+  absl::Duration authorization_cache_authorized_ttl = absl::Seconds(10);
+  absl::Duration authorization_cache_unauthorized_ttl = absl::Seconds(10);
+  int authentication_cache_max_entries = 10000;
+  int authorization_cache_max_entries = 10000;
   std::string kubeconfig;
   std::string context;
   std::vector<std::string> upstreams;

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "edge/client_cert.h"
 #include "edge/http_session.h"
 #include "server/metrics.h"
 
@@ -85,7 +86,28 @@ absl::Status Server::MakeUpstreamTls() {
   if (!own.ok()) return own.status();
   own_tls_ = *std::move(own);
   own_credentials_ = std::make_unique<OwnCredentials>(upstream_);
-
+  if (!options_.proxy_client_cert_file.empty()) {
+    UpstreamConfig front = upstream_;
+    auto cert = ReadFile(options_.proxy_client_cert_file);
+    if (!cert.ok()) return cert.status();
+    auto key = ReadFile(options_.proxy_client_key_file);
+    if (!key.ok()) return key.status();
+    front.client_cert_pem = *std::move(cert);
+    front.client_key_pem = *std::move(key);
+    auto tls = MakeOwnTlsContext(front);
+    if (!tls.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--proxy-client-cert-file: ", tls.status().message()));
+    }
+    front_proxy_tls_ = *std::move(tls);
+  }
+  const auto set = [](std::vector<std::string>& to, const std::vector<std::string>& flag) {
+    if (!flag.empty()) to = flag;
+  };
+  set(request_header_.username, options_.requestheader_username_headers);
+  set(request_header_.group, options_.requestheader_group_headers);
+  set(request_header_.uid, options_.requestheader_uid_headers);
+  set(request_header_.extra_prefix, options_.requestheader_extra_headers_prefix);
   return absl::OkStatus();
 }
 
@@ -165,6 +187,12 @@ absl::Status Server::MakeServerTls() {
     if (ec)
       return absl::InvalidArgumentError(absl::StrCat(
           "--tls-private-key-file ", options_.tls_private_key_file, ": ", ec.message()));
+    if (!options_.client_ca_file.empty()) {
+      if (auto s = RequestClientCertificates(server_tls_->native_handle(), options_.client_ca_file);
+          !s.ok()) {
+        return s;
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -184,20 +212,32 @@ absl::Status Server::ListenAll() {
 absl::Status Server::StartWorkers() {
   const unsigned threads = options_.threads > 0 ? static_cast<unsigned>(options_.threads)
                                                 : std::max(1u, std::thread::hardware_concurrency());
-  const auto dial =
+  const auto seconds = [](absl::Duration d) {
+    return std::chrono::seconds(absl::ToInt64Seconds(d));
+  };
+  WorkerUpstream up;
+  up.upstream = &upstream_;
+  up.events = events_upstream_ ? &*events_upstream_ : nullptr;
+  up.passthrough_tls = passthrough_tls_.get();
+  up.own_tls = own_tls_.get();
+  up.front_proxy_tls = front_proxy_tls_.get();
+  up.dial_timeout =
       std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.upstream_dial_timeout));
-  const UpstreamConfig* events = events_upstream_ ? &*events_upstream_ : nullptr;
-  for (unsigned i = 0; i < threads; ++i) {
-    workers_.push_back(
-        std::make_unique<Worker>(upstream_, *passthrough_tls_, *own_tls_, dial, events));
-  }
+  up.own_authorization = [creds = own_credentials_.get()] { return creds->Header(); };
+  up.authentication = {seconds(options_.authentication_cache_ttl),
+                       seconds(options_.authentication_cache_unauthorized_ttl),
+                       static_cast<size_t>(options_.authentication_cache_max_entries)};
+  up.authorization = {seconds(options_.authorization_cache_authorized_ttl),
+                      seconds(options_.authorization_cache_unauthorized_ttl),
+                      static_cast<size_t>(options_.authorization_cache_max_entries)};
+  up.authentication_stats = &authentication_stats_;
+  up.authorization_stats = &authorization_stats_;
+  up.request_header = &request_header_;
+  for (unsigned i = 0; i < threads; ++i) workers_.push_back(std::make_unique<Worker>(up));
   session_workers_ = workers_.size();
   const SharedStages shared = Stages();
   for (auto& w : workers_) w->BuildPipeline(shared, log_, route_stats_);
-  if (cache_) {
-    workers_.push_back(
-        std::make_unique<Worker>(upstream_, *passthrough_tls_, *own_tls_, dial, events));
-  }
+  if (cache_) workers_.push_back(std::make_unique<Worker>(up));
   for (auto& w : workers_) w->Start();
   if (cache_) {
     // Reflectors live on their own thread, with its pool of kube-fanout's own connections.
@@ -266,6 +306,7 @@ std::string Server::RenderAllMetrics() const {
                                   in_flight_cap_ ? in_flight_cap_->rejected() : 0);
   }
   out += RenderFilterMetrics(coalescer_.get(), event_filter_.get());
+  out += RenderReviewMetrics(authentication_stats_, authorization_stats_);
   return out;
 }
 

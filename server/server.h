@@ -31,6 +31,8 @@
 #include "server/worker.h"
 #include "sync/cached_resources.h"
 #include "upstream/own_credentials.h"
+#include "upstream/request_header.h"
+#include "upstream/review_stats.h"
 
 namespace kf {
 
@@ -102,6 +104,9 @@ class Server {
   std::unique_ptr<asio::ssl::context> server_tls_;
   std::unique_ptr<asio::ssl::context> passthrough_tls_;
   std::unique_ptr<asio::ssl::context> own_tls_;
+  std::unique_ptr<asio::ssl::context> front_proxy_tls_;  // --proxy-client-cert-file, or null.
+  RequestHeaderNames request_header_;
+  ReviewStats authentication_stats_, authorization_stats_;
   // Session workers first; then, when caching, the cache's own thread (reflectors and their
   // upstream connections), so fan-out work never queues ahead of upstream reads.
   std::vector<std::unique_ptr<Worker>> workers_;

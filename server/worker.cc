@@ -6,15 +6,23 @@
 
 namespace kf {
 
-Worker::Worker(const UpstreamConfig& upstream, asio::ssl::context& passthrough_tls,
-               asio::ssl::context& own_tls, std::chrono::milliseconds dial_timeout,
-               const UpstreamConfig* events)
+Worker::Worker(const WorkerUpstream& up)
     : guard_(asio::make_work_guard(ioc_)),
-      pool_(ioc_, upstream, passthrough_tls, dial_timeout),
-      own_pool_(ioc_, upstream, own_tls, dial_timeout) {
-  if (events != nullptr) {
-    events_pool_ = std::make_unique<UpstreamPool>(ioc_, *events, passthrough_tls, dial_timeout);
-    events_own_pool_ = std::make_unique<UpstreamPool>(ioc_, *events, own_tls, dial_timeout);
+      request_header_(*up.request_header),
+      pool_(ioc_, *up.upstream, *up.passthrough_tls, up.dial_timeout),
+      own_pool_(ioc_, *up.upstream, *up.own_tls, up.dial_timeout),
+      authn_(up.authentication, *up.authentication_stats, up.own_authorization),
+      access_(up.authorization, *up.authorization_stats, up.own_authorization) {
+  const auto pool = [&](const UpstreamConfig& config, asio::ssl::context& tls) {
+    return std::make_unique<UpstreamPool>(ioc_, config, tls, up.dial_timeout);
+  };
+  if (up.events != nullptr) {
+    events_pool_ = pool(*up.events, *up.passthrough_tls);
+    events_own_pool_ = pool(*up.events, *up.own_tls);
+  }
+  if (up.front_proxy_tls != nullptr) {
+    front_pool_ = pool(*up.upstream, *up.front_proxy_tls);
+    if (up.events != nullptr) events_front_pool_ = pool(*up.events, *up.front_proxy_tls);
   }
 }
 
@@ -29,7 +37,7 @@ void Worker::BuildPipeline(const SharedStages& shared, const Logger& log, RouteS
   if (shared.local != nullptr) stages.routes.is_local = &LocalHandler::Serves;
   if (shared.admission != nullptr || shared.event_spam != nullptr) {
     own_filters_.push_back(std::make_unique<IdentityFilter>(
-        who_am_i_, pool_, shared.admission != nullptr, shared.event_spam != nullptr));
+        authn_, own_pool_, shared.admission != nullptr, shared.event_spam != nullptr));
     stages.front.push_back(own_filters_.back().get());
   }
   for (Filter* f : {shared.admission, shared.expect_continue}) {
@@ -43,11 +51,16 @@ void Worker::BuildPipeline(const SharedStages& shared, const Logger& log, RouteS
     stages.routes.is_cached = [cache](const RequestInfo& info) {
       return cache->Find(info) != nullptr;
     };
-    own_handlers_.push_back(std::make_unique<CacheHandler>(*cache, pool_, access_, wakeups_,
-                                                           *shared.cache_stats, shared.watch));
+    own_handlers_.push_back(std::make_unique<CacheHandler>(
+        *cache, own_pool_, authn_, access_, wakeups_, *shared.cache_stats, shared.watch));
     stages.cache = own_handlers_.back().get();
   }
-  own_handlers_.push_back(std::make_unique<Relay>(pool_, events_pool()));
+  RelayPools pools;
+  pools.pool = &pool_;
+  pools.events_pool = &events_pool();
+  pools.front_pool = front_pool_.get();
+  pools.events_front_pool = events_front_pool_ ? events_front_pool_.get() : front_pool_.get();
+  own_handlers_.push_back(std::make_unique<Relay>(pools, request_header_));
   stages.relay = own_handlers_.back().get();
   pipeline_ = std::make_unique<Pipeline>(std::move(stages), log, stats);
 }

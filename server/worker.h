@@ -8,6 +8,7 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -19,12 +20,28 @@
 #include "serve/wakeups.h"
 #include "upstream/access_review.h"
 #include "upstream/identity.h"
+#include "upstream/request_header.h"
 #include "upstream/upstream_pool.h"
 
 namespace kf {
 
 // What every worker's pipeline shares (owned by the server; null entries are off).
 class LocalHandler;
+
+// How a worker reaches the upstream and authenticates and authorizes its clients.
+struct WorkerUpstream {
+  const UpstreamConfig* upstream = nullptr;
+  const UpstreamConfig* events = nullptr;  // A separate upstream for Events, or null.
+  asio::ssl::context* passthrough_tls = nullptr;
+  asio::ssl::context* own_tls = nullptr;
+  asio::ssl::context* front_proxy_tls = nullptr;  // Null: no front proxy configured.
+  std::chrono::milliseconds dial_timeout{10000};
+  std::function<std::string()> own_authorization;  // kube-fanout's own Authorization header.
+  CacheSettings authentication, authorization;
+  ReviewStats* authentication_stats = nullptr;
+  ReviewStats* authorization_stats = nullptr;
+  const RequestHeaderNames* request_header = nullptr;
+};
 
 struct SharedStages {
   LocalHandler* local = nullptr;
@@ -40,10 +57,7 @@ struct SharedStages {
 
 class Worker {
  public:
-  // `events`: a separate upstream for Events (--events-upstream), or null.
-  Worker(const UpstreamConfig& upstream, asio::ssl::context& passthrough_tls,
-         asio::ssl::context& own_tls, std::chrono::milliseconds dial_timeout,
-         const UpstreamConfig* events = nullptr);
+  explicit Worker(const WorkerUpstream& up);
   ~Worker();
 
   // Builds this thread's pipeline (before Start) for a worker that serves sessions.
@@ -65,12 +79,14 @@ class Worker {
 
   asio::io_context ioc_{1};
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_;
-  UpstreamPool pool_;  // No identity: passthrough, access reviews, identities.
-  UpstreamPool own_pool_;
+  const RequestHeaderNames& request_header_;
+  UpstreamPool pool_;      // No identity: passthrough with the client's own credentials.
+  UpstreamPool own_pool_;  // kube-fanout's identity: reflectors, reviews.
   std::unique_ptr<UpstreamPool> events_pool_, events_own_pool_;
-  AccessReview access_{std::chrono::seconds(10), std::chrono::seconds(5), 10000};
+  std::unique_ptr<UpstreamPool> front_pool_, events_front_pool_;  // The front proxy's.
+  Authenticator authn_;
+  AccessReview access_;
   Wakeups wakeups_{ioc_.get_executor()};  // Watchers on this thread, woken by the cache.
-  WhoAmI who_am_i_{std::chrono::seconds(60), std::chrono::seconds(10), 10000};
   std::vector<std::unique_ptr<Filter>> own_filters_;
   std::vector<std::unique_ptr<Handler>> own_handlers_;
   std::unique_ptr<Pipeline> pipeline_;

@@ -1,87 +1,172 @@
 #include "upstream/access_review.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/evict.h"
 #include "common/json.h"
+#include "common/strings.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 #include "upstream/upstream_client.h"
 
 namespace kf {
+namespace {
 
-std::string AccessReview::ReviewBody(const RequestInfo& info, const std::string& ns,
-                                     const std::string& name) {
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+void Str(JsonWriter& w, std::string_view v) {
+  w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
+}
+
+void StrList(JsonWriter& w, const std::vector<std::string>& v) {
+  w.StartArray();
+  for (const auto& s : v) Str(w, s);
+  w.EndArray();
+}
+
+// Everything a review depends on, unambiguously (lengths before values).
+void AppendKeyPart(std::string& key, std::string_view part) {
+  absl::StrAppend(&key, part.size(), ":", ToAbsl(part));
+}
+
+std::string CacheKey(const UserInfo& user, const AccessAttributes& a) {
+  std::string key;
+  AppendKeyPart(key, user.username);
+  AppendKeyPart(key, user.uid);
+  key += "g";
+  for (const auto& g : user.groups) AppendKeyPart(key, g);
+  key += "x";
+  for (const auto& [k, values] : user.extra) {
+    AppendKeyPart(key, k);
+    key += "v";
+    for (const auto& v : values) AppendKeyPart(key, v);
+  }
+  key += "a";
+  for (const std::string* part : {&a.verb, &a.group, &a.version, &a.resource, &a.namespace_,
+                                  &a.name, &a.field_selector, &a.label_selector}) {
+    AppendKeyPart(key, *part);
+  }
+  return key;
+}
+
+}  // namespace
+
+AccessAttributes AccessAttributes::Of(const RequestInfo& info) {
+  AccessAttributes a;
+  a.verb = info.verb;
+  a.group = info.api_group;
+  a.version = info.api_version;
+  a.resource = info.resource;
+  a.namespace_ = info.namespace_;
+  a.name = info.name;
+  // The apiserver hands selectors to its authorizers for list, watch and deletecollection only.
+  if (info.verb == "list" || info.verb == "watch") {
+    a.field_selector = std::string(info.query.First("fieldSelector").value_or(""));
+    a.label_selector = std::string(info.query.First("labelSelector").value_or(""));
+  }
+  return a;
+}
+
+AccessAttributes AccessAttributes::WholeResource() const {
+  AccessAttributes a;
+  a.verb = verb;
+  a.group = group;
+  a.version = version;
+  a.resource = resource;
+  return a;
+}
+
+bool AccessAttributes::IsWholeResource() const {
+  return namespace_.empty() && name.empty() && field_selector.empty() && label_selector.empty();
+}
+
+std::string AccessReview::ReviewBody(const UserInfo& user, const AccessAttributes& a) {
   rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-  auto str = [&w](const char* k, const std::string& v) {
+  JsonWriter w(buf);
+  auto field = [&w](const char* k, std::string_view v) {
     w.Key(k);
-    w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
+    Str(w, v);
   };
   w.StartObject();
-  str("apiVersion", "authorization.k8s.io/v1");
-  str("kind", "SelfSubjectAccessReview");
+  field("apiVersion", "authorization.k8s.io/v1");
+  field("kind", "SubjectAccessReview");
   w.Key("spec");
   w.StartObject();
   w.Key("resourceAttributes");
   w.StartObject();
-  str("namespace", ns);
-  str("verb", info.verb);
-  str("group", info.api_group);
-  str("version", info.api_version);
-  str("resource", info.resource);
-  str("name", name);
+  field("namespace", a.namespace_);
+  field("verb", a.verb);
+  field("group", a.group);
+  field("version", a.version);
+  field("resource", a.resource);
+  field("name", a.name);
+  if (!a.field_selector.empty()) {
+    w.Key("fieldSelector");
+    w.StartObject();
+    field("rawSelector", a.field_selector);
+    w.EndObject();
+  }
+  if (!a.label_selector.empty()) {
+    w.Key("labelSelector");
+    w.StartObject();
+    field("rawSelector", a.label_selector);
+    w.EndObject();
+  }
   w.EndObject();
+  field("user", user.username);
+  w.Key("groups");
+  StrList(w, user.groups);
+  if (!user.extra.empty()) {
+    w.Key("extra");
+    w.StartObject();
+    for (const auto& [k, values] : user.extra) {
+      Str(w, k);
+      StrList(w, values);
+    }
+    w.EndObject();
+  }
+  if (!user.uid.empty()) field("uid", user.uid);
   w.EndObject();
   w.EndObject();
   return std::string(buf.GetString(), buf.GetSize());
 }
 
-asio::awaitable<bool> AccessReview::Allowed(UpstreamPool& pool, const std::string& authorization,
+asio::awaitable<bool> AccessReview::Allowed(UpstreamPool& own_pool, const UserInfo& user,
                                             const RequestInfo& info) {
-  if (authorization.empty()) co_return false;
-  // Who may do this across the whole resource may do it to any object of it: one review then
-  // covers every namespace and name (kubelets each watch their own Node by name, and each
-  // would otherwise cost a review of its own).
+  const AccessAttributes attrs = AccessAttributes::Of(info);
+  // Who may do this across the whole resource may do it to any object of it, with any
+  // selector (a selector only narrows): one review then covers every namespace, name and
+  // selector of this user (kubelets each watch their own Node by name).
   // (Plain statements around co_await: GCC 12 miscompiles some awaits inside conditions.)
-  if (!info.namespace_.empty() || !info.name.empty()) {
-    const bool whole = co_await Check(pool, authorization, info, true);
+  if (!attrs.IsWholeResource()) {
+    const bool whole = co_await Check(own_pool, user, attrs.WholeResource());
     if (whole) co_return true;
   }
-  const bool allowed = co_await Check(pool, authorization, info, false);
+  const bool allowed = co_await Check(own_pool, user, attrs);
   co_return allowed;
 }
 
-asio::awaitable<bool> AccessReview::Check(UpstreamPool& pool, const std::string& authorization,
-                                          const RequestInfo& info, bool whole_resource) {
-  std::string ns, name;
-  if (!whole_resource) {
-    ns = info.namespace_;
-    name = info.name;
-  }
-  // Everything the review body asks about (ReviewBody), and the credentials it is asked with.
-  const std::string key = absl::StrCat(authorization, "\n", info.verb, "\n", info.api_group, "\n",
-                                       info.api_version, "\n", info.resource, "\n", ns, "\n", name);
+asio::awaitable<bool> AccessReview::Check(UpstreamPool& pool, const UserInfo& user,
+                                          const AccessAttributes& attrs) {
+  const std::string key = CacheKey(user, attrs);
   if (const auto* e = entries_.Find(key)) {
-    if (e->fresh(std::chrono::steady_clock::now())) co_return e->value;
+    if (e->fresh(std::chrono::steady_clock::now())) {
+      stats_.Count(stats_.cache_hits);
+      co_return e->value;
+    }
     entries_.Erase(key);
   }
-  const bool allowed =
-      co_await flights_.Do(key, [this, &pool, &authorization, &info, &ns, &name, &key] {
-        return Review(pool, authorization, info, ns, name, key);
-      });
+  const bool allowed = co_await flights_.Do(
+      key, [this, &pool, &user, &attrs, &key] { return Review(pool, user, attrs, key); });
   co_return allowed;
 }
 
-asio::awaitable<bool> AccessReview::Review(UpstreamPool& pool, const std::string& authorization,
-                                           const RequestInfo& info, const std::string& ns,
-                                           const std::string& name, const std::string& key) {
-  ++reviews_;
+asio::awaitable<bool> AccessReview::Review(UpstreamPool& pool, const UserInfo& user,
+                                           const AccessAttributes& attrs, const std::string& key) {
   auto res = co_await UpstreamCall(
-      pool, http::verb::post, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-      authorization, ReviewBody(info, ns, name), std::chrono::seconds(10));
-  bool allowed = false;
-  if (res.ok() && res->status == 201) {
+      pool, http::verb::post, "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+      own_authorization_(), ReviewBody(user, attrs), std::chrono::seconds(10));
+  std::optional<bool> allowed;
+  if (res.ok() && (res->status == 201 || res->status == 200)) {
     rapidjson::Document doc;
     if (ParseJson(res->body, doc).ok() && doc.IsObject() && doc.HasMember("status") &&
         doc["status"].IsObject() && doc["status"].HasMember("allowed") &&
@@ -89,10 +174,15 @@ asio::awaitable<bool> AccessReview::Review(UpstreamPool& pool, const std::string
       allowed = doc["status"]["allowed"].GetBool();
     }
   }
-  if (!res.ok()) co_return false;  // Not cached: the upstream was unreachable.
-  entries_.Put(key, allowed,
-               std::chrono::steady_clock::now() + (allowed ? allowed_ttl_ : denied_ttl_));
-  co_return allowed;
+  if (!allowed) {  // Not cached: unreachable, refused (no system:auth-delegator), unreadable.
+    stats_.Count(stats_.errors);
+    co_return false;
+  }
+  stats_.Count(*allowed ? stats_.allowed : stats_.denied);
+  entries_.Put(
+      key, *allowed,
+      std::chrono::steady_clock::now() + (*allowed ? settings_.ttl : settings_.negative_ttl));
+  co_return *allowed;
 }
 
 }  // namespace kf

@@ -1,52 +1,72 @@
-// AccessReview: may this client read that from the cache? Cached data is served only to those
-// the apiserver would serve it to. kube-fanout asks the apiserver itself, with the client's own
-// credentials, through a SelfSubjectAccessReview (no TokenReview needed, no identity of ours
-// involved), and remembers the answer briefly, as the apiserver's webhook authorizer caches.
-// An unknown or negative answer sends the request through to the apiserver, which then gives
-// its own exact answer (403, 401, ...).
+// AccessReview: may this user read that from the cache? Cached data is served only to those the
+// apiserver would serve it to. kube-fanout asks the apiserver with a SubjectAccessReview
+// (authorization.k8s.io/v1, made with its own credentials: system:auth-delegator) for the user
+// the request authenticated as (identity.h) and the request's attributes as the apiserver's
+// authorizer sees them: verb, group, version, resource, namespace, name, and for list and watch
+// the request's field and label selectors (the Node authorizer lets a kubelet list only its own
+// pods, by spec.nodeName). Answers are cached per user and attributes, as the apiserver's
+// webhook authorizer caches (--authorization-webhook-cache-authorized-ttl / -unauthorized-ttl),
+// so N agents of one user cost one review per distinct request shape. A denied, unknown or
+// failed review sends the request through to the apiserver, which gives its own exact answer
+// (403, ...): a failure never serves from the cache.
 //
 // One per worker thread; not thread-safe. Bounded.
 #ifndef KUBE_FANOUT_UPSTREAM_ACCESS_REVIEW_H_
 #define KUBE_FANOUT_UPSTREAM_ACCESS_REVIEW_H_
 
 #include <chrono>
+#include <functional>
 #include <string>
 
 #include "common/expiring_cache.h"
 #include "common/single_flight.h"
 #include "edge/request_info.h"
+#include "upstream/identity.h"
+#include "upstream/review_stats.h"
 #include "upstream/upstream_pool.h"
 
 namespace kf {
 
+// What a review asks about: the authorizer's resource attributes.
+struct AccessAttributes {
+  std::string verb, group, version, resource, namespace_, name;
+  std::string field_selector, label_selector;  // Raw, as the request's query gave them.
+
+  // The request's attributes (selectors for list and watch only, as the apiserver's).
+  static AccessAttributes Of(const RequestInfo& info);
+  // The same verb on the whole resource: every namespace and name, no selectors.
+  AccessAttributes WholeResource() const;
+  bool IsWholeResource() const;
+};
+
 class AccessReview {
  public:
-  AccessReview(std::chrono::seconds allowed_ttl, std::chrono::seconds denied_ttl,
-               size_t max_entries)
-      : allowed_ttl_(allowed_ttl), denied_ttl_(denied_ttl), entries_(max_entries) {}
+  AccessReview(CacheSettings settings, ReviewStats& stats,
+               std::function<std::string()> own_authorization)
+      : settings_(settings),
+        stats_(stats),
+        own_authorization_(std::move(own_authorization)),
+        entries_(settings.max_entries) {}
 
-  // True when the apiserver says the holder of `authorization` may do `info`'s verb on its
-  // resource (namespace, name). False on denial, error, or no credentials.
-  asio::awaitable<bool> Allowed(UpstreamPool& pool, const std::string& authorization,
+  // True when the apiserver says `user` may do `info`'s verb on what it names. False on
+  // denial or error. `own_pool` is a pool of kube-fanout's own connections.
+  asio::awaitable<bool> Allowed(UpstreamPool& own_pool, const UserInfo& user,
                                 const RequestInfo& info);
 
-  uint64_t reviews() const { return reviews_; }
-
-  // The SelfSubjectAccessReview body for `info`'s verb and resource, in `ns`, on `name`.
-  static std::string ReviewBody(const RequestInfo& info, const std::string& ns,
-                                const std::string& name);
+  // The SubjectAccessReview body.
+  static std::string ReviewBody(const UserInfo& user, const AccessAttributes& attrs);
 
  private:
-  asio::awaitable<bool> Check(UpstreamPool& pool, const std::string& authorization,
-                              const RequestInfo& info, bool whole_resource);
-  asio::awaitable<bool> Review(UpstreamPool& pool, const std::string& authorization,
-                               const RequestInfo& info, const std::string& ns,
-                               const std::string& name, const std::string& key);
+  asio::awaitable<bool> Check(UpstreamPool& pool, const UserInfo& user,
+                              const AccessAttributes& attrs);
+  asio::awaitable<bool> Review(UpstreamPool& pool, const UserInfo& user,
+                               const AccessAttributes& attrs, const std::string& key);
 
-  std::chrono::seconds allowed_ttl_, denied_ttl_;
+  CacheSettings settings_;
+  ReviewStats& stats_;
+  std::function<std::string()> own_authorization_;
   ExpiringCache<bool> entries_;
   SingleFlight<bool> flights_;  // Reviews on their way, shared by identical ones.
-  uint64_t reviews_ = 0;
 };
 
 }  // namespace kf

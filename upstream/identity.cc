@@ -1,64 +1,138 @@
 #include "upstream/identity.h"
 
-#include "common/evict.h"
+#include <openssl/sha.h>
+
+#include <algorithm>
+
+#include "absl/strings/escaping.h"
 #include "common/json.h"
 #include "rapidjson/document.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
 #include "upstream/upstream_client.h"
 
 namespace kf {
+namespace {
 
-std::optional<UserInfo> WhoAmI::ParseReview(std::string_view body) {
-  rapidjson::Document doc;
-  if (!ParseJson(body, doc).ok() || !doc.IsObject()) return std::nullopt;
-  auto status = doc.FindMember("status");
-  if (status == doc.MemberEnd() || !status->value.IsObject()) return std::nullopt;
-  auto info = status->value.FindMember("userInfo");
-  if (info == status->value.MemberEnd() || !info->value.IsObject()) return std::nullopt;
-  auto name = info->value.FindMember("username");
-  if (name == info->value.MemberEnd() || !name->value.IsString()) return std::nullopt;
-  UserInfo u;
-  u.username.assign(name->value.GetString(), name->value.GetStringLength());
-  if (auto groups = info->value.FindMember("groups");
-      groups != info->value.MemberEnd() && groups->value.IsArray()) {
-    for (const auto& g : groups->value.GetArray()) {
-      if (g.IsString()) u.groups.emplace_back(g.GetString(), g.GetStringLength());
-    }
+constexpr std::string_view kAuthenticated = "system:authenticated";
+
+std::string TokenKey(std::string_view token) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), digest);
+  return std::string(reinterpret_cast<const char*>(digest), sizeof(digest));
+}
+
+std::string Str(const rapidjson::Value& v) {
+  return std::string(v.GetString(), v.GetStringLength());
+}
+
+std::vector<std::string> Strings(const rapidjson::Value& v) {
+  std::vector<std::string> out;
+  if (!v.IsArray()) return out;
+  for (const auto& s : v.GetArray()) {
+    if (s.IsString()) out.push_back(Str(s));
+  }
+  return out;
+}
+
+}  // namespace
+
+UserInfo CertificateUser(const ClientCertificate& cert) {
+  UserInfo u = cert.user;
+  if (std::find(u.groups.begin(), u.groups.end(), kAuthenticated) == u.groups.end()) {
+    u.groups.emplace_back(kAuthenticated);
   }
   return u;
 }
 
-asio::awaitable<std::optional<UserInfo>> WhoAmI::Lookup(UpstreamPool& pool,
-                                                        const std::string& authorization) {
-  if (authorization.empty()) co_return std::nullopt;
-  const auto now = std::chrono::steady_clock::now();
-  // An expired entry stays until replaced: if the apiserver cannot be asked again (overloaded,
-  // unreachable), the last answer classifies the request rather than "unknown", which would
-  // put every such client into one shared, rate-limited flow.
-  if (const auto* e = entries_.Find(authorization); e != nullptr && e->fresh(now)) {
-    co_return e->value;
-  }
-  auto user = co_await flights_.Do(
-      authorization, [this, &pool, &authorization] { return Review(pool, authorization); });
-  co_return user;
+std::string Authenticator::ReviewBody(std::string_view token) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  w.StartObject();
+  w.Key("apiVersion");
+  w.String("authentication.k8s.io/v1");
+  w.Key("kind");
+  w.String("TokenReview");
+  w.Key("spec");
+  w.StartObject();
+  w.Key("token");
+  w.String(token.data(), static_cast<rapidjson::SizeType>(token.size()));
+  w.EndObject();
+  w.EndObject();
+  return std::string(buf.GetString(), buf.GetSize());
 }
 
-asio::awaitable<std::optional<UserInfo>> WhoAmI::Review(UpstreamPool& pool,
-                                                        const std::string& authorization) {
-  ++reviews_;
-  auto res = co_await UpstreamCall(
-      pool, http::verb::post, "/apis/authentication.k8s.io/v1/selfsubjectreviews", authorization,
-      R"({"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"})",
-      std::chrono::seconds(10));
-  if (!res.ok() || res->status == 429 || res->status >= 500) {
-    // Not cached: the upstream was unreachable or overloaded. The last answer, if any, stands.
-    if (const auto* e = entries_.Find(authorization)) co_return e->value;
+std::optional<UserInfo> Authenticator::ParseReview(std::string_view body) {
+  rapidjson::Document doc;
+  if (!ParseJson(body, doc).ok() || !doc.IsObject()) return std::nullopt;
+  auto status = doc.FindMember("status");
+  if (status == doc.MemberEnd() || !status->value.IsObject()) return std::nullopt;
+  const auto& st = status->value;
+  auto ok = st.FindMember("authenticated");
+  if (ok == st.MemberEnd() || !ok->value.IsBool() || !ok->value.GetBool()) return std::nullopt;
+  auto info = st.FindMember("user");
+  if (info == st.MemberEnd() || !info->value.IsObject()) return std::nullopt;
+  const auto& user = info->value;
+  auto name = user.FindMember("username");
+  if (name == user.MemberEnd() || !name->value.IsString()) return std::nullopt;
+  UserInfo u;
+  u.username = Str(name->value);
+  if (auto uid = user.FindMember("uid"); uid != user.MemberEnd() && uid->value.IsString()) {
+    u.uid = Str(uid->value);
+  }
+  if (auto groups = user.FindMember("groups"); groups != user.MemberEnd()) {
+    u.groups = Strings(groups->value);
+  }
+  if (auto extra = user.FindMember("extra"); extra != user.MemberEnd() && extra->value.IsObject()) {
+    for (const auto& m : extra->value.GetObject()) {
+      u.extra.emplace_back(Str(m.name), Strings(m.value));
+    }
+    std::sort(u.extra.begin(), u.extra.end());
+  }
+  return u;
+}
+
+asio::awaitable<std::optional<UserInfo>> Authenticator::Authenticate(UpstreamPool& own_pool,
+                                                                     const Request& request,
+                                                                     bool allow_stale) {
+  if (request.client_cert != nullptr && request.client_cert->authenticates()) {
+    co_return CertificateUser(*request.client_cert);
+  }
+  const std::string_view token = BearerToken(request.headers);
+  if (token.empty()) co_return std::nullopt;
+  const std::string key = TokenKey(token);
+  const auto now = std::chrono::steady_clock::now();
+  if (const auto* e = entries_.Find(key); e != nullptr && e->fresh(now)) {
+    stats_.Count(stats_.cache_hits);
+    co_return e->value;
+  }
+  const std::string tok(token);
+  auto answer = co_await flights_.Do(
+      key, [this, &own_pool, &tok, &key] { return Review(own_pool, tok, key); });
+  if (answer) co_return *answer;
+  // No answer (the apiserver overloaded, unreachable): an expired entry stays until replaced,
+  // so the last answer can still classify the request rather than "unknown", which would put
+  // every such client into one shared, rate-limited flow.
+  if (const auto* e = entries_.Find(key); allow_stale && e != nullptr) co_return e->value;
+  co_return std::nullopt;
+}
+
+asio::awaitable<std::optional<std::optional<UserInfo>>> Authenticator::Review(
+    UpstreamPool& pool, const std::string& token, const std::string& key) {
+  auto res =
+      co_await UpstreamCall(pool, http::verb::post, "/apis/authentication.k8s.io/v1/tokenreviews",
+                            own_authorization_(), ReviewBody(token), std::chrono::seconds(10));
+  if (!res.ok() || (res->status != 201 && res->status != 200)) {
+    // Not cached: the upstream was unreachable, overloaded, or refused kube-fanout the review
+    // (no system:auth-delegator).
+    stats_.Count(stats_.errors);
     co_return std::nullopt;
   }
-  std::optional<UserInfo> user;
-  if (res->status == 201 || res->status == 200) user = ParseReview(res->body);
-  entries_.Put(authorization, user,
-               std::chrono::steady_clock::now() + (user ? ttl_ : negative_ttl_));
-  co_return user;
+  std::optional<UserInfo> user = ParseReview(res->body);
+  stats_.Count(user ? stats_.allowed : stats_.denied);
+  entries_.Put(key, user,
+               std::chrono::steady_clock::now() + (user ? settings_.ttl : settings_.negative_ttl));
+  co_return std::optional<std::optional<UserInfo>>(user);
 }
 
 }  // namespace kf

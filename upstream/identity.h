@@ -1,14 +1,18 @@
-// WhoAmI: the user behind a request's credentials, for admission's flows (ByUser) and rules
-// (users, groups). kube-fanout asks the apiserver with the client's own credentials
-// (a SelfSubjectReview, authentication.k8s.io/v1) and caches the answer per credential, as the
-// apiserver's webhook token authenticator caches. No credentials, or ones the apiserver
-// rejects: unknown (admission then uses the user agent and address).
+// Authenticator: who is behind a request, as the apiserver would say. A verified client
+// certificate names its user itself (edge/client_cert.h); a bearer token is asked about once
+// with a TokenReview (authentication.k8s.io/v1), made with kube-fanout's own credentials (its
+// identity needs system:auth-delegator), and the answer is cached per token (keyed by its
+// SHA-256, never the token itself) for --authentication-token-webhook-cache-ttl, as the
+// apiserver's delegated authentication caches. No credentials, or ones the apiserver rejects:
+// unknown (nullopt): the request then goes through to the apiserver, which answers it.
 //
-// One per worker thread; not thread-safe. Bounded.
+// Used for admission's flows and rules, the Event spam filter's keys, and the authorization of
+// cached reads (access_review.h). One per worker thread; not thread-safe. Bounded.
 #ifndef KUBE_FANOUT_UPSTREAM_IDENTITY_H_
 #define KUBE_FANOUT_UPSTREAM_IDENTITY_H_
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,34 +20,57 @@
 #include "common/expiring_cache.h"
 #include "common/single_flight.h"
 #include "edge/request.h"
+#include "upstream/review_stats.h"
 #include "upstream/upstream_pool.h"
 
 namespace kf {
 
 using UserInfo = Identity;  // edge/request.h: who is asking, as the apiserver knows them.
 
-class WhoAmI {
+struct CacheSettings {
+  std::chrono::seconds ttl{10};           // Positive answers.
+  std::chrono::seconds negative_ttl{10};  // Negative answers.
+  size_t max_entries = 10000;             // Per worker thread.
+};
+
+class Authenticator {
  public:
-  WhoAmI(std::chrono::seconds ttl, std::chrono::seconds negative_ttl, size_t max_entries)
-      : ttl_(ttl), negative_ttl_(negative_ttl), entries_(max_entries) {}
+  // `own_authorization`: kube-fanout's own Authorization header, for the TokenReviews.
+  Authenticator(CacheSettings settings, ReviewStats& stats,
+                std::function<std::string()> own_authorization)
+      : settings_(settings),
+        stats_(stats),
+        own_authorization_(std::move(own_authorization)),
+        entries_(settings.max_entries) {}
 
-  // nullopt: unknown (no credentials, rejected, or the upstream unreachable).
-  asio::awaitable<std::optional<UserInfo>> Lookup(UpstreamPool& pool,
-                                                  const std::string& authorization);
-  uint64_t reviews() const { return reviews_; }
+  // The request's user: its client certificate's when that authenticates (the apiserver's
+  // x509 authenticator runs before its token authenticators), else its bearer token's. nullopt:
+  // unknown. `own_pool` is a pool of kube-fanout's own connections. `allow_stale`: when the
+  // apiserver cannot be asked, the last answer for the token, however old (for classifying a
+  // request, never for serving data).
+  asio::awaitable<std::optional<UserInfo>> Authenticate(UpstreamPool& own_pool,
+                                                        const Request& request, bool allow_stale);
 
-  // Parses a SelfSubjectReview response body.
+  // The TokenReview body for `token`, and its answer's user (nullopt: not authenticated).
+  static std::string ReviewBody(std::string_view token);
   static std::optional<UserInfo> ParseReview(std::string_view body);
 
  private:
-  asio::awaitable<std::optional<UserInfo>> Review(UpstreamPool& pool,
-                                                  const std::string& authorization);
+  // nullopt: no answer (the review failed).
+  asio::awaitable<std::optional<std::optional<UserInfo>>> Review(UpstreamPool& pool,
+                                                                 const std::string& token,
+                                                                 const std::string& key);
 
-  std::chrono::seconds ttl_, negative_ttl_;
+  CacheSettings settings_;
+  ReviewStats& stats_;
+  std::function<std::string()> own_authorization_;
   ExpiringCache<std::optional<UserInfo>> entries_;
-  SingleFlight<std::optional<UserInfo>> flights_;  // Lookups on their way.
-  uint64_t reviews_ = 0;
+  SingleFlight<std::optional<std::optional<UserInfo>>> flights_;  // Reviews on their way.
 };
+
+// A user of a verified client certificate as the apiserver's authenticator chain hands it on:
+// the certificate's CN and O values, plus system:authenticated.
+UserInfo CertificateUser(const ClientCertificate& cert);
 
 }  // namespace kf
 

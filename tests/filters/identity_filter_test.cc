@@ -8,8 +8,9 @@ namespace kf::test {
 namespace {
 
 constexpr std::string_view kAliceReview =
-    R"({"kind":"SelfSubjectReview","apiVersion":"authentication.k8s.io/v1",)"
-    R"("status":{"userInfo":{"username":"alice","groups":["devs","system:authenticated"]}}})";
+    R"({"kind":"TokenReview","apiVersion":"authentication.k8s.io/v1",)"
+    R"("status":{"authenticated":true,"user":{"username":"alice","uid":"u-1",)"
+    R"("groups":["devs","system:authenticated"],"extra":{"b":["2"],"a":["1","x"]}}}})";
 const std::string kAlice = "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n" +
                            ("Content-Length: " + std::to_string(kAliceReview.size())) + "\r\n\r\n" +
                            std::string(kAliceReview);
@@ -27,7 +28,9 @@ struct Identities {
   }
   asio::io_context ioc;
   FakeUpstream up{ioc};
-  WhoAmI who{std::chrono::seconds(60), std::chrono::seconds(10), 100};
+  ReviewStats stats;
+  Authenticator who{CacheSettings{std::chrono::seconds(60), std::chrono::seconds(10), 100}, stats,
+                    [] { return std::string("Bearer own-token"); }};
   IdentityFilter filter;
 };
 
@@ -39,28 +42,69 @@ struct CallWith : FilterCall {
   }
 };
 
-TEST_CASE("IdentityFilter learns the caller from a review made with the caller's credentials") {
+TEST_CASE("IdentityFilter learns the caller from a TokenReview made with kube-fanout's identity") {
   Identities ids(kAlice, /*always=*/true, /*event_creations=*/false);
   CallWith call("alice-token", http::verb::get, "/api/v1/namespaces/ns/configmaps");
   ids.Serve(call);
   CHECK(call.probe.calls == 1);
   REQUIRE(call.x.user.has_value());
   CHECK(call.x.user->username == "alice");
+  CHECK(call.x.user->uid == "u-1");
   CHECK(call.x.user->groups == std::vector<std::string>{"devs", "system:authenticated"});
+  using Extra = std::vector<std::pair<std::string, std::vector<std::string>>>;
+  CHECK(call.x.user->extra == Extra{{"a", {"1", "x"}}, {"b", {"2"}}});
   CHECK(ids.up.request.method() == http::verb::post);
-  CHECK(ids.up.request.target() == "/apis/authentication.k8s.io/v1/selfsubjectreviews");
-  CHECK(ids.up.request[http::field::authorization] == "Bearer alice-token");
-  CHECK(ids.who.reviews() == 1);
+  CHECK(ids.up.request.target() == "/apis/authentication.k8s.io/v1/tokenreviews");
+  CHECK(ids.up.request[http::field::authorization] == "Bearer own-token");
+  CHECK(ids.up.request.body() == R"({"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview",)"
+                                 R"("spec":{"token":"alice-token"}})");
+  CHECK(ids.stats.allowed == 1);
+
+  // The same token again: from the cache, no review.
+  CallWith again("alice-token", http::verb::get, "/api/v1/namespaces/ns/pods");
+  ids.Serve(again, /*reviewed=*/false);
+  REQUIRE(again.x.user.has_value());
+  CHECK(again.x.user->username == "alice");
+  CHECK(ids.stats.cache_hits == 1);
+  CHECK(ids.stats.allowed == 1);
+}
+
+TEST_CASE("IdentityFilter takes a verified client certificate's user without a review") {
+  Identities ids(kAlice, /*always=*/true, /*event_creations=*/false);
+  CallWith call("alice-token", http::verb::get, "/api/v1/pods");
+  ClientCertificate cert;
+  cert.presented = cert.verified = true;
+  cert.user = Identity{"system:node:n1", {"system:nodes"}};
+  call.r.request.client_cert = &cert;
+  ids.Serve(call, /*reviewed=*/false);
+  REQUIRE(call.x.user.has_value());
+  CHECK(call.x.user->username == "system:node:n1");
+  CHECK(call.x.user->groups == std::vector<std::string>{"system:nodes", "system:authenticated"});
+  CHECK(ids.stats.allowed == 0);
 }
 
 TEST_CASE(
     "IdentityFilter goes on without an identity when the apiserver does not know the caller") {
-  Identities ids("HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n", true, false);
+  constexpr std::string_view kNo =
+      R"({"kind":"TokenReview","status":{"user":{},"error":"invalid bearer token"}})";
+  Identities ids("HTTP/1.1 201 Created\r\nContent-Length: " + std::to_string(kNo.size()) +
+                     "\r\n\r\n" + std::string(kNo),
+                 true, false);
   CallWith call("bogus", http::verb::get, "/api/v1/namespaces/ns/configmaps");
   ids.Serve(call);
   CHECK(call.probe.calls == 1);
   CHECK_FALSE(call.x.user.has_value());
   CHECK_FALSE(call.resp.head.has_value());
+  CHECK(ids.stats.denied == 1);
+}
+
+TEST_CASE("IdentityFilter goes on without an identity when kube-fanout may not review tokens") {
+  Identities ids("HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n", true, false);
+  CallWith call("alice-token", http::verb::get, "/api/v1/namespaces/ns/configmaps");
+  ids.Serve(call);
+  CHECK(call.probe.calls == 1);
+  CHECK_FALSE(call.x.user.has_value());
+  CHECK(ids.stats.errors == 1);
 }
 
 TEST_CASE("IdentityFilter for the spam filter alone looks up Event creations only") {
@@ -69,7 +113,7 @@ TEST_CASE("IdentityFilter for the spam filter alone looks up Event creations onl
   ids.Serve(list, /*reviewed=*/false);
   CHECK(list.probe.calls == 1);
   CHECK_FALSE(list.x.user.has_value());
-  CHECK(ids.who.reviews() == 0);
+  CHECK(ids.stats.allowed == 0);
 
   CallWith create("alice-token", http::verb::post, "/api/v1/namespaces/ns/events");
   ids.Serve(create);

@@ -21,8 +21,20 @@ struct RelayToFake {
 
   asio::io_context ioc;
   FakeUpstream up{ioc};
-  Relay relay{up.pool, up.pool};
+  FakeUpstream front{ioc};  // Stands for the pool presenting the front-proxy certificate.
+  RequestHeaderNames names;
+  Relay relay{RelayPools{&up.pool, &up.pool, &front.pool, &front.pool}, names};
 };
+
+// A client certificate as the TLS listener read it.
+ClientCertificate Certificate(bool verified, std::string cn, std::vector<std::string> orgs) {
+  ClientCertificate c;
+  c.presented = true;
+  c.verified = verified;
+  if (verified) c.user = Identity{std::move(cn), std::move(orgs)};
+  if (!verified) c.error = "unable to get local issuer certificate";
+  return c;
+}
 
 TEST_CASE("Relay forwards the request and relays status, end-to-end fields and body") {
   RelayToFake f(
@@ -68,6 +80,77 @@ TEST_CASE("Relay forwards the request and relays status, end-to-end fields and b
   CHECK_FALSE(resp.close_after);
   CHECK(call.x.upstream == f.Url());
   CHECK(call.x.error.empty());
+}
+
+TEST_CASE("Relay removes request-header identity fields a client sends") {
+  RelayToFake f("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}");
+  FilterCall call(http::verb::get, "/api/v1/namespaces/ns/configmaps");
+  call.r.fields.set(http::field::authorization, "Bearer alice-token");
+  call.r.fields.set("X-Remote-User", "system:admin");
+  call.r.fields.insert("x-remote-group", "system:masters");
+  call.r.fields.set("X-Remote-Uid", "0");
+  call.r.fields.set("X-Remote-Extra-Scopes", "all");
+  call.r.fields.set("X-Remote-Userish", "kept");
+  f.Serve(call.x);
+  CHECK(f.up.request.target() == "/api/v1/namespaces/ns/configmaps");
+  CHECK(f.up.request[http::field::authorization] == "Bearer alice-token");
+  CHECK(f.up.request.count("X-Remote-User") == 0);
+  CHECK(f.up.request.count("X-Remote-Group") == 0);
+  CHECK(f.up.request.count("X-Remote-Uid") == 0);
+  CHECK(f.up.request.count("X-Remote-Extra-Scopes") == 0);
+  CHECK(f.up.request["X-Remote-Userish"] == "kept");
+  CHECK(call.resp.head->status == 200);
+}
+
+TEST_CASE("Relay sends a client-certificate user through the front proxy as request headers") {
+  RelayToFake f("");
+  f.front.answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+  FilterCall call(http::verb::get, "/api/v1/nodes/n1");
+  const ClientCertificate cert = Certificate(true, "system:node:n1", {"system:nodes", "x"});
+  call.r.request.client_cert = &cert;
+  call.r.fields.set("X-Remote-User", "system:admin");  // A client's own: never believed.
+  call.r.fields.set("X-Remote-Group", "system:masters");
+  const auto upstream = Spawn(f.ioc, FakeUpstream::ServeOne(&f.front));
+  CHECK(Run(f.ioc, f.relay.Serve(call.x)));
+  REQUIRE(RunUntil(f.ioc, [&] { return upstream.finished(); }));
+  upstream.Rethrow();
+  const auto& req = f.front.request;
+  CHECK(req.target() == "/api/v1/nodes/n1");
+  CHECK(req["X-Remote-User"] == "system:node:n1");
+  std::vector<std::string> groups;
+  for (auto it = req.find("X-Remote-Group");
+       it != req.end() && it->name_string() == "X-Remote-Group"; ++it) {
+    groups.emplace_back(it->value());
+  }
+  CHECK(groups == std::vector<std::string>{"system:nodes", "x"});
+  CHECK(req.count("X-Remote-Uid") == 0);
+  CHECK(call.resp.head->status == 200);
+}
+
+TEST_CASE("Relay refuses an unverifiable client certificate with the apiserver's 401") {
+  RelayToFake f("");
+  FilterCall call(http::verb::get, "/api/v1/pods");
+  const ClientCertificate cert = Certificate(false, "", {});
+  call.r.request.client_cert = &cert;
+  CHECK(Run(f.ioc, f.relay.Serve(call.x)));
+  REQUIRE(call.resp.head.has_value());
+  CHECK(call.resp.head->status == 401);
+  CHECK(call.resp.body == R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",)"
+                          R"("message":"Unauthorized","reason":"Unauthorized","code":401})"
+                          "\n");
+  CHECK(call.x.answer == Answer::kRejected);
+}
+
+TEST_CASE("Relay lets a bearer token authenticate beside an unverifiable certificate") {
+  RelayToFake f("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}");
+  FilterCall call(http::verb::get, "/api/v1/pods");
+  const ClientCertificate cert = Certificate(false, "", {});
+  call.r.request.client_cert = &cert;
+  call.r.fields.set(http::field::authorization, "Bearer alice-token");
+  f.Serve(call.x);
+  CHECK(f.up.request[http::field::authorization] == "Bearer alice-token");
+  CHECK(f.up.request.count("X-Remote-User") == 0);
+  CHECK(call.resp.head->status == 200);
 }
 
 TEST_CASE("Relay sends a body a filter read whole instead of reading the request's") {
