@@ -1,0 +1,298 @@
+"""Every identity the apiserver accepts, kube-fanout accepts (issue: "client certificates, the
+front-proxy, selector-aware authorization").
+
+The same requests go to the apiserver directly and through kube-fanout's TLS listener as: a node
+(client certificate system:node:NAME, group system:nodes: the Node authorizer and NodeRestriction
+decide), a ServiceAccount token (RBAC), an anonymous caller, and a client with a certificate
+nobody signed. Every answer must match the apiserver's (status and body); reads kube-fanout may
+serve must come from its cache (its counters move), and every refusal must be the apiserver's.
+
+Each test first checks its setup (objects exist, the Node authorizer's graph knows the pods)
+before it compares.
+"""
+import json
+import pathlib
+import ssl
+import subprocess
+import time
+import http.client
+
+import pytest
+
+from kfrig import ROOT, Proxy, free_port, metric_values
+
+MATRIX = []  # (identity, request, direct status, kube-fanout status, served from)
+
+
+class Caller:
+    """An HTTPS client of one identity: a client certificate, a bearer token, both or none."""
+
+    def __init__(self, cluster, name, cert=None, token=None):
+        self.cluster, self.name, self.token = cluster, name, token
+        self.context = ssl.create_default_context(cafile=cluster.env["KF_CA_FILE"])
+        if cert:
+            self.context.load_cert_chain(*cert)
+
+    def call(self, port, method, path, body=None, headers=None, content_type=None):
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=30, context=self.context)
+        hdrs = {"Accept": "application/json"}
+        if self.token:
+            hdrs["Authorization"] = f"Bearer {self.token}"
+        if body is not None:
+            hdrs["Content-Type"] = content_type or "application/json"
+            body = json.dumps(body)
+        hdrs.update(headers or {})
+        conn.request(method, path, body=body, headers=hdrs)
+        resp = conn.getresponse()
+        data = resp.read()
+        conn.close()
+        return resp.status, data
+
+
+def cache_counts(cluster, proxy):
+    text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
+    counts = metric_values(text, "kube_fanout_cache_requests_total")
+    return {verb: counts.get(f'{{verb="{verb}"}}', 0) for verb in ("list", "get", "watch")}
+
+
+def review_counts(cluster, proxy):
+    text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
+    return (metric_values(text, "kube_fanout_token_reviews_total"),
+            metric_values(text, "kube_fanout_access_reviews_total"))
+
+
+class World:
+    """The objects and identities of the matrix, and kube-fanout in front of them."""
+
+    def __init__(self, cluster, proxy, ns, node_a, node_b, cert_a):
+        self.cluster, self.proxy, self.ns = cluster, proxy, ns
+        self.node_a, self.node_b = node_a, node_b
+        self.cert_a = cert_a
+
+    def both(self, caller, method, path, body=None, headers=None, expect=None, cached=None,
+             content_type=None):
+        """The request direct and through kube-fanout: same status and body (`expect`: the
+        status both must have). `cached`: the verb kube-fanout must have served from its
+        cache (its counter moves), or None: it must not have been."""
+        before = cache_counts(self.cluster, self.proxy)
+        direct = caller.call(self.cluster.port, method, path, body, headers, content_type)
+        through = caller.call(self.proxy.secure_port, method, path, body, headers, content_type)
+        after = cache_counts(self.cluster, self.proxy)
+        served = [v for v in after if after[v] > before[v]]
+        MATRIX.append((caller.name, f"{method} {path}", direct[0], through[0],
+                       f"cache ({served[0]})" if served else "not cached"))
+        if expect is not None:
+            assert direct[0] == expect, (caller.name, method, path, direct)
+        assert through[0] == direct[0], (caller.name, method, path, direct, through)
+        if cached:
+            assert served == [cached], (caller.name, method, path, before, after)
+            assert json.loads(through[1])["items" if cached == "list" else "metadata"], through
+        else:
+            assert not served, (caller.name, method, path, before, after)
+        return direct, through
+
+    def same_bytes(self, caller, method, path, expect, body=None, headers=None):
+        direct, through = self.both(caller, method, path, body, headers, expect=expect)
+        assert through[1] == direct[1], (caller.name, method, path, direct[1], through[1])
+        return direct
+
+
+def issue_cert(cluster, name, *subject):
+    out = subprocess.run([str(ROOT / "tests/cluster/node-cert"), str(cluster.directory), name,
+                          *subject], check=True, capture_output=True, text=True).stdout.split()
+    return out[0], out[1]
+
+
+def wait_for(what, check, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def world(cluster, tmp_path_factory):
+    suffix = free_port()
+    ns, node_a, node_b = f"kf-id-{suffix}", f"kf-id-a-{suffix}", f"kf-id-b-{suffix}"
+    admin = Caller(cluster, "admin", token=cluster.token("admin"))
+    cluster.kubectl("create", "namespace", ns)
+    cluster.kubectl("create", "serviceaccount", "default", "-n", ns)
+    for node in (node_a, node_b):
+        st, _ = admin.call(cluster.port, "POST", "/api/v1/nodes",
+                           {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
+        assert st == 201
+    for name in ("cm-used", "cm-unused"):
+        st, _ = admin.call(cluster.port, "POST", f"/api/v1/namespaces/{ns}/configmaps",
+                           {"metadata": {"name": name}, "data": {"k": name}})
+        assert st == 201
+    st, _ = admin.call(cluster.port, "POST", f"/api/v1/namespaces/{ns}/secrets",
+                       {"metadata": {"name": "secret-unused"}, "stringData": {"k": "v"}})
+    assert st == 201
+    for pod, node, volumes in (("pod-a", node_a, [{"name": "c", "configMap": {"name": "cm-used"}}]),
+                               ("pod-b", node_b, [])):
+        st, body = admin.call(cluster.port, "POST", f"/api/v1/namespaces/{ns}/pods", {
+            "metadata": {"name": pod},
+            "spec": {"nodeName": node, "volumes": volumes,
+                     "containers": [{"name": "c", "image": "registry.invalid/none"}]}})
+        assert st == 201, body
+    cert_a = issue_cert(cluster, node_a)
+    node = Caller(cluster, f"node {node_a}", cert=cert_a)
+    # The Node authorizer learns pods and what they use from its own informers: wait until it
+    # lets the node read the ConfigMap its pod mounts.
+    wait_for("the Node authorizer's graph", lambda: node.call(
+        cluster.port, "GET", f"/api/v1/namespaces/{ns}/configmaps/cm-used")[0] == 200)
+
+    directory = tmp_path_factory.mktemp("identity-proxy")
+    proxy = Proxy.start(cluster, directory, extra_args=[
+        f"--client-ca-file={cluster.env['KF_CA_FILE']}",
+        f"--proxy-client-cert-file={cluster.env['KF_FRONT_PROXY_CLIENT_CERT']}",
+        f"--proxy-client-key-file={cluster.env['KF_FRONT_PROXY_CLIENT_KEY']}"])
+    try:
+        yield World(cluster, proxy, ns, node_a, node_b, cert_a)
+    finally:
+        code = proxy.stop()
+        cluster.kubectl("delete", "namespace", ns, "--wait=false")
+        for n in (node_a, node_b):
+            cluster.kubectl("delete", "node", n, "--wait=false", check=False)
+        if MATRIX:
+            width = max(len(r[1]) for r in MATRIX)
+            lines = [f"{'identity':<28} {'request':<{width}} direct  kube-fanout  answered by"]
+            lines += [f"{a:<28} {r:<{width}} {d:<7} {t:<12} {s}" for a, r, d, t, s in MATRIX]
+            (ROOT / "build").mkdir(exist_ok=True)
+            (ROOT / "build/identity-matrix.txt").write_text("\n".join(lines) + "\n")
+        assert code == 0, f"kube-fanout exited with {code}; log:\n{proxy.log_tail()}"
+
+
+def test_a_node_reads_its_own_pods_from_the_cache_and_nothing_more(world):
+    node = Caller(world.cluster, f"node {world.node_a}", cert=world.cert_a)
+    own = f"/api/v1/pods?fieldSelector=spec.nodeName%3D{world.node_a}"
+    _, through = world.both(node, "GET", own, expect=200, cached="list")
+    assert [p["metadata"]["name"] for p in json.loads(through[1])["items"]] == ["pod-a"]
+    # The other node's pods, and every pod: the Node authorizer's own 403, byte for byte.
+    world.same_bytes(node, "GET", f"/api/v1/pods?fieldSelector=spec.nodeName%3D{world.node_b}", 403)
+    world.same_bytes(node, "GET", "/api/v1/pods", 403)
+    world.same_bytes(node, "GET", f"/api/v1/namespaces/{world.ns}/pods", 403)
+
+
+def test_a_node_watches_its_own_pods_from_the_cache(world):
+    node = Caller(world.cluster, f"node {world.node_a}", cert=world.cert_a)
+    before = cache_counts(world.cluster, world.proxy)
+    conn = http.client.HTTPSConnection("127.0.0.1", world.proxy.secure_port, timeout=30,
+                                       context=node.context)
+    conn.request("GET", f"/api/v1/pods?watch=1&timeoutSeconds=5"
+                        f"&fieldSelector=spec.nodeName%3D{world.node_a}",
+                 headers={"Accept": "application/json"})
+    resp = conn.getresponse()
+    assert resp.status == 200
+    event = json.loads(resp.readline())
+    conn.close()
+    assert (event["type"], event["object"]["metadata"]["name"]) == ("ADDED", "pod-a")
+    after = cache_counts(world.cluster, world.proxy)
+    assert after["watch"] == before["watch"] + 1
+    MATRIX.append((node.name, f"WATCH /api/v1/pods?fieldSelector=spec.nodeName={world.node_a}",
+                   200, 200, "cache (watch)"))
+    world.same_bytes(node, "GET", f"/api/v1/pods?watch=1&timeoutSeconds=1"
+                                  f"&fieldSelector=spec.nodeName%3D{world.node_b}", 403)
+
+
+def test_a_node_reads_the_configmap_its_pod_uses_and_no_other(world):
+    node = Caller(world.cluster, f"node {world.node_a}", cert=world.cert_a)
+    cms = f"/api/v1/namespaces/{world.ns}/configmaps"
+    direct, through = world.both(node, "GET", f"{cms}/cm-used", expect=200, cached="get")
+    assert json.loads(through[1]) == json.loads(direct[1])
+    world.same_bytes(node, "GET", f"{cms}/cm-unused", 403)
+    world.same_bytes(node, "GET", cms, 403)
+    world.same_bytes(node, "GET", f"/api/v1/namespaces/{world.ns}/secrets/secret-unused", 403)
+
+
+def test_a_nodes_writes_pass_through_as_that_node(world):
+    node = Caller(world.cluster, f"node {world.node_a}", cert=world.cert_a)
+    patch = {"metadata": {"annotations": {"kube-fanout.test/seen": "1"}}}
+    world.both(node, "PATCH", f"/api/v1/nodes/{world.node_a}/status", patch, expect=200,
+               content_type="application/merge-patch+json")
+    # NodeRestriction: another node's object is refused, in the same words.
+    world.same_bytes(node, "PATCH", f"/api/v1/nodes/{world.node_b}/status", 403, body=patch,
+                     headers={"Content-Type": "application/merge-patch+json"})
+    leases = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+             "metadata": {"name": world.node_b}, "spec": {"holderIdentity": world.node_b}}
+    world.same_bytes(node, "POST", leases, 403, body=lease)
+    lease["metadata"]["name"] = lease["spec"]["holderIdentity"] = world.node_a
+    st, body = node.call(world.proxy.secure_port, "POST", leases, lease)
+    assert st == 201, body
+    MATRIX.append((node.name, f"POST {leases} (own)", "-", st, "not cached"))
+    st, body = node.call(world.cluster.port, "GET", f"{leases}/{world.node_a}")
+    assert st == 200 and json.loads(body)["spec"]["holderIdentity"] == world.node_a
+    event = {"apiVersion": "v1", "kind": "Event", "metadata": {"generateName": "kf-id-"},
+             "involvedObject": {"kind": "Node", "name": world.node_a},
+             "reason": "KfTest", "message": "through kube-fanout", "type": "Normal"}
+    # A Node's events go to "default", as the kubelet sends them.
+    world.both(node, "POST", "/api/v1/namespaces/default/events", event, expect=201)
+
+
+def test_request_header_fields_from_a_client_are_never_believed(world):
+    spoof = {"X-Remote-User": "kf-admin", "X-Remote-Group": "system:masters"}
+    node = Caller(world.cluster, f"node {world.node_a} + X-Remote-User", cert=world.cert_a)
+    world.same_bytes(node, "GET", f"/api/v1/namespaces/{world.ns}/secrets/secret-unused", 403,
+                     headers=spoof)
+    alice = Caller(world.cluster, "kf-alice + X-Remote-User", token=world.cluster.token("alice"))
+    world.same_bytes(alice, "GET", f"/api/v1/namespaces/{world.ns}/configmaps/cm-used", 403,
+                     headers=spoof)
+    anonymous = Caller(world.cluster, "anonymous + X-Remote-User")
+    world.same_bytes(anonymous, "GET", f"/api/v1/namespaces/{world.ns}/secrets", 403,
+                     headers=spoof)
+
+
+def test_a_service_account_token_reads_what_rbac_grants_from_the_cache(world):
+    cluster, ns = world.cluster, world.ns
+    cluster.kubectl("create", "serviceaccount", "reader", "-n", ns)
+    cluster.kubectl("create", "role", "pod-reader", "-n", ns, "--verb=get,list,watch",
+                    "--resource=pods")
+    cluster.kubectl("create", "rolebinding", "pod-reader", "-n", ns, "--role=pod-reader",
+                    f"--serviceaccount={ns}:reader")
+    token = cluster.kubectl("create", "token", "reader", "-n", ns).stdout.strip()
+    sa = Caller(cluster, f"serviceaccount {ns}:reader", token=token)
+    wait_for("the RoleBinding to take effect", lambda: sa.call(
+        cluster.port, "GET", f"/api/v1/namespaces/{ns}/pods")[0] == 200)
+    tokens_before, _ = review_counts(cluster, world.proxy)
+    _, through = world.both(sa, "GET", f"/api/v1/namespaces/{ns}/pods", expect=200,
+                            cached="list")
+    assert sorted(p["metadata"]["name"] for p in json.loads(through[1])["items"]) == [
+        "pod-a", "pod-b"]
+    world.both(sa, "GET", f"/api/v1/namespaces/{ns}/pods/pod-a", expect=200, cached="get")
+    world.same_bytes(sa, "GET", "/api/v1/namespaces/kube-system/pods", 403)
+    world.same_bytes(sa, "GET", "/api/v1/pods", 403)
+    world.same_bytes(sa, "GET", f"/api/v1/namespaces/{ns}/configmaps/cm-used", 403)
+    tokens_after, access = review_counts(cluster, world.proxy)
+    # One TokenReview for the token (one per I/O thread at most), then answers from the cache.
+    made = tokens_after['{result="authenticated"}'] - tokens_before.get(
+        '{result="authenticated"}', 0)
+    assert 1 <= made <= 2, (tokens_before, tokens_after)
+    assert access['{result="allowed"}'] >= 1 and access['{result="denied"}'] >= 1, access
+
+
+def test_an_anonymous_caller_gets_the_apiservers_answers(world):
+    anonymous = Caller(world.cluster, "anonymous")
+    world.same_bytes(anonymous, "GET", "/api/v1/pods", 403)
+    world.same_bytes(anonymous, "GET", f"/api/v1/namespaces/{world.ns}/configmaps/cm-used", 403)
+    world.both(anonymous, "GET", "/version", expect=200)
+
+
+def test_a_certificate_nobody_signed_is_refused_unless_a_token_vouches(world, tmp_path):
+    key, crt = tmp_path / "evil.key", tmp_path / "evil.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=system:admin/O=system:masters", "-keyout", key, "-out", crt],
+                   check=True, capture_output=True)
+    evil = Caller(world.cluster, "unsigned cert system:admin", cert=(crt, key))
+    world.same_bytes(evil, "GET", "/api/v1/pods", 401)
+    world.same_bytes(evil, "GET", f"/api/v1/namespaces/{world.ns}/configmaps/cm-used", 401)
+    with_token = Caller(world.cluster, "unsigned cert + kf-alice token", cert=(crt, key),
+                        token=world.cluster.token("alice"))
+    world.same_bytes(with_token, "GET", f"/api/v1/namespaces/{world.ns}/configmaps/cm-used", 403)
+    # A signed certificate wins over a token, as in the apiserver (x509 before tokens).
+    node_and_admin = Caller(world.cluster, f"node {world.node_a} + admin token",
+                            cert=world.cert_a, token=world.cluster.token("admin"))
+    world.same_bytes(node_and_admin, "GET", f"/api/v1/namespaces/{world.ns}/secrets/secret-unused",
+                     403)
