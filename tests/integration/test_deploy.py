@@ -2,14 +2,14 @@
 import json
 import pathlib
 
-from kfrig import Proxy
+from kfrig import Proxy, metric_values
 
 MANIFEST = pathlib.Path(__file__).resolve().parents[2] / "deploy/kubernetes/kube-fanout.yaml"
 
 
 def test_manifest_is_accepted_by_the_apiserver(cluster):
     out = cluster.kubectl("apply", "--dry-run=server", "-f", str(MANIFEST))
-    assert out.stdout.count("(server dry run)") == 5
+    assert out.stdout.count("(server dry run)") == 6
 
 
 def test_the_manifests_rbac_is_enough_for_every_cache(cluster, tmp_path):
@@ -28,6 +28,10 @@ def test_the_manifests_rbac_is_enough_for_every_cache(cluster, tmp_path):
         assert b"[+]cache-sync ok" in ready.body
         got = cluster.request("GET", "/api/v1/namespaces?resourceVersion=0", port=p.secure_port)
         assert got.status == 200 and json.loads(got.body)["kind"] == "NamespaceList"
+        # From the cache: the manifest's identity may review the client (system:auth-delegator).
+        text = cluster.request("GET", "/metrics", port=p.port, tls=False).body.decode()
+        assert metric_values(text, "kube_fanout_cache_requests_total")['{verb="list"}'] == 1
+        assert metric_values(text, "kube_fanout_access_reviews_total")['{result="allowed"}'] >= 1
         assert not any('"level":"error"' in l or "list failed" in l for l in p.log_lines())
     finally:
         assert p.stop() == 0
