@@ -64,17 +64,20 @@ po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
      po::value(&o->requestheader_extra_headers_prefix)->value_name("LIST")->composing(),
      "Request-header field prefixes for extra user attributes. Default X-Remote-Extra-.")
     ("authentication-token-webhook-cache-ttl",
-     po::value(&raw->authn_ttl)->value_name("DURATION")->default_value("10s"),
-     "How long a token's TokenReview answer (authenticated) is kept.")
+     po::value(&raw->authn_ttl)->value_name("DURATION")->default_value("2m"),
+     "How long a token's TokenReview answer (authenticated) is kept; the apiserver's webhook "
+     "token authenticator's flag and default.")
     ("authentication-token-webhook-cache-unauthorized-ttl",
      po::value(&raw->authn_negative_ttl)->value_name("DURATION")->default_value("10s"),
      "How long a token's TokenReview answer (not authenticated) is kept.")
     ("authorization-webhook-cache-authorized-ttl",
-     po::value(&raw->authz_ttl)->value_name("DURATION")->default_value("10s"),
-     "How long an allowed SubjectAccessReview answer is kept (per user and request shape).")
+     po::value(&raw->authz_ttl)->value_name("DURATION")->default_value("5m"),
+     "How long an allowed SubjectAccessReview answer is kept (per user and request shape); the "
+     "apiserver's webhook authorizer's flag and default: RBAC revoked meanwhile still "
+     "serves that user from the cache until then.")
     ("authorization-webhook-cache-unauthorized-ttl",
-     po::value(&raw->authz_negative_ttl)->value_name("DURATION")->default_value("10s"),
-     "How long a denied SubjectAccessReview answer is kept.")
+     po::value(&raw->authz_negative_ttl)->value_name("DURATION")->default_value("30s"),
+     "How long a denied SubjectAccessReview answer is kept (the apiserver's default).")
     ("authentication-cache-max-entries",
      po::value(&o->authentication_cache_max_entries)->value_name("N")->default_value(10000),
      "TokenReview answers kept per I/O thread; past it the entries nearest expiry go first.")

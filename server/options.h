@@ -36,10 +36,11 @@ struct ProxyOptions {
   std::vector<std::string> requestheader_uid_headers;
   std::vector<std::string> requestheader_extra_headers_prefix;
   // Answers of TokenReviews and SubjectAccessReviews kept, per worker thread.
-  absl::Duration authentication_cache_ttl = absl::Seconds(10);
+  // The kube-apiserver's webhook authenticator's and authorizer's defaults.
+  absl::Duration authentication_cache_ttl = absl::Minutes(2);
   absl::Duration authentication_cache_unauthorized_ttl = absl::Seconds(10);
-  absl::Duration authorization_cache_authorized_ttl = absl::Seconds(10);
-  absl::Duration authorization_cache_unauthorized_ttl = absl::Seconds(10);
+  absl::Duration authorization_cache_authorized_ttl = absl::Minutes(5);
+  absl::Duration authorization_cache_unauthorized_ttl = absl::Seconds(30);
   int authentication_cache_max_entries = 10000;
   int authorization_cache_max_entries = 10000;
   std::string kubeconfig;

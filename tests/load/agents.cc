@@ -150,6 +150,8 @@ class AgentPool::Task {
     timer_.cancel();
   }
   bool Overdue(Clock::time_point now) const { return conn_ && now > deadline_; }
+  // The client certificate this agent's connections present (its requests then carry no token).
+  void SetCredential(std::shared_ptr<const NodeCredential> c) { credential_ = std::move(c); }
 
  protected:
   struct Reply {
@@ -175,7 +177,8 @@ class AgentPool::Task {
   // False when the pool is stopping.
   asio::awaitable<bool> Sleep(Clock::duration d);
   std::string RequestText(std::string_view target) const {
-    return absl::StrCat("GET ", ToAbsl(target), " HTTP/1.1\r\n", pool_.request_headers_);
+    return absl::StrCat("GET ", ToAbsl(target), " HTTP/1.1\r\n",
+                        credential_ ? pool_.certificate_headers_ : pool_.request_headers_);
   }
   bool stopping() const { return shard_.stopping; }
   void Count(Verb verb) {
@@ -193,6 +196,7 @@ class AgentPool::Task {
   std::unique_ptr<Conn> conn_;
   asio::steady_timer timer_;
   Clock::time_point deadline_ = Clock::time_point::max();
+  std::shared_ptr<const NodeCredential> credential_;
 };
 
 asio::awaitable<bool> AgentPool::Task::Connect() {
@@ -245,6 +249,10 @@ asio::awaitable<std::string> AgentPool::Task::Handshake() {
   SSL* ssl = conn_->ssl.get();
   if (ssl == nullptr || SSL_set_fd(ssl, conn_->socket.native_handle()) != 1) {
     co_return SslErrorText("TLS setup", nullptr, 0);
+  }
+  if (credential_ && (SSL_use_certificate(ssl, credential_->cert) != 1 ||
+                      SSL_use_PrivateKey(ssl, credential_->key) != 1)) {
+    co_return SslErrorText("client certificate", nullptr, 0);
   }
   const std::string& host = pool_.target_.host;
   boost::system::error_code addr_ec;
@@ -723,10 +731,19 @@ absl::Status AgentPool::Start() {
     SSL_CTX_set_options(ssl_->native_handle(), SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_TICKET);
     SSL_CTX_set_session_cache_mode(ssl_->native_handle(), SSL_SESS_CACHE_OFF);
   }
-  request_headers_ = absl::StrCat(
+  const std::string common = absl::StrCat(
       "Host: ", target_.host, ":", target_.port,
-      "\r\nAccept: application/json\r\nUser-Agent: kf-load/0.1\r\n",
-      token_.empty() ? "" : absl::StrCat("Authorization: Bearer ", token_, "\r\n"), "\r\n");
+      "\r\nAccept: application/json\r\nUser-Agent: kf-load/0.1\r\n");
+  request_headers_ = absl::StrCat(
+      common, token_.empty() ? "" : absl::StrCat("Authorization: Bearer ", token_, "\r\n"),
+      "\r\n");
+  certificate_headers_ = absl::StrCat(common, "\r\n");
+  if (!options_.node_ca_cert_file.empty()) {
+    if (!target_.tls) return absl::InvalidArgumentError("node certificates need an https target");
+    auto certs = NodeCertificates::Load(options_.node_ca_cert_file, options_.node_ca_key_file);
+    if (!certs.ok()) return certs.status();
+    node_certs_ = *std::move(certs);
+  }
   for (int i = 0; i < std::max(1, options_.threads); ++i) {
     shards_.push_back(std::make_unique<Shard>(*this, uint64_t{options_.seed} * 7919 + i));
   }
@@ -773,6 +790,15 @@ void AgentPool::StartAgent(AgentType type, int index) {
   asio::post(shard.ioc, [this, &shard, type, index] {
     std::vector<std::unique_ptr<Task>> tasks;
     const std::string& ns = options_.namespace_;
+    std::shared_ptr<const NodeCredential> credential;
+    if (type == AgentType::kKubelet && node_certs_) {
+      auto issued = node_certs_->Issue(absl::StrCat("node-", index));
+      if (issued.ok()) {
+        credential = *std::move(issued);
+      } else {
+        NoteFailure(absl::StrCat("node certificate: ", issued.status().message()));
+      }
+    }
     if (type == AgentType::kKubelet) {
       const std::string node = absl::StrCat("node-", index);
       tasks.push_back(std::make_unique<Reflector>(shard, Kind::kPods, index, "/api/v1/pods",
@@ -794,6 +820,7 @@ void AgentPool::StartAgent(AgentType type, int index) {
       tasks.push_back(std::make_unique<Poller>(shard));
     }
     for (auto& task : tasks) {
+      if (credential) task->SetCredential(credential);
       Task* t = task.get();
       shard.tasks.push_back(std::move(task));
       if (shard.stopping) {

@@ -17,7 +17,8 @@
 // Nothing keeps a body: LIST bodies are scanned for their resourceVersion as they arrive, watch
 // events are split out of the chunked stream and looked at in place. Every connection, plain or
 // TLS (OpenSSL on the bare socket), reads into one buffer per thread when it has data, so an idle
-// watch holds no read buffer.
+// watch holds no read buffer. With node certificates (AgentOptions), each kubelet presents its
+// own client certificate on every connection instead of the shared token.
 //
 // StartAgent and Progress may be called from any thread; Streams and GetResults after Stop.
 #ifndef KUBE_FANOUT_TESTS_LOAD_AGENTS_H_
@@ -38,6 +39,7 @@
 
 #include "absl/status/status.h"
 #include "tests/load/completeness.h"
+#include "tests/load/node_certs.h"
 #include "tests/tools/api_client.h"
 #include "tests/tools/latency_histogram.h"
 
@@ -62,6 +64,9 @@ struct AgentOptions {
   uint32_t seed = 1;
   // Write stamps older than this are not latencies of this run (wall clock, ns).
   int64_t measure_from_unix_ns = 0;
+  // Non-empty: kubelets authenticate as their nodes, each with a client certificate of its own
+  // (system:node:node-i, group system:nodes) signed by this CA at its start, and no token.
+  std::string node_ca_cert_file, node_ca_key_file;
 };
 
 // Cumulative counters, summed over the threads; readable while the agents run.
@@ -125,6 +130,8 @@ class AgentPool {
   const std::string token_;
   const AgentOptions options_;
   std::string request_headers_;  // Host, Accept, Authorization: the same on every request.
+  std::string certificate_headers_;  // The same without Authorization: certificate users'.
+  std::unique_ptr<NodeCertificates> node_certs_;  // Kubelets' identities, when configured.
   asio::ip::tcp::endpoint address_;
   std::optional<asio::ssl::context> ssl_;
   std::vector<std::unique_ptr<Shard>> shards_;

@@ -83,13 +83,16 @@ def connections(s):
 
 
 def kf_load_command(binary, s, *, target, apiserver, ca_file, label, out=None, setup_only=False,
-                    progress=True):
+                    progress=True, node_ca=None):
     """kf_load's argv for one mode (or for --setup-only) of scenario s (CONTRACT.md). The token
-    travels in the environment (KF_ADMIN_TOKEN), never on the command line."""
+    travels in the environment (KF_ADMIN_TOKEN), never on the command line. `node_ca`: (cert,
+    key) of the CA that signs each kubelet's own client certificate (--node-certs)."""
     cmd = [str(binary), f"--target={target}", f"--apiserver={apiserver}", f"--ca-file={ca_file}",
            "--token-env=KF_ADMIN_TOKEN", f"--label={label}"]
     cmd += [f"--{flag}={_arg(s[key])}" for flag, key in KF_LOAD_FLAGS
             if key not in OPTIONAL_FLAGS or s[key]]
+    if node_ca:
+        cmd += [f"--node-ca-cert={node_ca[0]}", f"--node-ca-key={node_ca[1]}"]
     if setup_only:
         cmd.append("--setup-only")
     if out is not None:

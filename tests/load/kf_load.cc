@@ -41,6 +41,7 @@ using std::chrono::seconds;
 
 struct Flags {
   std::string target, apiserver, ca_file, token_env = "KF_ADMIN_TOKEN", label, out;
+  std::string node_ca_cert, node_ca_key;
   int kubelets = 1000, kube_proxies = 0, pollers = 0;
   int configmaps_per_kubelet = 2;
   double poll_interval = 5;
@@ -104,6 +105,11 @@ po::options_description Describe(Flags* f) {
     ("seed", po::value(&f->seed)->default_value(1), "Seed for pod placement and write targets.")
     ("max-runtime", po::value(&f->max_runtime)->default_value(0),
      "Watchdog: exit with status 3 after this many seconds (0: a bound derived from the flags).")
+    ("node-ca-cert", po::value(&f->node_ca_cert),
+     "With --node-ca-key: kubelets authenticate as their nodes (system:node:node-i, group "
+     "system:nodes) with client certificates this CA signs at their start, not the token; pods "
+     "then mount the lcm-* ConfigMaps so the Node authorizer lets kubelets read them.")
+    ("node-ca-key", po::value(&f->node_ca_key), "The --node-ca-cert CA's private key.")
     ("setup-only", po::bool_switch(&f->setup_only), "Create the scenario's objects and exit.")
     ("out", po::value(&f->out)->value_name("PATH"), "The JSON result (default: stdout).")
     ("progress", po::bool_switch(&f->progress), "One progress line per second on stderr.")
@@ -481,6 +487,7 @@ int Main(int argc, char** argv) {
   co.slices = f.services;
   co.endpoints_per_slice = f.endpoints_per_slice;
   co.configmaps = f.configmaps_per_kubelet;
+  if (!f.node_ca_cert.empty()) co.pod_configmap_volumes = f.configmaps_per_kubelet;
   co.rates[static_cast<size_t>(Kind::kPods)] = f.pod_rate;
   co.rates[static_cast<size_t>(Kind::kNodes)] = f.node_rate;
   co.rates[static_cast<size_t>(Kind::kEndpointSlices)] = f.slice_rate;
@@ -509,6 +516,8 @@ int Main(int argc, char** argv) {
   ao.threads = f.threads;
   ao.source_ips = loopback ? f.source_ips : 1;
   ao.seed = f.seed;
+  ao.node_ca_cert_file = f.node_ca_cert;
+  ao.node_ca_key_file = f.node_ca_key;
   const double started_unix = static_cast<double>(tools::UnixNanos()) / 1e9;
   ao.measure_from_unix_ns = tools::UnixNanos();
   AgentPool pool(*target, token, ao);

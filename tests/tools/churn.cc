@@ -168,8 +168,9 @@ Churn::Churn(Endpoint apiserver, std::string token, Options options)
       run_id_(UnixNanos() / 1'000'000) {
   std::mt19937 pod_rng(options_.seed);
   for (int i = 0; i < options_.pods; ++i) {
-    pod_nodes_.push_back(
-        static_cast<int32_t>(pod_rng() % static_cast<uint32_t>(std::max(1, options_.nodes))));
+    const auto random =
+        static_cast<int32_t>(pod_rng() % static_cast<uint32_t>(std::max(1, options_.nodes)));
+    pod_nodes_.push_back(options_.pod_configmap_volumes > 0 && i < options_.nodes ? i : random);
   }
 }
 
@@ -229,7 +230,8 @@ absl::Status Churn::Setup() {
       // Where it really is: an earlier run may have had other nodes.
       pod_nodes_[p] = NodeIndex(it->second);
     } else {
-      items.push_back({objects_.Collection(Kind::kPods), objects_.PodJson(i, pod_nodes_[p])});
+      items.push_back({objects_.Collection(Kind::kPods), objects_.PodJson(i, pod_nodes_[p],
+                                                                     options_.pod_configmap_volumes)});
     }
   }
   return creator.CreateAll(items, options_.setup_connections);

@@ -55,6 +55,9 @@ class Churn {
     bool services = true;  // A Service for each EndpointSlice.
     int endpoints_per_slice = 10;
     int configmaps = 2;
+    // > 0: every pod mounts ConfigMaps lcm-0..N-1, and the first `nodes` pods go one to each
+    // node, so every node's kubelet may read them under the Node authorizer.
+    int pod_configmap_volumes = 0;
     bool keep_existing = true;           // LIST first; keep what exists where it is.
     std::array<double, kKinds> rates{};  // Writes per second, by Kind (services: unused).
     int writers_per_kind = 0;            // 0: one per 40 writes/s of the kind, at most 8.

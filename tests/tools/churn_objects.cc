@@ -74,14 +74,21 @@ std::string ChurnObjects::NodeJson(int n) {
                       R"(","labels":{"kubernetes.io/hostname":")", NodeName(n), R"("}}})");
 }
 
-std::string ChurnObjects::PodJson(int i, int node) const {
+std::string ChurnObjects::PodJson(int i, int node, int configmap_volumes) const {
+  std::string volumes;
+  for (int k = 0; k < configmap_volumes; ++k) {
+    absl::StrAppend(&volumes, k ? "," : R"(,"volumes":[)", R"({"name":"c)", k,
+                    R"(","configMap":{"name":")", ConfigMapName(k), R"("}})");
+  }
+  if (!volumes.empty()) volumes += "]";
   return absl::StrCat(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")", PodName(i),
                       R"(","namespace":")", naming_.namespace_, R"(","labels":{"app":"kf-)",
                       naming_.prefix, R"(","shard":")", i % 16, R"("}},"spec":{"nodeName":")",
                       NodeName(node),
                       R"(","automountServiceAccountToken":false,"containers":[{"name":"app",)"
                       R"("image":"registry.k8s.io/pause:3.10","ports":[{"containerPort":8080}],)"
-                      R"("resources":{"requests":{"cpu":"10m","memory":"16Mi"}}}]}})");
+                      R"("resources":{"requests":{"cpu":"10m","memory":"16Mi"}}}])", volumes,
+                      "}}");
 }
 
 std::string ChurnObjects::ServiceJson(int i) const {

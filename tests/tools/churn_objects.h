@@ -43,7 +43,8 @@ class ChurnObjects {
   std::string Target(Kind kind, uint32_t object) const;
 
   static std::string NodeJson(int n);
-  std::string PodJson(int i, int node) const;
+  // `configmap_volumes`: mounts ConfigMaps lcm-0..N-1.
+  std::string PodJson(int i, int node, int configmap_volumes = 0) const;
   std::string ServiceJson(int i) const;
   // Endpoints on random nodes, drawn from `rng`.
   std::string SliceJson(int i, int endpoints, int nodes, std::mt19937& rng) const;
