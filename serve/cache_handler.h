@@ -5,10 +5,9 @@
 // exactly, or for an unknown or refused client, it declines (Serve returns false, nothing
 // written) and the request passes through, for the apiserver's own answer.
 //
-//   Cacheable? ─► FilterFor ─► Authenticator ─► AccessReview ─► watch: ServeWatch
-//                                                           ├─► get:   RequiredVersion ─►
-//                                                           WriteObject └─► list:  PlanList ─►
-//                                                           RequiredVersion ─► WriteList
+//   Cacheable? ─► FilterFor ─► Authenticator ─► AccessReview ─┬─► watch: ServeWatch
+//          get:  RequiredVersion ─► WriteObject             ◄─┤
+//          list: PlanList ─► RequiredVersion ─► WriteList   ◄─┘
 //
 // One per worker thread (the pool, the review caches and the Wakeups are that thread's).
 #ifndef KUBE_FANOUT_SERVE_CACHE_HANDLER_H_
