@@ -57,6 +57,10 @@ struct SharedStages {
 
 class Worker {
  public:
+  // TokenReviews and SubjectAccessReviews on their way to the apiserver at once, per thread;
+  // more wait their turn (a fleet of new node identities arriving together: one review each).
+  static constexpr size_t kMaxReviewsInFlight = 32;
+
   explicit Worker(const WorkerUpstream& up);
   ~Worker();
 
@@ -84,6 +88,7 @@ class Worker {
   UpstreamPool own_pool_;  // kube-fanout's identity: reflectors, reviews.
   std::unique_ptr<UpstreamPool> events_pool_, events_own_pool_;
   std::unique_ptr<UpstreamPool> front_pool_, events_front_pool_;  // The front proxy's.
+  AsyncSemaphore reviews_in_flight_{kMaxReviewsInFlight};
   Authenticator authn_;
   AccessReview access_;
   Wakeups wakeups_{ioc_.get_executor()};  // Watchers on this thread, woken by the cache.

@@ -142,8 +142,8 @@ asio::awaitable<bool> AccessReview::Allowed(UpstreamPool& own_pool, const UserIn
   // A node's identity is never granted a whole resource it reads narrowly (the Node
   // authorizer allows its own pods, its pods' ConfigMaps): asking would only double its
   // reviews. Skipping the question never changes an answer, only how many are asked.
-  const bool node = std::find(user.groups.begin(), user.groups.end(), "system:nodes") !=
-                    user.groups.end();
+  const bool node =
+      std::find(user.groups.begin(), user.groups.end(), "system:nodes") != user.groups.end();
   if (!attrs.IsWholeResource() && !node) {
     const bool whole = co_await Check(own_pool, user, attrs.WholeResource());
     if (whole) co_return true;
@@ -169,6 +169,7 @@ asio::awaitable<bool> AccessReview::Check(UpstreamPool& pool, const UserInfo& us
 
 asio::awaitable<bool> AccessReview::Review(UpstreamPool& pool, const UserInfo& user,
                                            const AccessAttributes& attrs, const std::string& key) {
+  const auto permit = co_await in_flight_.Acquire();
   auto res = co_await UpstreamCall(
       pool, http::verb::post, "/apis/authorization.k8s.io/v1/subjectaccessreviews",
       own_authorization_(), ReviewBody(user, attrs), std::chrono::seconds(10));

@@ -41,10 +41,12 @@ struct AccessAttributes {
 
 class AccessReview {
  public:
-  AccessReview(CacheSettings settings, ReviewStats& stats,
+  // `in_flight`: bounds the reviews this thread has on their way to the apiserver.
+  AccessReview(CacheSettings settings, ReviewStats& stats, AsyncSemaphore& in_flight,
                std::function<std::string()> own_authorization)
       : settings_(settings),
         stats_(stats),
+        in_flight_(in_flight),
         own_authorization_(std::move(own_authorization)),
         entries_(settings.max_entries) {}
 
@@ -64,6 +66,7 @@ class AccessReview {
 
   CacheSettings settings_;
   ReviewStats& stats_;
+  AsyncSemaphore& in_flight_;
   std::function<std::string()> own_authorization_;
   ExpiringCache<bool> entries_;
   SingleFlight<bool> flights_;  // Reviews on their way, shared by identical ones.

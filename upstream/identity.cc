@@ -119,6 +119,7 @@ asio::awaitable<std::optional<UserInfo>> Authenticator::Authenticate(UpstreamPoo
 
 asio::awaitable<std::optional<std::optional<UserInfo>>> Authenticator::Review(
     UpstreamPool& pool, const std::string& token, const std::string& key) {
+  const auto permit = co_await in_flight_.Acquire();
   auto res =
       co_await UpstreamCall(pool, http::verb::post, "/apis/authentication.k8s.io/v1/tokenreviews",
                             own_authorization_(), ReviewBody(token), std::chrono::seconds(10));

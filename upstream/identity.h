@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/async_semaphore.h"
 #include "common/expiring_cache.h"
 #include "common/single_flight.h"
 #include "edge/request.h"
@@ -36,10 +37,12 @@ struct CacheSettings {
 class Authenticator {
  public:
   // `own_authorization`: kube-fanout's own Authorization header, for the TokenReviews.
-  Authenticator(CacheSettings settings, ReviewStats& stats,
+  // `in_flight`: bounds the reviews this thread has on their way to the apiserver.
+  Authenticator(CacheSettings settings, ReviewStats& stats, AsyncSemaphore& in_flight,
                 std::function<std::string()> own_authorization)
       : settings_(settings),
         stats_(stats),
+        in_flight_(in_flight),
         own_authorization_(std::move(own_authorization)),
         entries_(settings.max_entries) {}
 
@@ -63,6 +66,7 @@ class Authenticator {
 
   CacheSettings settings_;
   ReviewStats& stats_;
+  AsyncSemaphore& in_flight_;
   std::function<std::string()> own_authorization_;
   ExpiringCache<std::optional<UserInfo>> entries_;
   SingleFlight<std::optional<std::optional<UserInfo>>> flights_;  // Reviews on their way.

@@ -29,8 +29,9 @@ struct Identities {
   asio::io_context ioc;
   FakeUpstream up{ioc};
   ReviewStats stats;
+  AsyncSemaphore in_flight{4};
   Authenticator who{CacheSettings{std::chrono::seconds(60), std::chrono::seconds(10), 100}, stats,
-                    [] { return std::string("Bearer own-token"); }};
+                    in_flight, [] { return std::string("Bearer own-token"); }};
   IdentityFilter filter;
 };
 

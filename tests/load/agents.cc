@@ -731,12 +731,11 @@ absl::Status AgentPool::Start() {
     SSL_CTX_set_options(ssl_->native_handle(), SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_TICKET);
     SSL_CTX_set_session_cache_mode(ssl_->native_handle(), SSL_SESS_CACHE_OFF);
   }
-  const std::string common = absl::StrCat(
-      "Host: ", target_.host, ":", target_.port,
-      "\r\nAccept: application/json\r\nUser-Agent: kf-load/0.1\r\n");
+  const std::string common =
+      absl::StrCat("Host: ", target_.host, ":", target_.port,
+                   "\r\nAccept: application/json\r\nUser-Agent: kf-load/0.1\r\n");
   request_headers_ = absl::StrCat(
-      common, token_.empty() ? "" : absl::StrCat("Authorization: Bearer ", token_, "\r\n"),
-      "\r\n");
+      common, token_.empty() ? "" : absl::StrCat("Authorization: Bearer ", token_, "\r\n"), "\r\n");
   certificate_headers_ = absl::StrCat(common, "\r\n");
   if (!options_.node_ca_cert_file.empty()) {
     if (!target_.tls) return absl::InvalidArgumentError("node certificates need an https target");

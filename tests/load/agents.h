@@ -129,7 +129,7 @@ class AgentPool {
   const tools::Endpoint target_;
   const std::string token_;
   const AgentOptions options_;
-  std::string request_headers_;  // Host, Accept, Authorization: the same on every request.
+  std::string request_headers_;      // Host, Accept, Authorization: the same on every request.
   std::string certificate_headers_;  // The same without Authorization: certificate users'.
   std::unique_ptr<NodeCertificates> node_certs_;  // Kubelets' identities, when configured.
   asio::ip::tcp::endpoint address_;

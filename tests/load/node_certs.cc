@@ -73,22 +73,21 @@ absl::StatusOr<std::shared_ptr<const NodeCredential>> NodeCertificates::Issue(
   RAND_bytes(reinterpret_cast<unsigned char*>(&serial), sizeof(serial));
   const std::string cn = absl::StrCat("system:node:", node);
   X509_NAME* name = X509_get_subject_name(cert);
-  const bool built =
-      cert != nullptr && X509_set_version(cert, 2) == 1 &&
-      ASN1_INTEGER_set_uint64(X509_get_serialNumber(cert), serial >> 1) == 1 &&
-      X509_gmtime_adj(X509_getm_notBefore(cert), -3600) != nullptr &&
-      X509_gmtime_adj(X509_getm_notAfter(cert), 2 * 86400) != nullptr &&
-      X509_set_pubkey(cert, out->key) == 1 &&
-      X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC,
-                                 reinterpret_cast<const unsigned char*>("system:nodes"), -1, -1,
-                                 0) == 1 &&
-      X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                                 reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1,
-                                 0) == 1 &&
-      X509_set_issuer_name(cert, X509_get_subject_name(ca_)) == 1 &&
-      AddExtension(cert, ca_, NID_basic_constraints, "critical,CA:FALSE") &&
-      AddExtension(cert, ca_, NID_key_usage, "critical,digitalSignature") &&
-      AddExtension(cert, ca_, NID_ext_key_usage, "clientAuth");
+  const bool built = cert != nullptr && X509_set_version(cert, 2) == 1 &&
+                     ASN1_INTEGER_set_uint64(X509_get_serialNumber(cert), serial >> 1) == 1 &&
+                     X509_gmtime_adj(X509_getm_notBefore(cert), -3600) != nullptr &&
+                     X509_gmtime_adj(X509_getm_notAfter(cert), 2 * 86400) != nullptr &&
+                     X509_set_pubkey(cert, out->key) == 1 &&
+                     X509_NAME_add_entry_by_txt(
+                         name, "O", MBSTRING_ASC,
+                         reinterpret_cast<const unsigned char*>("system:nodes"), -1, -1, 0) == 1 &&
+                     X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                                                reinterpret_cast<const unsigned char*>(cn.c_str()),
+                                                -1, -1, 0) == 1 &&
+                     X509_set_issuer_name(cert, X509_get_subject_name(ca_)) == 1 &&
+                     AddExtension(cert, ca_, NID_basic_constraints, "critical,CA:FALSE") &&
+                     AddExtension(cert, ca_, NID_key_usage, "critical,digitalSignature") &&
+                     AddExtension(cert, ca_, NID_ext_key_usage, "clientAuth");
   if (!built) return absl::InternalError(OpenSslError("certificate"));
   std::lock_guard lock(mu_);
   if (X509_sign(cert, ca_key_, EVP_sha256()) == 0) {

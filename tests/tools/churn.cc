@@ -230,8 +230,8 @@ absl::Status Churn::Setup() {
       // Where it really is: an earlier run may have had other nodes.
       pod_nodes_[p] = NodeIndex(it->second);
     } else {
-      items.push_back({objects_.Collection(Kind::kPods), objects_.PodJson(i, pod_nodes_[p],
-                                                                     options_.pod_configmap_volumes)});
+      items.push_back({objects_.Collection(Kind::kPods),
+                       objects_.PodJson(i, pod_nodes_[p], options_.pod_configmap_volumes)});
     }
   }
   return creator.CreateAll(items, options_.setup_connections);

@@ -87,8 +87,8 @@ std::string ChurnObjects::PodJson(int i, int node, int configmap_volumes) const 
                       NodeName(node),
                       R"(","automountServiceAccountToken":false,"containers":[{"name":"app",)"
                       R"("image":"registry.k8s.io/pause:3.10","ports":[{"containerPort":8080}],)"
-                      R"("resources":{"requests":{"cpu":"10m","memory":"16Mi"}}}])", volumes,
-                      "}}");
+                      R"("resources":{"requests":{"cpu":"10m","memory":"16Mi"}}}])",
+                      volumes, "}}");
 }
 
 std::string ChurnObjects::ServiceJson(int i) const {
