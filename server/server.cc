@@ -13,9 +13,13 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/json.h"
+#include "common/strings.h"
 #include "edge/client_cert.h"
 #include "edge/http_session.h"
+#include "rapidjson/document.h"
 #include "server/metrics.h"
+#include "upstream/upstream_client.h"
 
 namespace kf {
 namespace {
@@ -245,6 +249,8 @@ absl::Status Server::StartWorkers() {
                   workers_.back()->events_own_pool(),
                   [creds = own_credentials_.get()] { return creds->Header(); });
   }
+  asio::co_spawn(workers_.back()->ioc(), CheckDelegation(workers_.back()->own_pool()),
+                 asio::detached);
   if (admission_) asio::co_spawn(main_ioc_, AdmissionLoop(), asio::detached);
   if (plain_acceptor_.is_open()) {
     asio::co_spawn(main_ioc_, AcceptLoop(plain_acceptor_, false), asio::detached);
@@ -308,6 +314,39 @@ std::string Server::RenderAllMetrics() const {
   out += RenderFilterMetrics(coalescer_.get(), event_filter_.get());
   out += RenderReviewMetrics(authentication_stats_, authorization_stats_);
   return out;
+}
+
+asio::awaitable<void> Server::CheckDelegation(UpstreamPool& own_pool) {
+  // (group, resource): the reviews that identify clients and authorize their cached reads.
+  static constexpr std::pair<std::string_view, std::string_view> kReviews[] = {
+      {"authentication.k8s.io", "tokenreviews"}, {"authorization.k8s.io", "subjectaccessreviews"}};
+  for (const auto& [group, resource] : kReviews) {
+    std::string body =
+        absl::StrCat(R"({"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview",)",
+                     R"("spec":{"resourceAttributes":{"verb":"create","group":")", ToAbsl(group),
+                     R"(","resource":")", ToAbsl(resource), R"("}}})");
+    auto res = co_await UpstreamCall(
+        own_pool, http::verb::post, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        own_credentials_->Header(), std::move(body), std::chrono::seconds(10));
+    rapidjson::Document doc;
+    const bool answered = res.ok() && res->status == 201 && ParseJson(res->body, doc).ok() &&
+                          doc.IsObject() && doc.HasMember("status") && doc["status"].IsObject();
+    if (!answered) {
+      log_.Warning("could not check kube-fanout's own permissions",
+                   {{"resource", resource},
+                    {"error", res.ok() ? absl::StrCat("HTTP ", res->status)
+                                       : std::string(res.status().message())}});
+      continue;
+    }
+    const auto& st = doc["status"];
+    if (!st.HasMember("allowed") || !st["allowed"].IsBool() || !st["allowed"].GetBool()) {
+      log_.Warning(
+          "kube-fanout's own identity may not create this review: clients cannot be identified, "
+          "and every cached read passes through to the apiserver; bind the "
+          "system:auth-delegator ClusterRole to it (docs/identity.md)",
+          {{"resource", absl::StrCat(ToAbsl(resource), ".", ToAbsl(group))}});
+    }
+  }
 }
 
 Worker& Server::NextWorker() {

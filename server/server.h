@@ -62,6 +62,8 @@ class Server {
   asio::awaitable<void> Drain();
   // Expires queued requests; re-reads --admission-config when it changes.
   asio::awaitable<void> AdmissionLoop();
+  // Warns when kube-fanout's own identity may not make TokenReviews or SubjectAccessReviews.
+  asio::awaitable<void> CheckDelegation(UpstreamPool& own_pool);
   Worker& NextWorker();
   // The steps of Start(), in order.
   absl::Status MakeUpstreamTls();
