@@ -52,9 +52,13 @@ struct Exchange {
   Route route = Route::kPassthrough;
   Answer answer = Answer::kPassthrough;
   std::optional<Identity> user;  // Set by the identity filter, when it ran and knew.
-  std::string priority_level;    // Admission's, when admission ran.
-  std::string upstream;          // The upstream endpoint used, for the log.
-  std::string error;             // Why it ended early or was refused, for the log.
+  // Set by the identity filter: no credentials, or ones the apiserver does not accept (the
+  // apiserver's system:anonymous or its 401). Neither this nor `user`: unknown (not asked, or
+  // the apiserver could not be asked).
+  bool unauthenticated = false;
+  std::string priority_level;  // Admission's, when admission ran.
+  std::string upstream;        // The upstream endpoint used, for the log.
+  std::string error;           // Why it ended early or was refused, for the log.
   absl::Time start = absl::Now();
 
   bool stopping() const { return stop.requested; }

@@ -14,6 +14,11 @@ ratelimit::RequestAttributes AdmissionFilter::Attributes(const Exchange& x) {
   if (x.user) {
     a.user = x.user->username;
     a.groups = x.user->groups;
+  } else if (x.unauthenticated) {
+    // As the apiserver's APF sees them: one user, whatever their user agent or address says,
+    // so rotating either buys no budget or queue of its own.
+    a.user = "system:anonymous";
+    a.groups = {"system:unauthenticated"};
   }
   a.user_agent = std::string(r.headers[beast::http::field::user_agent]);
   a.source = r.remote_ip;

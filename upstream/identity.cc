@@ -94,26 +94,39 @@ std::optional<UserInfo> Authenticator::ParseReview(std::string_view body) {
 
 asio::awaitable<std::optional<UserInfo>> Authenticator::Authenticate(UpstreamPool& own_pool,
                                                                      const Request& request,
-                                                                     bool allow_stale) {
-  if (request.client_cert != nullptr && request.client_cert->authenticates()) {
-    co_return CertificateUser(*request.client_cert);
-  }
+                                                                     bool allow_stale,
+                                                                     bool* unauthenticated) {
+  bool ignored = false;
+  bool& no_user = unauthenticated != nullptr ? *unauthenticated : ignored;
+  no_user = false;
+  const ClientCertificate* cert = request.client_cert;
+  if (cert != nullptr && cert->authenticates()) co_return CertificateUser(*cert);
   const std::string_view token = BearerToken(request.headers);
-  if (token.empty()) co_return std::nullopt;
+  if (token.empty()) {
+    no_user = true;  // Anonymous, or (a certificate that does not verify) refused.
+    co_return std::nullopt;
+  }
   const std::string key = TokenKey(token);
   const auto now = std::chrono::steady_clock::now();
   if (const auto* e = entries_.Find(key); e != nullptr && e->fresh(now)) {
     stats_.Count(stats_.cache_hits);
+    no_user = !e->value.has_value();
     co_return e->value;
   }
   const std::string tok(token);
   auto answer = co_await flights_.Do(
       key, [this, &own_pool, &tok, &key] { return Review(own_pool, tok, key); });
-  if (answer) co_return *answer;
+  if (answer) {
+    no_user = !answer->has_value();
+    co_return *answer;
+  }
   // No answer (the apiserver overloaded, unreachable): an expired entry stays until replaced,
   // so the last answer can still classify the request rather than "unknown", which would put
   // every such client into one shared, rate-limited flow.
-  if (const auto* e = entries_.Find(key); allow_stale && e != nullptr) co_return e->value;
+  if (const auto* e = entries_.Find(key); allow_stale && e != nullptr) {
+    no_user = !e->value.has_value();
+    co_return e->value;
+  }
   co_return std::nullopt;
 }
 

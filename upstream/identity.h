@@ -51,8 +51,11 @@ class Authenticator {
   // unknown. `own_pool` is a pool of kube-fanout's own connections. `allow_stale`: when the
   // apiserver cannot be asked, the last answer for the token, however old (for classifying a
   // request, never for serving data).
+  // `unauthenticated` (optional): set when the answer is that the request has no credentials
+  // or ones the apiserver does not accept, rather than that it could not be asked.
   asio::awaitable<std::optional<UserInfo>> Authenticate(UpstreamPool& own_pool,
-                                                        const Request& request, bool allow_stale);
+                                                        const Request& request, bool allow_stale,
+                                                        bool* unauthenticated = nullptr);
 
   // The TokenReview body for `token`, and its answer's user (nullopt: not authenticated).
   static std::string ReviewBody(std::string_view token);

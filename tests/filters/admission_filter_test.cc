@@ -138,6 +138,13 @@ TEST_CASE("AdmissionFilter classifies by the identity, the verb and the request'
   CHECK(v.path == "/version");
   CHECK(v.user.empty());
   CHECK_FALSE(v.long_running);
+
+  // No credentials, or rejected ones: one anonymous user, as APF has it.
+  vx.unauthenticated = true;
+  const ratelimit::RequestAttributes anon = AdmissionFilter::Attributes(vx);
+  CHECK(anon.user == "system:anonymous");
+  CHECK(anon.groups == std::vector<std::string>{"system:unauthenticated"});
+  CHECK(anon.user_agent.empty());
 }
 
 }  // namespace

@@ -296,3 +296,21 @@ def test_a_certificate_nobody_signed_is_refused_unless_a_token_vouches(world, tm
                             cert=world.cert_a, token=world.cluster.token("admin"))
     world.same_bytes(node_and_admin, "GET", f"/api/v1/namespaces/{world.ns}/secrets/secret-unused",
                      403)
+
+
+def test_anonymous_callers_share_one_flow_whatever_their_user_agent(world):
+    # As the apiserver's APF: every unauthenticated caller is system:anonymous, so rotating the
+    # user agent buys no budget of its own. The default global-default flow meters GET/LIST at
+    # 20/s with a burst of 40: 80 quick requests, each with a new user agent, must meet 429s.
+    anonymous = Caller(world.cluster, "anonymous, rotating user agents")
+    statuses = []
+    for i in range(80):
+        st, _ = anonymous.call(world.proxy.secure_port, "GET", "/api/v1/namespaces/default/pods",
+                               headers={"User-Agent": f"rotating-agent-{i}/1.0"})
+        statuses.append(st)
+    assert statuses[0] == 403, statuses  # Passed through: the apiserver's own refusal.
+    assert statuses.count(429) >= 10, statuses
+    # A token user is a flow of its own: not held back by the anonymous flow's budget.
+    alice = Caller(world.cluster, "kf-alice", token=world.cluster.token("alice"))
+    assert alice.call(world.proxy.secure_port, "GET", "/api/v1/namespaces/default/pods")[0] == 403
+    time.sleep(3)  # The anonymous bucket refills for whatever runs next.
