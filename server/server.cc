@@ -249,8 +249,13 @@ absl::Status Server::StartWorkers() {
                   workers_.back()->events_own_pool(),
                   [creds = own_credentials_.get()] { return creds->Header(); });
   }
-  asio::co_spawn(workers_.back()->ioc(), CheckDelegation(workers_.back()->own_pool()),
-                 asio::detached);
+  // Only the cache and admission ask the apiserver about clients.
+  if (cache_ || admission_) {
+    asio::co_spawn(workers_.back()->ioc(), CheckDelegation(workers_.back()->own_pool()),
+                   asio::detached);
+  } else {
+    delegation_checked_ = true;
+  }
   if (admission_) asio::co_spawn(main_ioc_, AdmissionLoop(), asio::detached);
   if (plain_acceptor_.is_open()) {
     asio::co_spawn(main_ioc_, AcceptLoop(plain_acceptor_, false), asio::detached);
@@ -327,7 +332,7 @@ asio::awaitable<void> Server::CheckDelegation(UpstreamPool& own_pool) {
                      R"(","resource":")", ToAbsl(resource), R"("}}})");
     auto res = co_await UpstreamCall(
         own_pool, http::verb::post, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-        own_credentials_->Header(), std::move(body), std::chrono::seconds(10));
+        own_credentials_->Header(), std::move(body), std::chrono::seconds(5));
     rapidjson::Document doc;
     const bool answered = res.ok() && res->status == 201 && ParseJson(res->body, doc).ok() &&
                           doc.IsObject() && doc.HasMember("status") && doc["status"].IsObject();
@@ -347,6 +352,7 @@ asio::awaitable<void> Server::CheckDelegation(UpstreamPool& own_pool) {
           {{"resource", absl::StrCat(ToAbsl(resource), ".", ToAbsl(group))}});
     }
   }
+  delegation_checked_ = true;
 }
 
 Worker& Server::NextWorker() {
@@ -469,7 +475,8 @@ asio::awaitable<void> Server::Drain() {
   if (left > 0)
     log_.Warning("grace period over, closing connections", {{"open_connections", left}});
   for (auto& w : workers_) {
-    if (left > 0) {
+    // A permission check still waiting for an apiserver that does not answer is abandoned.
+    if (left > 0 || (w == workers_.back() && !delegation_checked_)) {
       w->StopNow();
     } else {
       w->Release();

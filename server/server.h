@@ -64,6 +64,7 @@ class Server {
   asio::awaitable<void> AdmissionLoop();
   // Warns when kube-fanout's own identity may not make TokenReviews or SubjectAccessReviews.
   asio::awaitable<void> CheckDelegation(UpstreamPool& own_pool);
+  std::atomic<bool> delegation_checked_{false};
   Worker& NextWorker();
   // The steps of Start(), in order.
   absl::Status MakeUpstreamTls();
