@@ -17,4 +17,11 @@ asio::awaitable<bool> LocalHandler::Serve(Exchange& x) {
   co_return true;
 }
 
+asio::awaitable<bool> NotFoundHandler::Serve(Exchange& x) {
+  const beast::error_code ec =
+      co_await WriteWhole(*x.response, 404, "text/plain; charset=utf-8", "404 page not found\n");
+  if (ec) x.error = ec.message();
+  co_return true;
+}
+
 }  // namespace kf

@@ -27,6 +27,13 @@ class LocalHandler : public Handler {
   std::function<std::string()> metrics_;
 };
 
+// NotFoundHandler: the --metrics-listen listener's answer to anything that is not one of
+// LocalHandler's paths: Go's 404 "404 page not found", so that listener serves nothing else.
+class NotFoundHandler : public Handler {
+ public:
+  asio::awaitable<bool> Serve(Exchange& x) override;
+};
+
 }  // namespace kf
 
 #endif  // KUBE_FANOUT_SERVER_LOCAL_HANDLER_H_

@@ -1,7 +1,10 @@
 #include "server/options.h"
 
+#include <algorithm>
+#include <boost/asio/ip/address.hpp>
 #include <boost/program_options.hpp>
 #include <cstdlib>
+#include <set>
 #include <sstream>
 
 #include "absl/status/status.h"
@@ -11,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/strings.h"
+#include "server/config_file.h"
 
 namespace kf {
 namespace po = boost::program_options;
@@ -34,6 +38,12 @@ po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
      "--secure-listen is given.")
     ("secure-listen", po::value(&o->secure_listen)->value_name("HOST:PORT"),
      "Serve HTTPS on this address; needs --tls-cert-file and --tls-private-key-file.")
+    ("metrics-listen", po::value(&o->metrics_listen)->value_name("HOST:PORT"),
+     "Serve /healthz, /livez, /readyz and /metrics, and nothing else, over plain HTTP on this "
+     "address (for probes and Prometheus; the API stays on the other listeners).")
+    ("allow-insecure-listen", po::bool_switch(&o->allow_insecure_listen),
+     "Allow --listen on a non-loopback address: the whole API in plain HTTP, clients' bearer "
+     "tokens in clear text on the network. Without it such a --listen is an error.")
     ("tls-cert-file", po::value(&o->tls_cert_file)->value_name("PATH"),
      "PEM certificate (chain) served on --secure-listen.")
     ("tls-private-key-file", po::value(&o->tls_private_key_file)->value_name("PATH"),
@@ -146,10 +156,54 @@ po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
      "requests this long to finish.")
     ("v", po::value(&o->verbosity)->value_name("N")->default_value(0),
      "Log verbosity: 0 requests and warnings, 4 and above adds debug lines.")
+    ("config", po::value(&o->config_file)->value_name("PATH"),
+     "YAML file of flags: their names as keys (a list for a repeatable flag), e.g. "
+     "\"secure-listen: 0.0.0.0:6443\". Flags on the command line win; unknown keys are errors.")
     ("version", po::bool_switch(&o->version), "Print the version and exit.")
     ("help,h", po::bool_switch(&o->help), "Print this help and exit.");
   // clang-format on
   return d;
+}
+
+// "--name=" (an empty value, as Kubernetes flags allow) becomes "--name", which Boost reads as
+// the option's implicit value; Boost rejects the former.
+void EmptyValueToImplicit(std::string& a) {
+  if (a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=' && a.find('=') == a.size() - 1) {
+    a.pop_back();
+  }
+}
+
+// --help's topics, in order; a flag named in none is listed under "Other flags".
+struct Topic {
+  const char* title;
+  std::vector<std::string_view> flags;
+};
+const std::vector<Topic>& Topics() {
+  static const auto* topics = new std::vector<Topic>{
+      {"Listener",
+       {"listen", "secure-listen", "tls-cert-file", "tls-private-key-file", "metrics-listen",
+        "allow-insecure-listen"}},
+      {"Client authentication and authorization",
+       {"client-ca-file", "proxy-client-cert-file", "proxy-client-key-file",
+        "requestheader-username-headers", "requestheader-group-headers",
+        "requestheader-uid-headers", "requestheader-extra-headers-prefix",
+        "authentication-token-webhook-cache-ttl",
+        "authentication-token-webhook-cache-unauthorized-ttl",
+        "authorization-webhook-cache-authorized-ttl",
+        "authorization-webhook-cache-unauthorized-ttl", "authentication-cache-max-entries",
+        "authorization-cache-max-entries"}},
+      {"Upstream",
+       {"kubeconfig", "context", "upstream", "events-upstream", "upstream-ca-file",
+        "upstream-token-file", "upstream-insecure-skip-tls-verify", "upstream-dial-timeout"}},
+      {"Cache",
+       {"cache-resources", "watch-cache-window-bytes", "watcher-max-queue-bytes",
+        "watch-bookmark-interval"}},
+      {"Admission and passthrough",
+       {"enable-admission", "admission-config", "max-passthrough-in-flight", "event-spam-filter",
+        "coalesce-reads"}},
+      {"Process", {"config", "threads", "shutdown-grace-period", "v", "version", "help"}},
+  };
+  return *topics;
 }
 
 absl::Status ParseDurationFlag(std::string_view name, const std::string& text,
@@ -189,24 +243,23 @@ absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv) {
   ProxyOptions o;
   RawFlags raw;
   po::options_description desc = Describe(&o, &raw);
-  // "--name=" (an empty value, as Kubernetes flags allow) becomes "--name", which Boost reads
-  // as the option's implicit value; Boost rejects the former.
-  std::vector<std::string> args;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=' && a.find('=') == a.size() - 1) {
-      a.pop_back();
-    }
-    args.push_back(std::move(a));
-  }
+  std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
+  for (std::string& a : args) EmptyValueToImplicit(a);
   try {
+    constexpr int kStyle =
+        po::command_line_style::unix_style | po::command_line_style::allow_long_disguise;
     po::variables_map vm;
-    po::store(
-        po::command_line_parser(args)
-            .options(desc)
-            .style(po::command_line_style::unix_style | po::command_line_style::allow_long_disguise)
-            .run(),
-        vm);
+    const po::parsed_options given =
+        po::command_line_parser(args).options(desc).style(kStyle).run();
+    po::store(given, vm);
+    if (vm.count("config")) {
+      std::set<std::string> on_command_line;
+      for (const po::option& opt : given.options) on_command_line.insert(opt.string_key);
+      auto file_args = ReadConfigFileArgs(vm["config"].as<std::string>(), desc, on_command_line);
+      if (!file_args.ok()) return file_args.status();
+      for (std::string& a : *file_args) EmptyValueToImplicit(a);
+      po::store(po::command_line_parser(*file_args).options(desc).style(kStyle).run(), vm);
+    }
     po::notify(vm);
     if (vm.count("cache-resources")) {
       o.cache_resources_set = true;
@@ -259,14 +312,42 @@ std::string HelpText() {
       << "Usage:\n  kube-fanout [flags]\n\n"
       << "Upstream: --upstream URLs, else --kubeconfig, else the in-cluster ServiceAccount,\n"
       << "else $KUBECONFIG. Clients' requests pass through with their own credentials.\n\n"
-      << Describe(&o, &raw);
+      << "Flags on the command line win over those read from --config.\n";
+  const po::options_description all = Describe(&o, &raw);
+  std::vector<po::options_description> groups;
+  for (const Topic& t : Topics()) groups.emplace_back(std::string(t.title) + " flags", 100, 50);
+  po::options_description other("Other flags", 100, 50);
+  for (const auto& flag : all.options()) {
+    po::options_description* group = &other;
+    for (size_t i = 0; i < Topics().size(); ++i) {
+      const auto& names = Topics()[i].flags;
+      if (std::find(names.begin(), names.end(), flag->long_name()) != names.end()) {
+        group = &groups[i];
+      }
+    }
+    group->add(flag);
+  }
+  for (const auto& g : groups) out << "\n" << g;
+  if (!other.options().empty()) out << "\n" << other;
   return out.str();
 }
 
 absl::Status Validate(const ProxyOptions& o) {
-  for (const std::string* addr : {&o.listen, &o.secure_listen}) {
+  for (const std::string* addr : {&o.listen, &o.secure_listen, &o.metrics_listen}) {
     if (addr->empty()) continue;
     if (auto hp = HostPort::Parse(*addr); !hp.ok()) return hp.status();
+  }
+  if (!o.listen.empty() && !o.allow_insecure_listen) {
+    boost::system::error_code ec;
+    const auto ip = boost::asio::ip::make_address(HostPort::Parse(o.listen)->host, ec);
+    if (ec || !ip.is_loopback()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--listen=", o.listen,
+          " is not a loopback address: it would serve the API over plain HTTP, clients' bearer "
+          "tokens in clear text. Serve the API with --secure-listen, bind --listen to "
+          "127.0.0.1 or [::1], put probes and Prometheus on --metrics-listen, or pass "
+          "--allow-insecure-listen to do it anyway"));
+    }
   }
   if (!o.secure_listen.empty() && (o.tls_cert_file.empty() || o.tls_private_key_file.empty())) {
     return absl::InvalidArgumentError(

@@ -22,8 +22,11 @@ struct HostPort {
 };
 
 struct ProxyOptions {
-  std::string listen;         // Plain HTTP listener, HOST:PORT.
-  std::string secure_listen;  // HTTPS listener, HOST:PORT.
+  std::string listen;                  // Plain HTTP listener, HOST:PORT.
+  std::string secure_listen;           // HTTPS listener, HOST:PORT.
+  std::string metrics_listen;          // Health and metrics only, plain HTTP, HOST:PORT.
+  bool allow_insecure_listen = false;  // --listen on a non-loopback address anyway.
+  std::string config_file;             // --config: the YAML file the flags were read from.
   std::string tls_cert_file;
   std::string tls_private_key_file;
   std::string client_ca_file;  // Verify client certificates on --secure-listen against it.
@@ -68,13 +71,16 @@ struct ProxyOptions {
   bool version = false;
 };
 
-// Parses argv. InvalidArgument with a one-line reason on unknown flags or bad values.
+// Parses argv, and the --config file if one is given (command-line flags win over it).
+// InvalidArgument with a one-line reason on unknown flags or keys, or bad values.
 absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv);
 
-// The --help text: usage line and every flag with its default.
+// The --help text: usage line and every flag with its default, grouped by topic.
 std::string HelpText();
 
-// Checks the combination of flags (listeners, TLS files, upstream sources).
+// Checks the combination of flags (listeners, TLS files, upstream sources). A plain --listen
+// (the whole API, clients' tokens in clear text) must be on loopback unless
+// --allow-insecure-listen.
 absl::Status Validate(const ProxyOptions& options);
 
 // The upstream in order of precedence: --upstream flags, --kubeconfig, the in-cluster

@@ -209,6 +209,10 @@ absl::Status Server::ListenAll() {
     if (auto s = Listen(options_.secure_listen, tls_acceptor_, &secure_listen_port_); !s.ok())
       return s;
   }
+  if (!options_.metrics_listen.empty()) {
+    if (auto s = Listen(options_.metrics_listen, metrics_acceptor_, &metrics_listen_port_); !s.ok())
+      return s;
+  }
 
   return absl::OkStatus();
 }
@@ -263,6 +267,15 @@ absl::Status Server::StartWorkers() {
   if (tls_acceptor_.is_open()) {
     asio::co_spawn(main_ioc_, AcceptLoop(tls_acceptor_, true), asio::detached);
   }
+  if (metrics_acceptor_.is_open()) {
+    PipelineStages stages;
+    stages.routes.is_local = &LocalHandler::Serves;
+    stages.local = local_.get();
+    stages.relay = &not_found_;
+    metrics_pipeline_ = std::make_unique<Pipeline>(std::move(stages), log_, route_stats_);
+    asio::co_spawn(main_ioc_, AcceptLoop(metrics_acceptor_, false, metrics_pipeline_.get()),
+                   asio::detached);
+  }
   return absl::OkStatus();
 }
 
@@ -278,6 +291,10 @@ void Server::LogServing() const {
         options_.secure_listen.empty()
             ? ""
             : absl::StrCat(options_.secure_listen, " (port ", secure_listen_port_, ")")},
+       {"metrics_listen",
+        options_.metrics_listen.empty()
+            ? ""
+            : absl::StrCat(options_.metrics_listen, " (port ", metrics_listen_port_, ")")},
        {"upstream", upstreams},
        {"upstream_source", upstream_.source},
        {"threads", static_cast<int64_t>(session_workers_)}});
@@ -368,10 +385,12 @@ Worker& Server::NextWorker() {
   return *best;
 }
 
-asio::awaitable<void> Server::AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool tls) {
+asio::awaitable<void> Server::AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool tls,
+                                         Pipeline* only) {
   asio::steady_timer backoff(main_ioc_);
   while (acceptor.is_open()) {
-    Worker& worker = NextWorker();
+    Worker& worker = only != nullptr ? *workers_[0] : NextWorker();
+    if (only != nullptr) worker.sessions().AddConnection();
     auto [ec, socket] = co_await acceptor.async_accept(worker.ioc(), use_nothrow);
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
     if (ec) {
@@ -385,15 +404,15 @@ asio::awaitable<void> Server::AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool
     socket.set_option(asio::ip::tcp::no_delay(true), ignored);
     std::string remote = RemoteOf(socket);  // NOLINT
     // The session is created on its worker's thread, where it will live.
-    asio::post(worker.ioc(), [this, &worker, tls, remote = std::move(remote),
+    Pipeline& pipeline = only != nullptr ? *only : worker.pipeline();
+    asio::post(worker.ioc(), [this, &worker, &pipeline, tls, remote = std::move(remote),
                               socket = std::move(socket)]() mutable {
       beast::tcp_stream tcp(std::move(socket));
       auto stream =
           tls ? std::make_unique<AnyStream>(AnyStream::TlsStream(std::move(tcp), *server_tls_))
               : std::make_unique<AnyStream>(std::move(tcp));
-      auto session =
-          std::make_shared<HttpSession>(std::move(stream), std::move(remote), worker.pipeline(),
-                                        worker.sessions(), active_sessions_, log_);
+      auto session = std::make_shared<HttpSession>(std::move(stream), std::move(remote), pipeline,
+                                                   worker.sessions(), active_sessions_, log_);
       if (shutting_down_) return;  // The session's end uncounts the connection.
       session->Start(worker.ioc().get_executor());
     });
@@ -421,6 +440,7 @@ void Server::BeginShutdown(int signal) {
   beast::error_code ignored;
   plain_acceptor_.close(ignored);
   tls_acceptor_.close(ignored);
+  metrics_acceptor_.close(ignored);
   if (cache_) cache_->Stop();
   for (auto& w : workers_) {
     asio::post(w->ioc(), [worker = w.get()] { worker->sessions().StopAll(); });

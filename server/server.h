@@ -50,12 +50,16 @@ class Server {
   // The bound ports (after Start), useful when listening on port 0.
   uint16_t listen_port() const { return listen_port_; }
   uint16_t secure_listen_port() const { return secure_listen_port_; }
+  uint16_t metrics_listen_port() const { return metrics_listen_port_; }
   const CachedResources* cache() const { return cache_.get(); }
   const CacheServeStats& cache_stats() const { return cache_stats_; }
   int64_t active_sessions() const { return active_sessions_.load(); }
 
  private:
-  asio::awaitable<void> AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool tls);
+  // `only`: the pipeline for every connection (the metrics listener's, on the first worker);
+  // null: each worker's own, connections spread over the workers.
+  asio::awaitable<void> AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool tls,
+                                   Pipeline* only = nullptr);
   absl::Status Listen(const std::string& address, asio::ip::tcp::acceptor& acceptor,
                       uint16_t* port);
   void BeginShutdown(int signal);
@@ -94,6 +98,8 @@ class Server {
   std::string admission_config_text_;  // What the admission configuration was read from.
   // The pipeline's shared stages (each worker adds its own: identity, cache, relay).
   std::unique_ptr<LocalHandler> local_;
+  NotFoundHandler not_found_;
+  std::unique_ptr<Pipeline> metrics_pipeline_;  // --metrics-listen: local paths, else 404.
   std::unique_ptr<AdmissionFilter> admission_filter_;
   ContinueFilter continue_filter_;
   std::unique_ptr<CoalescingFilter> coalescing_filter_;
@@ -104,6 +110,7 @@ class Server {
   asio::io_context main_ioc_{1};
   asio::ip::tcp::acceptor plain_acceptor_{main_ioc_};
   asio::ip::tcp::acceptor tls_acceptor_{main_ioc_};
+  asio::ip::tcp::acceptor metrics_acceptor_{main_ioc_};
   std::unique_ptr<asio::ssl::context> server_tls_;
   std::unique_ptr<asio::ssl::context> passthrough_tls_;
   std::unique_ptr<asio::ssl::context> own_tls_;
@@ -116,6 +123,7 @@ class Server {
   size_t session_workers_ = 0;
   uint16_t listen_port_ = 0;
   uint16_t secure_listen_port_ = 0;
+  uint16_t metrics_listen_port_ = 0;
   bool shutting_down_ = false;
 };
 

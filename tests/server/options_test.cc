@@ -48,6 +48,44 @@ TEST_CASE("Validate insists on certificate and key for --secure-listen") {
   CHECK_FALSE(Validate(*o).ok());
 }
 
+TEST_CASE("A plain --listen off loopback is refused unless --allow-insecure-listen") {
+  for (const char* ok : {"127.0.0.1:8001", "[::1]:8001", "127.0.0.2:8001"}) {
+    const std::string flag = std::string("--listen=") + ok;
+    INFO(flag);
+    auto o = Parse({flag.c_str()});
+    REQUIRE(o.ok());
+    CHECK(Validate(*o).ok());
+  }
+  auto open = Parse({"--listen=0.0.0.0:8001", "--metrics-listen=0.0.0.0:8080"});
+  REQUIRE(open.ok());
+  const absl::Status refused = Validate(*open);
+  CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(refused.message()).find("--allow-insecure-listen") != std::string::npos);
+  CHECK_FALSE(Validate(*Parse({"--listen=:8001"})).ok());
+  CHECK_FALSE(Validate(*Parse({"--listen=10.0.0.1:8001"})).ok());
+  CHECK(Validate(*Parse({"--listen=0.0.0.0:8001", "--allow-insecure-listen"})).ok());
+  CHECK(Validate(*Parse({"--metrics-listen=0.0.0.0:8080", "--listen=127.0.0.1:1"})).ok());
+  CHECK_FALSE(Validate(*Parse({"--metrics-listen=nope"})).ok());
+}
+
+TEST_CASE("The help text groups the flags by topic, each flag once") {
+  const std::string help = HelpText();
+  size_t last = 0;
+  for (const char* group :
+       {"Listener flags:", "Client authentication and authorization flags:", "Upstream flags:",
+        "Cache flags:", "Admission and passthrough flags:", "Process flags:"}) {
+    INFO(group);
+    const size_t at = help.find(group);
+    REQUIRE(at != std::string::npos);
+    CHECK(at > last);
+    last = at;
+  }
+  CHECK(help.find("Other flags:") == std::string::npos);
+  CHECK(help.find("--metrics-listen") < help.find("Upstream flags:"));
+  CHECK(help.find("  --config PATH") > help.find("Process flags:"));
+  CHECK(help.find("  --upstream URL") == help.rfind("  --upstream URL"));
+}
+
 TEST_CASE("HostPort accepts IPv4, bracketed IPv6 and an empty host") {
   CHECK(HostPort::Parse("127.0.0.1:80")->port == 80);
   CHECK(HostPort::Parse("[::1]:8443")->host == "::1");
@@ -77,7 +115,10 @@ TEST_CASE("The help text lists every flag") {
                            "--cache-resources",
                            "--watch-cache-window-bytes",
                            "--watcher-max-queue-bytes",
-                           "--watch-bookmark-interval"}) {
+                           "--watch-bookmark-interval",
+                           "--metrics-listen",
+                           "--allow-insecure-listen",
+                           "--config"}) {
     INFO(flag);
     CHECK(help.find(flag) != std::string::npos);
   }
