@@ -1,22 +1,24 @@
-"""The in-cluster manifest (deploy/kubernetes/kube-fanout.yaml) against the real apiserver."""
+"""The in-cluster manifests (deploy/kubernetes/overlays/in-cluster) against the real apiserver.
+
+Every overlay's rendering and dry run: test_operate.py."""
 import json
 import pathlib
 import time
 
 from kfrig import Proxy, metric_values
 
-MANIFEST = pathlib.Path(__file__).resolve().parents[2] / "deploy/kubernetes/kube-fanout.yaml"
+MANIFEST = pathlib.Path(__file__).resolve().parents[2] / "deploy/kubernetes/overlays/in-cluster"
 
 
 def test_manifest_is_accepted_by_the_apiserver(cluster):
-    out = cluster.kubectl("apply", "--dry-run=server", "-f", str(MANIFEST))
-    assert out.stdout.count("(server dry run)") == 6
+    out = cluster.kubectl("apply", "--dry-run=server", "-k", str(MANIFEST))
+    assert out.stdout.count("(server dry run)") == 8
 
 
 def test_the_manifests_rbac_is_enough_for_every_cache(cluster, tmp_path):
     # kube-fanout running as the manifest's ServiceAccount, with only its ClusterRole, syncs
     # every default cache (and is ready), and serves a cached read.
-    cluster.kubectl("apply", "-f", str(MANIFEST))
+    cluster.kubectl("apply", "-k", str(MANIFEST))
     token = cluster.kubectl("create", "token", "kube-fanout", "-n", "kube-system").stdout.strip()
     token_file = tmp_path / "token"
     token_file.write_text(token)
