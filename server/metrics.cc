@@ -1,8 +1,17 @@
 #include "server/metrics.h"
 
-#include <chrono>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <charconv>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/strings.h"
 #include "passthrough/coalescer.h"
 #include "ratelimit/event_filter.h"
@@ -36,9 +45,13 @@ class Writer {
     absl::StrAppend(&out_, "# HELP ", ToAbsl(name), " ", ToAbsl(help), "\n# TYPE ", ToAbsl(name),
                     " ", ToAbsl(type), "\n");
   }
+  // The value in the shortest form that reads back exactly (as Go's client writes it):
+  // StrCat's six significant digits would round a resourceVersion or a byte counter.
   void Sample(std::string_view name, std::string_view labels, double value) {
+    char digits[32];
+    const auto end = std::to_chars(digits, digits + sizeof(digits), value).ptr;
     absl::StrAppend(&out_, ToAbsl(name), labels.empty() ? "" : "{", ToAbsl(labels),
-                    labels.empty() ? "" : "}", " ", value, "\n");
+                    labels.empty() ? "" : "}", " ", absl::string_view(digits, end - digits), "\n");
   }
   std::string Take() { return std::move(out_); }
 
@@ -260,6 +273,51 @@ std::string RenderReviewMetrics(const ReviewStats& authentication,
   w.Family("kube_fanout_access_review_cache_hits_total", "counter",
            "Cached-read authorizations answered from the cache of SubjectAccessReview answers.");
   w.Sample("kube_fanout_access_review_cache_hits_total", "", load(authorization.cache_hits));
+  return w.Take();
+}
+
+std::string RenderProcessMetrics() {
+  // /proc/self/stat: the fields after the command's closing parenthesis, numbered from 3
+  // (proc(5)): 14 utime, 15 stime, 22 starttime (clock ticks), 24 rss (pages).
+  std::ifstream stat_file("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return "";
+  const std::vector<absl::string_view> fields =
+      absl::StrSplit(absl::string_view(stat).substr(paren + 2), ' ');
+  auto field = [&fields](size_t n) {
+    double v = 0;
+    return n - 3 < fields.size() && absl::SimpleAtod(fields[n - 3], &v) ? v : 0.0;
+  };
+  const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
+  const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
+  double boot_time = 0;  // /proc/stat's btime: the boot's Unix time.
+  std::ifstream proc_stat("/proc/stat");
+  for (std::string line; std::getline(proc_stat, line);) {
+    absl::string_view rest = line;
+    if (absl::ConsumePrefix(&rest, "btime ")) absl::SimpleAtod(rest, &boot_time);
+  }
+  std::error_code ec;
+  double open_fds = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++open_fds;
+  }
+  rlimit nofile{};
+  getrlimit(RLIMIT_NOFILE, &nofile);
+
+  Writer w;
+  w.Family("process_cpu_seconds_total", "counter", "Total user and system CPU time in seconds.");
+  w.Sample("process_cpu_seconds_total", "", (field(14) + field(15)) / ticks);
+  w.Family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+  w.Sample("process_resident_memory_bytes", "", field(24) * page);
+  w.Family("process_open_fds", "gauge", "Number of open file descriptors.");
+  w.Sample("process_open_fds", "", open_fds);
+  w.Family("process_max_fds", "gauge", "Maximum number of open file descriptors.");
+  w.Sample("process_max_fds", "", static_cast<double>(nofile.rlim_cur));
+  w.Family("process_start_time_seconds", "gauge",
+           "Start time of the process since unix epoch in seconds.");
+  w.Sample("process_start_time_seconds", "", boot_time + field(22) / ticks);
   return w.Take();
 }
 

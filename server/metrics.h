@@ -35,6 +35,10 @@ std::string RenderFilterMetrics(const Coalescer* coalescer,
 // TokenReviews and SubjectAccessReviews: sent (by result) and answered from the caches.
 std::string RenderReviewMetrics(const ReviewStats& authentication,
                                 const ReviewStats& authorization);
+// The process_* families every Prometheus client library exports (resident memory, CPU
+// seconds, open and maximum descriptors, start time), read from /proc/self; empty where /proc
+// cannot be read.
+std::string RenderProcessMetrics();
 
 }  // namespace kf
 

@@ -335,6 +335,7 @@ std::string Server::RenderAllMetrics() const {
   }
   out += RenderFilterMetrics(coalescer_.get(), event_filter_.get());
   out += RenderReviewMetrics(authentication_stats_, authorization_stats_);
+  out += RenderProcessMetrics();
   return out;
 }
 

@@ -335,7 +335,7 @@ def dashboard_queries():
 
 
 def metric_names(text):
-    return set(re.findall(r"\b(kube_fanout_[a-z_]+)", text))
+    return set(re.findall(r"\b((?:kube_fanout|process)_[a-z_]+)", text))
 
 
 class Prometheus:
@@ -437,7 +437,7 @@ def test_prometheus_scrapes_kube_fanout_and_every_dashboard_query_returns_data(
         assert value('sum(kube_fanout_events_dispatched_total{resource="configmaps"})') >= 3
         assert value('sum(kube_fanout_upstream_events_total{resource="configmaps"})') >= 3
         assert value('sum(kube_fanout_upstream_watches_total{resource="configmaps"})') >= 1
-        assert value('sum(kube_fanout_cache_access_checks_total{result="allowed"})') >= 1
+        assert value('sum(kube_fanout_access_reviews_total{result="allowed"})') >= 1
         by_flow = prom.query('sum by (flow_schema, reason) '
                              '(kube_fanout_admission_rejected_requests_total)')
         assert [(r["metric"]["reason"], float(r["value"][1])) for r in by_flow] == \

@@ -28,7 +28,8 @@ absl::StatusOr<std::vector<std::string>> Args(const std::string& text,
   return ConfigFileArgs("f.yaml", text, Flags(), skip);
 }
 
-TEST_CASE("A config file's keys become flags; lists repeat or join; switches appear when true") {
+TEST_CASE(
+    "A config file's keys become flags, lists repeating or joined, switches present when true") {
   auto args = Args(
       "apiVersion: kube-fanout.io/v1alpha1\nkind: KubeFanoutConfiguration\n"
       "secure-listen: 0.0.0.0:6443\nupstream: [https://a:6443, https://b:6443]\n"

@@ -1,7 +1,10 @@
 #include "server/local_handler.h"
 
 #include <catch2/catch.hpp>
+#include <chrono>
 
+#include "serve/serve_stats.h"
+#include "server/metrics.h"
 #include "tests/edge/test_support.h"
 
 namespace kf::test {
@@ -66,3 +69,43 @@ TEST_CASE("LocalHandler declines, writing nothing, a path that is not its own") 
 
 }  // namespace
 }  // namespace kf::test
+
+namespace kf {
+namespace {
+
+TEST_CASE("RenderProcessMetrics reports this process's memory, CPU, descriptors and start") {
+  const std::string text = RenderProcessMetrics();
+  auto value = [&text](const std::string& name) {
+    const size_t at = text.find("\n" + name + " ");
+    REQUIRE(at != std::string::npos);
+    return std::stod(text.substr(at + name.size() + 2));
+  };
+  CHECK(value("process_resident_memory_bytes") > 1 << 20);
+  CHECK(value("process_cpu_seconds_total") >= 0);
+  CHECK(value("process_open_fds") >= 3);
+  CHECK(value("process_max_fds") >= value("process_open_fds"));
+  const double start = value("process_start_time_seconds");
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  CHECK(start > now - 24 * 3600);
+  CHECK(start <= now + 1);
+}
+
+}  // namespace
+}  // namespace kf
+
+namespace kf {
+namespace {
+
+TEST_CASE("Metric values keep every digit (a byte counter past a million is not rounded)") {
+  CacheServeStats serve;
+  serve.bytes_written = 1234567891;
+  serve.declined = 3;
+  RouteStats routes;
+  const std::string text = RenderMetrics(nullptr, serve, routes, 0);
+  CHECK(text.find("\nkube_fanout_cache_bytes_written_total 1234567891\n") != std::string::npos);
+  CHECK(text.find("\nkube_fanout_cache_declined_total 3\n") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace kf
