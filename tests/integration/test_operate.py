@@ -24,7 +24,7 @@ import urllib.request
 import pytest
 import yaml
 
-from kfrig import BINARY, Proxy, free_port
+from kfrig import BINARY, Proxy, free_port, metric_values
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 IMAGE = ROOT / "build/image/oci"
@@ -230,6 +230,60 @@ def test_the_tier_below_uses_the_first_as_its_upstream(cluster):
         assert svc["spec"]["selector"].items() <= pods.items()
         assert not svc["spec"]["selector"].items() <= \
             other["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_a_tier_below_syncs_from_the_first_and_serves_its_events(cluster, namespace, tmp_path):
+    # The tier overlay's edge, run with its own arguments and config file, its upstream the
+    # top kube-fanout (here on loopback, its certificate from the rig's CA) and its identity
+    # the edge ServiceAccount with only the edge ClusterRole.
+    _, docs = kustomize(cluster, "tier")
+    edge_rbac = [d for d in docs if d["metadata"]["name"] == "kube-fanout-edge"
+                 and d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")]
+    assert len(edge_rbac) == 3
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(edge_rbac))
+    token = cluster.kubectl("create", "token", "kube-fanout-edge", "-n", "kube-system").stdout
+    (tmp_path / "token").write_text(token.strip())
+    edge = next(d for d in docs if d["kind"] == "Deployment"
+                and d["metadata"]["name"] == "kube-fanout-edge")
+    config = next(d for d in docs if d["kind"] == "ConfigMap"
+                  and d["metadata"]["name"].startswith("kube-fanout-config-edge-"))
+    (tmp_path / "config.yaml").write_text(config["data"]["config.yaml"])
+    (tmp_path / "top").mkdir()
+    top = Proxy.start(cluster, tmp_path / "top")
+    try:
+        args = containers_of(edge)[0]["args"]
+        assert args[0] == "--config=/etc/kube-fanout/config/config.yaml"
+        upstream = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in args[1:]}
+        assert set(upstream) == {"--upstream", "--upstream-ca-file", "--upstream-token-file"}
+        crt, key = cluster.issue_serving_cert(tmp_path)
+        secure, metrics = free_port(), free_port()
+        argv = [str(BINARY), f"--config={tmp_path / 'config.yaml'}",
+                f"--upstream=https://127.0.0.1:{top.secure_port}",
+                f"--upstream-ca-file={cluster.env['KF_CA_FILE']}",
+                f"--upstream-token-file={tmp_path / 'token'}",
+                f"--secure-listen=127.0.0.1:{secure}", f"--metrics-listen=127.0.0.1:{metrics}",
+                f"--tls-cert-file={crt}", f"--tls-private-key-file={key}"]
+        with running(argv, tmp_path, metrics) as log_path:
+            assert b"[+]cache-sync ok" in http_get(metrics, "/readyz?verbose")[1]
+            # The edge's reflectors are the top's watchers, one per cached resource.
+            _, top_metrics = http_get(top.port, "/metrics")
+            assert metric_values(top_metrics.decode(), "kube_fanout_cache_requests_total")[
+                '{verb="watch"}'] >= 8
+            watch = cluster.connection(secure, timeout=30)
+            watch.request("GET", f"/api/v1/namespaces/{namespace}/configmaps?watch=1"
+                          "&resourceVersion=0&timeoutSeconds=30",
+                          headers={"Authorization": f"Bearer {cluster.token('admin')}"})
+            resp = watch.getresponse()
+            assert resp.status == 200
+            cluster.kubectl("create", "configmap", "through-two-tiers", "-n", namespace)
+            line = json.loads(resp.readline())
+            assert line["type"] == "ADDED"
+            assert line["object"]["metadata"]["name"] == "through-two-tiers"
+            watch.close()
+            lines = log_path.read_text().splitlines()
+            assert not any('"level":"error"' in l for l in lines)
+    finally:
+        assert top.stop() == 0
 
 
 def test_the_sidecar_listens_on_loopback_as_the_pods_own_service_account(cluster):
