@@ -78,7 +78,7 @@ absl::StatusOr<std::vector<std::string>> ConfigFileArgs(const std::string& path,
     }
     auto values = Scalars(path, key, entry.second);
     if (!values.ok()) return values.status();
-    if (skip.count(key) != 0) continue;         // The command line's value wins.
+    if (skip.contains(key)) continue;           // The command line's value wins.
     if (flag->semantic()->max_tokens() == 0) {  // A switch: present when true.
       if (values->size() != 1 || ((*values)[0] != "true" && (*values)[0] != "false")) {
         return Bad(path, absl::StrCat("\"", key, "\": true or false"));
