@@ -235,11 +235,14 @@ def test_the_tier_below_uses_the_first_as_its_upstream(cluster):
 def test_a_tier_below_syncs_from_the_first_and_serves_its_events(cluster, namespace, tmp_path):
     # The tier overlay's edge, run with its own arguments and config file, its upstream the
     # top kube-fanout (here on loopback, its certificate from the rig's CA) and its identity
-    # the edge ServiceAccount with only the edge ClusterRole.
+    # the edge ServiceAccount with only the edge's RBAC (its ClusterRole, system:auth-delegator).
     _, docs = kustomize(cluster, "tier")
-    edge_rbac = [d for d in docs if d["metadata"]["name"] == "kube-fanout-edge"
+    edge_rbac = [d for d in docs if d["metadata"]["name"].endswith("-edge")
                  and d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")]
-    assert len(edge_rbac) == 3
+    assert sorted(d["metadata"]["name"] for d in edge_rbac) == [
+        "kube-fanout-edge", "kube-fanout-edge", "kube-fanout-edge",
+        "kube-fanout:auth-delegator-edge"]
+    assert all(s["name"] == "kube-fanout-edge" for d in edge_rbac for s in d.get("subjects", []))
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(edge_rbac))
     token = cluster.kubectl("create", "token", "kube-fanout-edge", "-n", "kube-system").stdout
     (tmp_path / "token").write_text(token.strip())
