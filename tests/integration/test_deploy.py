@@ -45,7 +45,7 @@ def test_without_system_auth_delegator_kube_fanout_warns_and_serves_nothing_from
     # An identity that may list and watch (the manifest's ClusterRole) but not review clients:
     # kube-fanout says so at start, and cached reads pass through rather than being served to
     # clients it could not check.
-    cluster.kubectl("apply", "-f", str(MANIFEST))
+    cluster.kubectl("apply", "-k", str(MANIFEST))
     cluster.kubectl("create", "serviceaccount", "kf-no-delegation", "-n", "kube-system",
                     check=False)
     cluster.kubectl("create", "clusterrolebinding", "kf-no-delegation",
