@@ -27,10 +27,21 @@ enum class Route { kLocal, kCache, kPassthrough, kTunnel };
 enum class Answer { kLocal, kCache, kPassthrough, kTunnel, kCoalesced, kRejected, kCount };
 std::string_view AnswerName(Answer answer);
 
+// Connections by protocol and HTTP/2 streams; shared by every session.
+struct TransportStats {
+  std::atomic<int64_t> http2_connections{0};  // Open HTTP/2 connections (the rest: HTTP/1.x).
+  std::atomic<int64_t> http2_streams{0};      // Open streams.
+  std::atomic<uint64_t> http2_streams_total{0};
+  std::atomic<uint64_t> http2_streams_reset{0};  // Ended before their answer did.
+  std::atomic<uint64_t> http2_header_too_large{0};
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(Answer::kCount)> http2_answered{};
+};
+
 // Requests by how they were answered; shared by every session.
 struct RouteStats {
   std::array<std::atomic<uint64_t>, static_cast<size_t>(Answer::kCount)> answered{};
   std::atomic<uint64_t> upstream_unavailable{0};
+  TransportStats transport;
   uint64_t count(Answer a) const { return answered[static_cast<size_t>(a)].load(); }
 };
 

@@ -67,6 +67,10 @@ void HttpSession::Start(const asio::any_io_executor& executor) {
 }
 
 void HttpSession::Stop() {
+  if (h2_) {
+    h2_->Stop();
+    return;
+  }
   if (state_ == State::kIdle || state_ == State::kStarting) client_->Cancel();
   stop_.Stop();
 }
@@ -83,9 +87,38 @@ asio::awaitable<void> HttpSession::Run() {
     client_cert_ = ReadClientCertificate(tls->native_handle());
   }
   // (GCC 12 miscompiles co_await inside conditions: results are named first throughout.)
+  bool h2 = NegotiatedHttp2(*client_);
+  if (!client_->is_tls()) {
+    const bool preface = co_await ReadsHttp2Preface();
+    h2 = preface;
+  }
+  if (h2 && !stop_.requested) {
+    state_ = State::kBusy;
+    h2_ = std::make_shared<Http2Session>(*client_, remote_, remote_ip_, pipeline_,
+                                         pipeline_.stats().transport);
+    std::string received(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+    buffer_.consume(buffer_.size());
+    co_await h2_->Run(std::move(received));
+    co_await client_->Close(kTlsCloseBudget);
+    co_return;
+  }
   bool more = true;
   while (more && !stop_.requested) more = co_await ServeOne();
   co_await client_->Close(kTlsCloseBudget);
+}
+
+asio::awaitable<bool> HttpSession::ReadsHttp2Preface() {
+  for (;;) {
+    const std::string_view seen(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+    const size_t n = std::min(seen.size(), kHttp2Preface.size());
+    if (seen.substr(0, n) != kHttp2Preface.substr(0, n)) co_return false;
+    if (n == kHttp2Preface.size()) co_return true;
+    client_->tcp().expires_after(n > 0 ? kHeaderTimeout : kIdleTimeout);
+    auto [ec, got] =
+        co_await client_->async_read_some(buffer_.prepare(kHttp2Preface.size() - n), use_nothrow);
+    if (ec) co_return false;  // The HTTP/1.x reader meets the same end.
+    buffer_.commit(got);
+  }
 }
 
 asio::awaitable<bool> HttpSession::ServeOne() {

@@ -1,4 +1,6 @@
-// HttpSession: one HTTP/1.x client connection (plain or TLS). Reads requests one after another
+// HttpSession: one client connection (plain or TLS). HTTP/2 when TLS chose "h2" by ALPN or a
+// plain connection starts with HTTP/2's preface: then an Http2Session serves it. Otherwise
+// HTTP/1.x: reads requests one after another
 // (keep-alive), turns each into a Request (RequestInfo parsed once) and an Http1Response, and
 // hands them to the worker's Pipeline; the session itself only frames, times and ends the
 // connection. A head it cannot parse gets Go's server's answer (400 or 431) and the
@@ -16,6 +18,7 @@
 
 #include "common/any_stream.h"
 #include "edge/exchange.h"
+#include "edge/http2_session.h"
 #include "edge/pipeline.h"
 #include "edge/session_set.h"
 
@@ -39,6 +42,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
   enum class State { kStarting, kIdle, kBusy };
 
   asio::awaitable<void> Run();
+  // Reads until the bytes seen so far are, or cannot be, HTTP/2's client preface.
+  asio::awaitable<bool> ReadsHttp2Preface();
   asio::awaitable<bool> ServeOne();  // false: close the connection.
   // Go's http.Server's answer to a head it cannot read: 431 (too large) or 400, plain text.
   asio::awaitable<void> WriteGoServerError(int code, std::string_view why);
@@ -52,6 +57,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
   const Logger& log_;
   beast::flat_buffer buffer_;
   State state_ = State::kStarting;
+  std::shared_ptr<Http2Session> h2_;
   StopSignal stop_;
   ClientCertificate client_cert_;  // What the TLS handshake presented (nothing on plain HTTP).
 };

@@ -44,6 +44,8 @@ class Pipeline {
   // For what never became a request (a head the transport could not parse).
   void LogUnparsed(std::string_view remote, int status, std::string_view error) const;
 
+  RouteStats& stats() const { return stats_; }
+
  private:
   asio::awaitable<void> ServeRoute(Exchange& x);
   asio::awaitable<void> Relay(Exchange& x);

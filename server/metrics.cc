@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <filesystem>
@@ -58,6 +59,38 @@ class Writer {
  private:
   std::string out_;
 };
+
+// Connections by protocol and HTTP/2 streams (edge/http2_session.h has the limits).
+void RenderTransport(Writer& w, const TransportStats& t, int64_t open_connections) {
+  const auto h2 = t.http2_connections.load();
+  w.Family("kube_fanout_connections", "gauge", "Client connections open, by protocol.");
+  w.Sample("kube_fanout_connections", Label("protocol", "http/1.1"),
+           static_cast<double>(std::max<int64_t>(0, open_connections - h2)));
+  w.Sample("kube_fanout_connections", Label("protocol", "h2"), static_cast<double>(h2));
+  w.Family("kube_fanout_http2_streams", "gauge",
+           "HTTP/2 streams open (at most 100 per connection, as the apiserver).");
+  w.Sample("kube_fanout_http2_streams", "", static_cast<double>(t.http2_streams.load()));
+  w.Family("kube_fanout_http2_streams_total", "counter", "HTTP/2 streams opened by clients.");
+  w.Sample("kube_fanout_http2_streams_total", "",
+           static_cast<double>(t.http2_streams_total.load()));
+  w.Family("kube_fanout_http2_streams_reset_total", "counter",
+           "HTTP/2 streams that ended before their answer did (reset by the client, cut for "
+           "slowness, or with their connection).");
+  w.Sample("kube_fanout_http2_streams_reset_total", "",
+           static_cast<double>(t.http2_streams_reset.load()));
+  w.Family("kube_fanout_http2_header_too_large_total", "counter",
+           "HTTP/2 requests refused 431 for a header list past 1 MiB (+320).");
+  w.Sample("kube_fanout_http2_header_too_large_total", "",
+           static_cast<double>(t.http2_header_too_large.load()));
+  w.Family("kube_fanout_http2_requests_total", "counter",
+           "Requests served over HTTP/2, by how they were answered.");
+  for (size_t i = 0; i < static_cast<size_t>(Answer::kCount); ++i) {
+    const auto answer = static_cast<Answer>(i);
+    const std::string_view route = answer == Answer::kRejected ? "rejected" : AnswerName(answer);
+    w.Sample("kube_fanout_http2_requests_total", Label("route", route),
+             static_cast<double>(t.http2_answered[i].load()));
+  }
+}
 
 // One row per cached resource: its cache's and reflector's counters.
 struct ResourceRow {
@@ -139,6 +172,7 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
            static_cast<double>(routes.upstream_unavailable.load()));
   w.Family("kube_fanout_open_connections", "gauge", "Client connections open.");
   w.Sample("kube_fanout_open_connections", "", static_cast<double>(open_connections));
+  RenderTransport(w, routes.transport, open_connections);
 
   w.Family("kube_fanout_cache_requests_total", "counter",
            "Reads answered from the cache, by verb.");

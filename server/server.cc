@@ -16,6 +16,7 @@
 #include "common/json.h"
 #include "common/strings.h"
 #include "edge/client_cert.h"
+#include "edge/http2_session.h"
 #include "edge/http_session.h"
 #include "rapidjson/document.h"
 #include "server/metrics.h"
@@ -197,6 +198,7 @@ absl::Status Server::MakeServerTls() {
         return s;
       }
     }
+    OfferHttp2(*server_tls_);  // ALPN: h2, then http/1.1.
   }
   return absl::OkStatus();
 }

@@ -1,0 +1,348 @@
+#include "edge/http2_session.h"
+
+#include <openssl/ssl.h>
+
+#include <array>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <vector>
+
+#include "absl/cleanup/cleanup.h"
+
+namespace kf {
+namespace {
+
+constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+constexpr auto kWriteTimeout = std::chrono::seconds(60);
+// Frames gathered into one socket write.
+constexpr size_t kWriteBatchBytes = 64 * 1024;
+constexpr size_t kReadPieceBytes = 64 * 1024;
+
+// ALPN wire format: length-prefixed protocol names, in the server's order of preference.
+constexpr unsigned char kAlpnProtocols[] = {2, 'h', '2', 8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+
+int SelectAlpn(SSL* /*ssl*/, const unsigned char** out, unsigned char* outlen,
+               const unsigned char* in, unsigned int inlen, void* /*arg*/) {
+  unsigned char* selected = nullptr;
+  if (SSL_select_next_proto(&selected, outlen, kAlpnProtocols, sizeof(kAlpnProtocols), in, inlen) !=
+      OPENSSL_NPN_NEGOTIATED) {
+    return SSL_TLSEXT_ERR_NOACK;  // No protocol in common: HTTP/1.1 without ALPN.
+  }
+  *out = selected;
+  return SSL_TLSEXT_ERR_OK;
+}
+
+}  // namespace
+
+void OfferHttp2(asio::ssl::context& tls) {
+  SSL_CTX_set_alpn_select_cb(tls.native_handle(), &SelectAlpn, nullptr);
+}
+
+bool NegotiatedHttp2(AnyStream& stream) {
+  AnyStream::TlsStream* tls = stream.tls();
+  if (tls == nullptr) return false;
+  const unsigned char* proto = nullptr;
+  unsigned int len = 0;
+  SSL_get0_alpn_selected(tls->native_handle(), &proto, &len);
+  return std::string_view(reinterpret_cast<const char*>(proto), proto ? len : 0) == "h2";
+}
+
+Http2Session::Http2Session(AnyStream& stream, std::string remote, std::string remote_ip,
+                           Pipeline& pipeline, TransportStats& stats, const Http2Limits& limits)
+    : stream_(stream),
+      remote_(std::move(remote)),
+      remote_ip_(std::move(remote_ip)),
+      pipeline_(pipeline),
+      stats_(stats),
+      limits_(limits),
+      write_wake_(stream.get_executor()),
+      idle_timer_(stream.get_executor()),
+      idle_since_(std::chrono::steady_clock::now()) {
+  stats_.http2_connections.fetch_add(1, std::memory_order_relaxed);
+}
+
+Http2Session::~Http2Session() {
+  stats_.http2_connections.fetch_sub(1, std::memory_order_relaxed);
+  if (session_ != nullptr) nghttp2_session_del(session_);
+}
+
+bool Http2Session::Init() {
+  nghttp2_session_callbacks* callbacks = nullptr;
+  if (nghttp2_session_callbacks_new(&callbacks) != 0) return false;
+  absl::Cleanup free_callbacks = [callbacks] { nghttp2_session_callbacks_del(callbacks); };
+  nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, &OnBeginHeaders);
+  nghttp2_session_callbacks_set_on_header_callback(callbacks, &OnHeader);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, &OnFrameRecv);
+  nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, &OnFrameSend);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, &OnDataChunk);
+  nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, &OnStreamClose);
+  nghttp2_option* option = nullptr;
+  if (nghttp2_option_new(&option) != 0) return false;
+  absl::Cleanup free_option = [option] { nghttp2_option_del(option); };
+  // Windows reopen as the pipeline consumes a body, not as bytes arrive: a stream's unread
+  // body is bounded by its window.
+  nghttp2_option_set_no_auto_window_update(option, 1);
+  nghttp2_option_set_max_deflate_dynamic_table_size(option, limits_.header_table_size);
+  if (nghttp2_session_server_new2(&session_, callbacks, this, option) != 0) return false;
+  const std::array<nghttp2_settings_entry, 5> settings{{
+      {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, limits_.max_frame_size},
+      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, limits_.max_concurrent_streams},
+      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, limits_.max_header_list_size},
+      {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, limits_.header_table_size},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, limits_.initial_window_size},
+  }};
+  if (nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings.data(), settings.size()) != 0)
+    return false;
+  // The connection's window: as Go's server, a WINDOW_UPDATE up to the per-stream window times
+  // the stream limit.
+  return nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0,
+                                               static_cast<int32_t>(limits_.connection_window())) ==
+         0;
+}
+
+asio::awaitable<void> Http2Session::Run(std::string received) {
+  using namespace asio::experimental::awaitable_operators;
+  if (!Init()) co_return;
+  if (Receive(received.data(), received.size())) {
+    co_await (ReadLoop() && WriteLoop() && IdleLoop());
+  }
+  done_ = true;
+  // Whatever still runs on a stream sees the connection gone.
+  for (auto& [id, s] : streams_) {
+    s->OnConnectionGone();
+    stats_.http2_streams.fetch_sub(1, std::memory_order_relaxed);
+  }
+  streams_.clear();
+}
+
+void Http2Session::Stop() {
+  stopping_ = true;
+  std::vector<std::shared_ptr<Http2Stream>> open;
+  for (auto& [id, s] : streams_) open.push_back(s);
+  for (auto& s : open) s->stop().Stop();
+  GoAway();
+}
+
+void Http2Session::GoAway() {
+  if (goaway_ || session_ == nullptr || done_) return;
+  goaway_ = true;
+  nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE,
+                        nghttp2_session_get_last_proc_stream_id(session_), NGHTTP2_NO_ERROR,
+                        nullptr, 0);
+  Flush();
+}
+
+bool Http2Session::Receive(const char* data, size_t n) {
+  const ssize_t rv = nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(data), n);
+  Flush();
+  if (rv < 0) {
+    // A protocol error: nghttp2 has queued GOAWAY where it could; the writer sends it and ends.
+    if (!nghttp2_session_want_write(session_)) done_ = true;
+    return false;
+  }
+  return true;
+}
+
+asio::awaitable<void> Http2Session::ReadLoop() {
+  std::vector<char> piece(kReadPieceBytes);
+  while (!done_) {
+    // No read deadline: watches may be quiet for long. An idle connection is ended by
+    // IdleLoop, a dead one by the writes' deadlines.
+    stream_.tcp().expires_never();
+    auto [ec, n] = co_await stream_.async_read_some(asio::buffer(piece), use_nothrow);
+    if (ec) break;
+    if (!Receive(piece.data(), n)) break;
+    if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) break;
+  }
+  // The client is gone (or broke the protocol): nothing more will be read.
+  for (auto& [id, s] : streams_) s->OnConnectionGone();
+  done_ = true;
+  Flush();
+  idle_timer_.cancel();
+}
+
+asio::awaitable<void> Http2Session::WriteLoop() {
+  std::string out;
+  for (;;) {
+    out.clear();
+    bool failed = false;
+    while (out.size() < kWriteBatchBytes) {
+      const uint8_t* data = nullptr;
+      const ssize_t n = nghttp2_session_mem_send(session_, &data);
+      if (n < 0) {
+        failed = true;
+        break;
+      }
+      if (n == 0) break;
+      out.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
+    }
+    if (!out.empty()) {
+      stream_.tcp().expires_after(kWriteTimeout);
+      auto [ec, written] = co_await asio::async_write(stream_, asio::buffer(out), use_nothrow);
+      if (ec) break;
+      continue;
+    }
+    if (failed || done_ ||
+        (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_))) {
+      break;
+    }
+    const bool woken = co_await write_wake_.Wait();
+    if (!woken) break;
+  }
+  done_ = true;
+  idle_timer_.cancel();
+  stream_.Cancel();  // Ends the reader.
+}
+
+asio::awaitable<void> Http2Session::IdleLoop() {
+  while (!done_) {
+    const auto now = std::chrono::steady_clock::now();
+    const auto deadline = idle_since_ + limits_.idle_timeout;
+    if (streams_.empty() && now >= deadline) {
+      GoAway();
+      co_return;
+    }
+    idle_timer_.expires_at(streams_.empty() ? deadline : now + limits_.idle_timeout);
+    co_await idle_timer_.async_wait(use_nothrow);
+  }
+}
+
+Http2Stream* Http2Session::StreamOf(int32_t id) {
+  return static_cast<Http2Stream*>(nghttp2_session_get_stream_user_data(session_, id));
+}
+
+int Http2Session::OnBeginHeaders(nghttp2_session* session, const nghttp2_frame* frame, void* self) {
+  auto* h = static_cast<Http2Session*>(self);
+  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+  auto stream =
+      std::make_shared<Http2Stream>(session, frame->hd.stream_id, h->stream_.get_executor());
+  stream->flush = [h] { h->Flush(); };
+  if (h->stopping_) stream->stop().requested = true;
+  nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, stream.get());
+  h->streams_.emplace(frame->hd.stream_id, std::move(stream));
+  h->stats_.http2_streams.fetch_add(1, std::memory_order_relaxed);
+  h->stats_.http2_streams_total.fetch_add(1, std::memory_order_relaxed);
+  return 0;
+}
+
+int Http2Session::OnHeader(nghttp2_session* /*session*/, const nghttp2_frame* frame,
+                           const uint8_t* name, size_t namelen, const uint8_t* value,
+                           size_t valuelen, uint8_t /*flags*/, void* self) {
+  auto* h = static_cast<Http2Session*>(self);
+  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+    return 0;  // Trailers: not forwarded (the apiserver reads none).
+  }
+  if (Http2Stream* s = h->StreamOf(frame->hd.stream_id)) {
+    s->AddHeader(std::string_view(reinterpret_cast<const char*>(name), namelen),
+                 std::string_view(reinterpret_cast<const char*>(value), valuelen),
+                 h->limits_.max_header_list_size);
+  }
+  return 0;
+}
+
+int Http2Session::OnFrameRecv(nghttp2_session* /*session*/, const nghttp2_frame* frame,
+                              void* self) {
+  auto* h = static_cast<Http2Session*>(self);
+  if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
+  Http2Stream* s = h->StreamOf(frame->hd.stream_id);
+  if (s == nullptr) return 0;
+  if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) s->OnBodyEnd();
+  if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+    auto it = h->streams_.find(frame->hd.stream_id);
+    if (it != h->streams_.end()) h->Start(it->second);
+  }
+  return 0;
+}
+
+int Http2Session::OnFrameSend(nghttp2_session* session, const nghttp2_frame* frame, void* self) {
+  auto* h = static_cast<Http2Session*>(self);
+  if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
+      !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+    return 0;
+  }
+  // A complete answer to a request whose body is still coming: as Go's server (RFC 9113
+  // §8.1), RST_STREAM NO_ERROR so the client stops sending and the stream's window is free.
+  Http2Stream* s = h->StreamOf(frame->hd.stream_id);
+  if (s != nullptr && !s->body_ended()) {
+    nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
+  }
+  return 0;
+}
+
+int Http2Session::OnDataChunk(nghttp2_session* session, uint8_t /*flags*/, int32_t stream_id,
+                              const uint8_t* data, size_t len, void* self) {
+  auto* h = static_cast<Http2Session*>(self);
+  if (Http2Stream* s = h->StreamOf(stream_id)) {
+    s->OnData(data, len);
+  } else {
+    nghttp2_session_consume(session, stream_id, len);
+  }
+  return 0;
+}
+
+int Http2Session::OnStreamClose(nghttp2_session* session, int32_t stream_id, uint32_t error_code,
+                                void* self) {
+  auto* h = static_cast<Http2Session*>(self);
+  auto it = h->streams_.find(stream_id);
+  if (it == h->streams_.end()) return 0;
+  Http2Stream& s = *it->second;
+  // What the pipeline never read goes back to the connection's window.
+  if (s.unconsumed() > 0) nghttp2_session_consume_connection(session, s.unconsumed());
+  const bool abnormal = error_code != NGHTTP2_NO_ERROR || !s.answered();
+  if (abnormal && !s.answered()) {
+    h->stats_.http2_streams_reset.fetch_add(1, std::memory_order_relaxed);
+  }
+  s.OnClose(abnormal);
+  h->streams_.erase(it);
+  h->stats_.http2_streams.fetch_sub(1, std::memory_order_relaxed);
+  if (h->streams_.empty()) h->idle_since_ = std::chrono::steady_clock::now();
+  return 0;
+}
+
+void Http2Session::Start(std::shared_ptr<Http2Stream> stream) {
+  asio::co_spawn(
+      stream_.get_executor(),
+      [self = shared_from_this(), stream = std::move(stream)] { return self->Serve(stream); },
+      asio::detached);
+}
+
+asio::awaitable<void> Http2Session::Serve(std::shared_ptr<Http2Stream> stream) {
+  Http2Stream& s = *stream;
+  if (s.head_too_large()) {
+    stats_.http2_header_too_large.fetch_add(1, std::memory_order_relaxed);
+    co_await WriteHeaderListTooLong(s);
+    s.Finish();
+    co_return;
+  }
+  auto info = RequestInfo::Parse(s.method(), s.path());
+  const absl::Status parsed = info.status();
+  Request request = s.MakeRequest(remote_ip_, parsed.ok() ? *std::move(info) : RequestInfo{});
+  Exchange x{request, &s.response(), s.stop()};
+  if (!parsed.ok()) {
+    co_await x.Reject(ToKubeStatus(parsed), std::string(parsed.message()));
+  } else {
+    co_await pipeline_.Serve(x);
+  }
+  pipeline_.Log(x, remote_);
+  stats_.http2_answered[static_cast<size_t>(x.answer)].fetch_add(1, std::memory_order_relaxed);
+  s.Finish();
+}
+
+asio::awaitable<void> Http2Session::WriteHeaderListTooLong(Http2Stream& stream) {
+  static constexpr std::string_view kBody =
+      "<h1>HTTP Error 431</h1><p>Request Header Field(s) Too Large</p>";
+  ResponseHead head;
+  head.status = 431;
+  head.fields.set(beast::http::field::content_type, "text/html; charset=utf-8");
+  head.framing = ResponseHead::Framing::kWhole;
+  head.length = kBody.size();
+  const std::array<asio::const_buffer, 1> body{asio::buffer(kBody)};
+  co_await WriteAnswer(stream.response(), std::move(head), body);
+  pipeline_.LogUnparsed(remote_, 431, "HTTP/2 header list too large");
+}
+
+}  // namespace kf

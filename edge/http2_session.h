@@ -1,0 +1,116 @@
+// Http2Session: one HTTP/2 client connection (TLS with ALPN "h2", or plain with prior knowledge),
+// driven by nghttp2's server session. Each stream is a request served by the worker's Pipeline
+// in its own coroutine (Http2Stream gives it a Request and a Response), so every route works
+// as over HTTP/1.1, and streams are independent: each has its own flow-control window both
+// ways, and a stream whose client stops reading only stalls itself.
+//
+//   ReadLoop  ── bytes ──► nghttp2_session_mem_recv ── callbacks: streams open, headers, body,
+//                                                     close ──► Http2Stream / Serve coroutine
+//   WriteLoop ◄── nghttp2_session_mem_send (frames: answers' heads, DATA as windows allow)
+//   IdleLoop  ── no stream for the idle timeout: GOAWAY, close (as Go's http2.Server)
+//
+// Settings and limits are those kube-apiserver gives Go's http2.Server (Http2Limits). A
+// graceful stop sends GOAWAY: open streams finish (watches end between events), new ones are
+// refused, and the connection closes when the last stream ends.
+//
+// Created and run by HttpSession (which owns the socket, and ends it after Run); lives on one
+// worker thread; kept alive by Run and by each stream's coroutine (shared_from_this).
+#ifndef KUBE_FANOUT_EDGE_HTTP2_SESSION_H_
+#define KUBE_FANOUT_EDGE_HTTP2_SESSION_H_
+
+#include <nghttp2/nghttp2.h>
+
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/any_stream.h"
+#include "edge/http2_stream.h"
+#include "edge/pipeline.h"
+
+namespace kf {
+
+// What kube-apiserver configures (k8s.io/apiserver/pkg/server/secure_serving.go, Go's
+// golang.org/x/net/http2 server): MaxConcurrentStreams 100 when --http2-max-streams-per-
+// connection is 0 (its default for kube-apiserver; 1000 only in the options for aggregated
+// apiservers), MaxUploadBufferPerStream and MaxReadFrameSize 256 KiB, MaxUploadBufferPerConnection
+// their product with the stream limit, MaxHeaderBytes 1 MiB (+ 10 × 32 in HTTP/2's units),
+// IdleTimeout 90 s.
+struct Http2Limits {
+  uint32_t max_concurrent_streams = 100;
+  uint32_t initial_window_size = 256 * 1024;
+  uint32_t max_frame_size = 256 * 1024;
+  uint32_t max_header_list_size = (1u << 20) + 10 * 32;
+  uint32_t header_table_size = 4096;
+  std::chrono::milliseconds idle_timeout = std::chrono::seconds(90);
+  uint32_t connection_window() const { return initial_window_size * max_concurrent_streams; }
+};
+
+// Offers "h2" then "http/1.1" by ALPN on a TLS server context (the server's order, as Go's).
+void OfferHttp2(asio::ssl::context& tls);
+// True when the TLS handshake chose "h2".
+bool NegotiatedHttp2(AnyStream& stream);
+
+// The client connection preface (RFC 9113 §3.4) that starts HTTP/2 with prior knowledge.
+inline constexpr std::string_view kHttp2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+class Http2Session : public std::enable_shared_from_this<Http2Session> {
+ public:
+  Http2Session(AnyStream& stream, std::string remote, std::string remote_ip, Pipeline& pipeline,
+               TransportStats& stats, const Http2Limits& limits = {});
+  ~Http2Session();
+  Http2Session(const Http2Session&) = delete;
+  Http2Session& operator=(const Http2Session&) = delete;
+
+  // Serves the connection until it ends. `received`: bytes already read from it (the preface).
+  asio::awaitable<void> Run(std::string received);
+  // Graceful stop: GOAWAY, every open stream's stop signal.
+  void Stop();
+
+ private:
+  static int OnBeginHeaders(nghttp2_session* session, const nghttp2_frame* frame, void* self);
+  static int OnHeader(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
+                      size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags,
+                      void* self);
+  static int OnFrameRecv(nghttp2_session* session, const nghttp2_frame* frame, void* self);
+  static int OnFrameSend(nghttp2_session* session, const nghttp2_frame* frame, void* self);
+  static int OnDataChunk(nghttp2_session* session, uint8_t flags, int32_t stream_id,
+                         const uint8_t* data, size_t len, void* self);
+  static int OnStreamClose(nghttp2_session* session, int32_t stream_id, uint32_t error_code,
+                           void* self);
+
+  bool Init();
+  bool Receive(const char* data, size_t n);
+  asio::awaitable<void> ReadLoop();
+  asio::awaitable<void> WriteLoop();
+  asio::awaitable<void> IdleLoop();
+  void GoAway();
+  void Flush() { write_wake_.Notify(); }
+  Http2Stream* StreamOf(int32_t id);
+  void Start(std::shared_ptr<Http2Stream> stream);
+  asio::awaitable<void> Serve(std::shared_ptr<Http2Stream> stream);
+  // Go's answer to a header list past its limit: 431 with its own small HTML body.
+  asio::awaitable<void> WriteHeaderListTooLong(Http2Stream& stream);
+
+  AnyStream& stream_;
+  std::string remote_;
+  std::string remote_ip_;
+  Pipeline& pipeline_;
+  TransportStats& stats_;
+  Http2Limits limits_;
+  nghttp2_session* session_ = nullptr;
+  std::map<int32_t, std::shared_ptr<Http2Stream>> streams_;
+  Http2Wakeup write_wake_;
+  asio::steady_timer idle_timer_;
+  std::chrono::steady_clock::time_point idle_since_;
+  bool done_ = false;
+  bool stopping_ = false;
+  bool goaway_ = false;
+};
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_EDGE_HTTP2_SESSION_H_

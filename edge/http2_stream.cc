@@ -1,0 +1,329 @@
+#include "edge/http2_stream.h"
+
+#include <algorithm>
+#include <array>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cstring>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/strings.h"
+
+namespace kf {
+namespace {
+
+namespace http = beast::http;
+
+// Go's HTTP/2 server buffers a handler's output up to this size (handlerChunkWriteSize); an
+// answer that fits goes out with a content-length, a longer one without.
+constexpr size_t kGoH2BufferedBytes = 4096;
+// Go counts each header field as its name, value and 32 bytes (RFC 9113 §6.5.2).
+constexpr size_t kFieldOverhead = 32;
+
+// Fields HTTP/2 forbids (RFC 9113 §8.2.2); "te" is allowed only as "trailers".
+bool ConnectionSpecific(std::string_view lower_name, std::string_view value) {
+  static constexpr std::string_view kForbidden[] = {"connection", "keep-alive", "proxy-connection",
+                                                    "transfer-encoding", "upgrade"};
+  if (lower_name == "te") return value != "trailers";
+  return std::find(std::begin(kForbidden), std::end(kForbidden), lower_name) !=
+         std::end(kForbidden);
+}
+
+bool StatusHasBody(int status) { return status >= 200 && status != 204 && status != 304; }
+
+nghttp2_nv Nv(const std::string& name, const std::string& value) {
+  // nghttp2 copies names and values (no NO_COPY flags).
+  return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
+                    reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(),
+                    value.size(), NGHTTP2_NV_FLAG_NONE};
+}
+
+}  // namespace
+
+Http2Wakeup::Http2Wakeup(const asio::any_io_executor& executor)
+    : timer_(executor, asio::steady_timer::time_point::max()) {}
+
+void Http2Wakeup::Notify() {
+  fired_ = true;
+  timer_.cancel();
+}
+
+asio::awaitable<bool> Http2Wakeup::Wait() {
+  if (!fired_) {
+    timer_.expires_at(asio::steady_timer::time_point::max());
+    co_await timer_.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+  const bool fired = fired_;
+  fired_ = false;
+  co_return fired;
+}
+
+Http2Stream::Http2Stream(nghttp2_session* session, int32_t id,
+                         const asio::any_io_executor& executor)
+    : session_(session),
+      id_(id),
+      body_wake_(executor),
+      write_wake_(executor),
+      gone_wake_(executor) {}
+
+bool Http2Stream::AddHeader(std::string_view name, std::string_view value, size_t max_bytes) {
+  head_bytes_ += name.size() + value.size() + kFieldOverhead;
+  if (head_bytes_ > max_bytes) head_too_large_ = true;
+  if (head_too_large_) return false;
+  if (name == ":method") {
+    method_ = value;
+  } else if (name == ":path") {
+    path_ = value;
+  } else if (name == ":authority") {
+    authority_ = value;
+  } else if (name == ":scheme") {
+    scheme_ = value;
+  } else if (!name.starts_with(':')) {
+    headers_.insert(name, value);
+  }
+  return true;
+}
+
+Request Http2Stream::MakeRequest(std::string_view remote_ip, RequestInfo info) {
+  bodiless_ = body_end_ && body_in_.empty();
+  return Request{
+      http::string_to_verb(method_), method_, path_,       20, true, headers_, std::move(info),
+      std::string(remote_ip),        body_,   std::nullopt};
+}
+
+void Http2Stream::OnData(const uint8_t* data, size_t n) {
+  if (closed_ || reset_) {
+    if (session_ != nullptr) nghttp2_session_consume(session_, id_, n);
+    return;
+  }
+  if (body_offset_ == body_in_.size()) {
+    body_in_.clear();
+    body_offset_ = 0;
+  }
+  body_in_.append(reinterpret_cast<const char*>(data), n);
+  body_wake_.Notify();
+}
+
+void Http2Stream::OnBodyEnd() {
+  body_end_ = true;
+  body_wake_.Notify();
+}
+
+void Http2Stream::OnClose(bool abnormal) {
+  closed_ = true;
+  if (abnormal && !reset_) gone_ = true;
+  reset_ = reset_ || abnormal;
+  body_wake_.Notify();
+  write_wake_.Notify();
+  gone_wake_.Notify();
+}
+
+void Http2Stream::OnConnectionGone() {
+  if (!closed_) OnClose(true);
+  session_ = nullptr;
+}
+
+bool Http2Stream::answered() const { return submitted_ && (!has_body_ || eof_sent_); }
+
+void Http2Stream::Reset(uint32_t code) {
+  if (!usable()) return;
+  nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id_, code);
+  reset_ = true;
+  out_.clear();
+  out_index_ = 0;
+  body_wake_.Notify();
+  write_wake_.Notify();
+  gone_wake_.Notify();
+  if (flush) flush();
+}
+
+void Http2Stream::Finish() {
+  // An answer cut short (or never given) must not look complete to the client.
+  if (usable() && !answered()) Reset(NGHTTP2_INTERNAL_ERROR);
+}
+
+ssize_t Http2Stream::ReadAnswer(nghttp2_session* /*session*/, int32_t /*stream_id*/, uint8_t* buf,
+                                size_t length, uint32_t* flags, nghttp2_data_source* source,
+                                void* /*user_data*/) {
+  auto* s = static_cast<Http2Stream*>(source->ptr);
+  size_t copied = 0;
+  while (copied < length && s->out_index_ < s->out_.size()) {
+    asio::const_buffer& b = s->out_[s->out_index_];
+    const size_t take = std::min(length - copied, b.size());
+    std::memcpy(buf + copied, b.data(), take);
+    copied += take;
+    b += take;
+    if (b.size() == 0) ++s->out_index_;
+  }
+  const bool drained = s->out_index_ >= s->out_.size();
+  if (drained && copied > 0) s->write_wake_.Notify();
+  if (drained && s->ending_) {
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+    s->eof_sent_ = true;
+    s->write_wake_.Notify();
+    return static_cast<ssize_t>(copied);
+  }
+  if (copied == 0) return NGHTTP2_ERR_DEFERRED;
+  return static_cast<ssize_t>(copied);
+}
+
+bool Http2Body::done() const { return stream_.body_end_ && stream_.unconsumed() == 0; }
+
+bool Http2Body::chunked() const {
+  return !stream_.bodiless_ &&
+         stream_.headers_.find(http::field::content_length) == stream_.headers_.end();
+}
+
+asio::awaitable<std::pair<beast::error_code, size_t>> Http2Body::ReadSome(std::span<char> into) {
+  Http2Stream& s = stream_;
+  for (;;) {
+    if (s.unconsumed() > 0) {
+      const size_t n = std::min(into.size(), s.unconsumed());
+      std::memcpy(into.data(), s.body_in_.data() + s.body_offset_, n);
+      s.body_offset_ += n;
+      if (!s.closed_ && s.session_ != nullptr) {
+        // The client may send as much again (flow control follows what was consumed).
+        nghttp2_session_consume(s.session_, s.id_, n);
+        if (s.flush) s.flush();
+      }
+      co_return std::pair{beast::error_code{}, n};
+    }
+    if (s.body_end_) co_return std::pair{beast::error_code{}, size_t{0}};
+    if (s.reset_ || s.session_ == nullptr) {
+      co_return std::pair{beast::error_code(asio::error::connection_reset), size_t{0}};
+    }
+    const bool woken = co_await s.body_wake_.Wait();
+    if (!woken) co_return std::pair{beast::error_code(asio::error::operation_aborted), size_t{0}};
+  }
+}
+
+asio::awaitable<beast::error_code> Http2Response::WriteHead(ResponseHead head) {
+  Http2Stream& s = stream_;
+  if (!s.usable() || s.submitted_) co_return beast::error_code(asio::error::connection_reset);
+  // No switching protocols on HTTP/2 (upgrades come over HTTP/1.1), and interim answers other
+  // than 100 Continue (Continue()) are not relayed.
+  if (head.status < 200) co_return beast::error_code(asio::error::operation_not_supported);
+  status_ = head.status;
+  const bool head_only = s.method_ == "HEAD";
+  const bool has_body = StatusHasBody(head.status) && !head_only;
+  std::vector<std::string> strings;
+  strings.reserve(2 *
+                  (static_cast<size_t>(std::distance(head.fields.begin(), head.fields.end())) + 3));
+  strings.push_back(":status");
+  strings.push_back(std::to_string(head.status));
+  bool has_date = false, has_length = false;
+  for (const auto& f : head.fields) {
+    std::string name = absl::AsciiStrToLower(ToAbsl(f.name_string()));
+    std::string value(f.value());
+    if (ConnectionSpecific(name, value)) continue;
+    has_date = has_date || name == "date";
+    has_length = has_length || name == "content-length";
+    strings.push_back(std::move(name));
+    strings.push_back(std::move(value));
+  }
+  if (!has_date) {
+    strings.push_back("date");
+    strings.push_back(
+        absl::FormatTime("%a, %d %b %Y %H:%M:%S GMT", absl::Now(), absl::UTCTimeZone()));
+  }
+  using Framing = ResponseHead::Framing;
+  const bool whole_fits = head.framing == Framing::kWhole && head.length <= kGoH2BufferedBytes;
+  if (!has_length && StatusHasBody(head.status) &&
+      (head.framing == Framing::kLength || whole_fits)) {
+    strings.push_back("content-length");
+    strings.push_back(std::to_string(head.length));
+  }
+  std::vector<nghttp2_nv> nva;
+  nva.reserve(strings.size() / 2);
+  for (size_t i = 0; i + 1 < strings.size(); i += 2) nva.push_back(Nv(strings[i], strings[i + 1]));
+  nghttp2_data_provider provider{};
+  provider.source.ptr = &s;
+  provider.read_callback = &Http2Stream::ReadAnswer;
+  const int rv = nghttp2_submit_response(s.session_, s.id_, nva.data(), nva.size(),
+                                         has_body ? &provider : nullptr);
+  if (rv != 0) co_return beast::error_code(asio::error::connection_reset);
+  s.submitted_ = true;
+  s.has_body_ = has_body;
+  if (s.flush) s.flush();
+  co_return beast::error_code{};
+}
+
+asio::awaitable<beast::error_code> Http2Response::WriteBody(
+    std::span<const asio::const_buffer> pieces) {
+  Http2Stream& s = stream_;
+  if (!s.usable()) co_return beast::error_code(asio::error::connection_reset);
+  const size_t n = asio::buffer_size(pieces);
+  if (!s.has_body_ || n == 0) co_return beast::error_code{};
+  body_bytes_ += n;
+  // The pieces stay the caller's until this returns: nghttp2 copies them into DATA frames as
+  // the client's window allows, and this waits until all were taken.
+  s.out_.assign(pieces.begin(), pieces.end());
+  s.out_index_ = 0;
+  nghttp2_session_resume_data(s.session_, s.id_);
+  if (s.flush) s.flush();
+  while (s.out_index_ < s.out_.size() && s.usable()) {
+    const bool woken = co_await s.write_wake_.Wait();
+    if (!woken) break;
+  }
+  const bool complete = s.out_index_ >= s.out_.size();
+  s.out_.clear();
+  s.out_index_ = 0;
+  if (complete) co_return beast::error_code{};
+  // Abandoned part way (the stream ended, or the writer was cancelled): the answer is cut.
+  s.Reset(NGHTTP2_INTERNAL_ERROR);
+  co_return beast::error_code(asio::error::connection_reset);
+}
+
+asio::awaitable<beast::error_code> Http2Response::End() {
+  Http2Stream& s = stream_;
+  if (s.submitted_ && !s.has_body_) co_return beast::error_code{};
+  if (!s.usable()) co_return beast::error_code(asio::error::connection_reset);
+  s.ending_ = true;
+  nghttp2_session_resume_data(s.session_, s.id_);
+  if (s.flush) s.flush();
+  while (!s.eof_sent_) {
+    if (s.reset_ || s.session_ == nullptr) {
+      co_return beast::error_code(asio::error::connection_reset);
+    }
+    const bool woken = co_await s.write_wake_.Wait();
+    if (!woken) {
+      s.Reset(NGHTTP2_INTERNAL_ERROR);
+      co_return beast::error_code(asio::error::operation_aborted);
+    }
+  }
+  co_return beast::error_code{};
+}
+
+asio::awaitable<bool> Http2Response::ClientGone() {
+  Http2Stream& s = stream_;
+  for (;;) {
+    if (s.gone_) co_return true;
+    if (s.reset_) co_return false;  // Reset here (Cancel): as a cancelled read on HTTP/1.1.
+    const bool woken = co_await s.gone_wake_.Wait();
+    if (!woken) co_return false;
+  }
+}
+
+asio::awaitable<beast::error_code> Http2Response::Continue() {
+  Http2Stream& s = stream_;
+  if (continued_ || s.body_.done() || s.headers_[http::field::expect] != "100-continue") {
+    co_return beast::error_code{};
+  }
+  if (!s.usable()) co_return beast::error_code(asio::error::connection_reset);
+  continued_ = true;
+  const std::string name = ":status", value = "100";
+  const std::array<nghttp2_nv, 1> nv{Nv(name, value)};
+  if (nghttp2_submit_headers(s.session_, NGHTTP2_FLAG_NONE, s.id_, nullptr, nv.data(), nv.size(),
+                             nullptr) != 0) {
+    co_return beast::error_code(asio::error::connection_reset);
+  }
+  if (s.flush) s.flush();
+  co_return beast::error_code{};
+}
+
+void Http2Response::Cancel() { stream_.Reset(NGHTTP2_INTERNAL_ERROR); }
+
+}  // namespace kf

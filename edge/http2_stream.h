@@ -1,0 +1,168 @@
+// Http2Stream: one request and its answer on an HTTP/2 connection (http2_session.h): the
+// request head as nghttp2 decoded it, its body as a BodySource (Http2Body) and the answer as a
+// Response (Http2Response), so the pipeline serves it as it serves an HTTP/1.1 request.
+//
+// Flow control is per stream both ways: the body is read from what the client sent, and the
+// window is reopened only as the pipeline consumes it; the answer's bytes are handed to nghttp2
+// only as the client's window for this stream allows, so WriteBody of a stream whose client
+// stopped reading waits (a watch behind it is cut by its byte budget, then Cancel resets the
+// stream) while the connection's other streams go on.
+//
+// Owned by shared_ptr: the session's table (until nghttp2 closes the stream) and the pipeline
+// coroutine serving it. Used on the session's thread only. Every wait ends when the stream
+// closes or the connection ends.
+#ifndef KUBE_FANOUT_EDGE_HTTP2_STREAM_H_
+#define KUBE_FANOUT_EDGE_HTTP2_STREAM_H_
+
+#include <nghttp2/nghttp2.h>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "edge/exchange.h"
+#include "edge/request.h"
+#include "edge/response.h"
+
+namespace kf {
+
+class Http2Stream;
+
+// One waiter woken by Notify (a wake-up before the wait is kept).
+class Http2Wakeup {
+ public:
+  explicit Http2Wakeup(const asio::any_io_executor& executor);
+  void Notify();
+  // True when notified; false when the wait was cancelled otherwise.
+  asio::awaitable<bool> Wait();
+
+ private:
+  asio::steady_timer timer_;
+  bool fired_ = false;
+};
+
+class Http2Body : public BodySource {
+ public:
+  explicit Http2Body(Http2Stream& stream) : stream_(stream) {}
+  bool done() const override;
+  bool chunked() const override;
+  asio::awaitable<std::pair<beast::error_code, size_t>> ReadSome(std::span<char> into) override;
+
+ private:
+  Http2Stream& stream_;
+};
+
+class Http2Response : public Response {
+ public:
+  explicit Http2Response(Http2Stream& stream) : stream_(stream) {}
+
+  asio::awaitable<beast::error_code> WriteHead(ResponseHead head) override;
+  asio::awaitable<beast::error_code> WriteBody(std::span<const asio::const_buffer> pieces) override;
+  asio::awaitable<beast::error_code> End() override;
+  asio::awaitable<bool> ClientGone() override;
+  asio::awaitable<beast::error_code> Continue() override;
+  void Cancel() override;
+  void CloseAfter() override {}  // Streams end alone; the connection is not the request's.
+  std::optional<Upgraded> TakeUpgraded() override { return std::nullopt; }
+
+  bool head_written() const override { return status_ != 0; }
+  int status() const override { return status_; }
+  uint64_t body_bytes() const override { return body_bytes_; }
+
+ private:
+  Http2Stream& stream_;
+  int status_ = 0;
+  bool continued_ = false;
+  uint64_t body_bytes_ = 0;
+};
+
+class Http2Stream {
+ public:
+  Http2Stream(nghttp2_session* session, int32_t id, const asio::any_io_executor& executor);
+  Http2Stream(const Http2Stream&) = delete;
+  Http2Stream& operator=(const Http2Stream&) = delete;
+
+  int32_t id() const { return id_; }
+
+  // Decoding the request head (nghttp2's header callbacks). False: past `max_bytes` (Go's
+  // accounting: name, value and 32 bytes per field); the head is then answered 431.
+  bool AddHeader(std::string_view name, std::string_view value, size_t max_bytes);
+  bool head_too_large() const { return head_too_large_; }
+  // The request as the pipeline sees it, once the head is complete.
+  Request MakeRequest(std::string_view remote_ip, RequestInfo info);
+  std::string_view method() const { return method_; }
+  std::string_view path() const { return path_; }
+
+  // From the connection: body bytes, the end of the body, the stream's end.
+  void OnData(const uint8_t* data, size_t n);
+  void OnBodyEnd();
+  // `abnormal`: reset by either side or cut with the connection, before the answer ended.
+  void OnClose(bool abnormal);
+  void OnConnectionGone();
+  // Bytes received but not yet consumed (the connection window gets them back on close).
+  size_t unconsumed() const { return body_in_.size() - body_offset_; }
+  bool body_ended() const { return body_end_; }
+  // The answer's head was queued and, when it has a body, its end too.
+  bool answered() const;
+
+  // nghttp2's data source for the answer: copies what WriteBody queued.
+  static ssize_t ReadAnswer(nghttp2_session* session, int32_t stream_id, uint8_t* buf,
+                            size_t length, uint32_t* flags, nghttp2_data_source* source,
+                            void* user_data);
+
+  // After the pipeline is done: resets a stream whose answer did not end, or whose request
+  // body was left unread (as Go's server does), so it cannot hold its window.
+  void Finish();
+
+  Http2Response& response() { return response_; }
+  Http2Body& body() { return body_; }
+  StopSignal& stop() { return stop_; }
+  const beast::http::fields& headers() const { return headers_; }
+
+  // Set by the session: wakes its writer after anything was queued for sending.
+  std::function<void()> flush;
+
+ private:
+  friend class Http2Body;
+  friend class Http2Response;
+
+  void Reset(uint32_t code);
+  bool usable() const { return !closed_ && !reset_ && session_ != nullptr; }
+
+  nghttp2_session* session_;  // Null once the connection is gone.
+  int32_t id_;
+  std::string method_, path_, authority_, scheme_;
+  beast::http::fields headers_;
+  size_t head_bytes_ = 0;
+  bool head_too_large_ = false;
+  // The request body: received bytes, the part read, whether the client ended it.
+  std::string body_in_;
+  size_t body_offset_ = 0;
+  bool body_end_ = false;
+  bool bodiless_ = false;  // The head came with END_STREAM.
+  Http2Wakeup body_wake_;
+  // The answer: the pieces WriteBody is waiting on, how far they were handed to nghttp2.
+  std::vector<asio::const_buffer> out_;
+  size_t out_index_ = 0;
+  bool has_body_ = false;   // The answer's head promised a body (a data source is attached).
+  bool ending_ = false;     // End() called.
+  bool eof_sent_ = false;   // The data source reported the end (END_STREAM queued).
+  bool submitted_ = false;  // The answer's head was queued.
+  Http2Wakeup write_wake_;
+  // The stream's end.
+  bool closed_ = false;
+  bool reset_ = false;  // Ended abnormally (either side reset it, or the connection ended).
+  bool gone_ = false;   // ... by the client's doing.
+  Http2Wakeup gone_wake_;
+  StopSignal stop_;
+  Http2Body body_{*this};
+  Http2Response response_{*this};
+};
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_EDGE_HTTP2_STREAM_H_
