@@ -1,11 +1,13 @@
 #include "serve/list_response.h"
 
+#include <array>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cache/continue_token.h"
 #include "common/strings.h"
+#include "edge/gzip.h"
 
 namespace kf {
 namespace {
@@ -23,9 +25,22 @@ ResponseHead JsonHead(int status, size_t length) {
   return head;
 }
 
+// Compressed as the apiserver's SerializeObject compresses (edge/gzip.h).
 asio::awaitable<void> WriteJson(Exchange& x, int status, std::span<const asio::const_buffer> body,
                                 CacheServeStats& stats) {
-  const size_t length = asio::buffer_size(body);
+  size_t length = asio::buffer_size(body);
+  if (length > kGzipThresholdBytes && AcceptsGzip(x.request.headers)) {
+    const std::string gzipped = Gzip(body);
+    length = gzipped.size();
+    ResponseHead head = JsonHead(status, length);
+    head.fields.set(http::field::content_encoding, "gzip");
+    head.fields.insert(http::field::vary, "Accept-Encoding");
+    const std::array<asio::const_buffer, 1> piece{asio::buffer(gzipped)};
+    const beast::error_code ec = co_await WriteAnswer(*x.response, std::move(head), piece);
+    if (ec) x.error = ec.message();
+    stats.bytes_written += length;
+    co_return;
+  }
   const beast::error_code ec = co_await WriteAnswer(*x.response, JsonHead(status, length), body);
   if (ec) x.error = ec.message();
   stats.bytes_written += length;
