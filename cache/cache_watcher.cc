@@ -28,18 +28,22 @@ CacheWatcher::Batch CacheWatcher::Take() {
 bool CacheWatcher::Push(std::vector<Piece> pieces, size_t bytes, uint64_t rv) {
   absl::MutexLock lock(&mu_);
   if (closed_) return false;
+  bool cut = false;
   if (queued_bytes_ + bytes > max_queue_bytes_) {
     // Cut: the client resumes from the last RV it received and is served from the window.
     queue_.clear();
     queued_bytes_ = 0;
     closed_ = true;
     close_cause_ = CloseCause::kTooSlow;
+    cut = true;
   } else {
     for (Piece& p : pieces) queue_.push_back(std::move(p));
     queued_bytes_ += bytes;
     last_rv_ = rv;
   }
-  const bool notify = !pending_notify_;
+  // A cut is always told: its session is likely stuck writing to the client (a notification
+  // is pending since), and the wake-up is what aborts that write.
+  const bool notify = !pending_notify_ || cut;
   pending_notify_ = true;
   return notify;
 }

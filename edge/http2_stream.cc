@@ -7,6 +7,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <cstring>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -20,6 +21,9 @@ namespace http = beast::http;
 // Go's HTTP/2 server buffers a handler's output up to this size (handlerChunkWriteSize); an
 // answer that fits goes out with a content-length, a longer one without.
 constexpr size_t kGoH2BufferedBytes = 4096;
+// As HTTP/1.1's writes (http1_response.cc): an answer's bytes must be taken within this, else
+// the stream is reset (a client that stopped reading this stream; the connection goes on).
+constexpr auto kWriteTimeout = std::chrono::seconds(60);
 // Go counts each header field as its name, value and 32 bytes (RFC 9113 §6.5.2).
 constexpr size_t kFieldOverhead = 32;
 
@@ -51,9 +55,9 @@ void Http2Wakeup::Notify() {
   timer_.cancel();
 }
 
-asio::awaitable<bool> Http2Wakeup::Wait() {
+asio::awaitable<bool> Http2Wakeup::Wait(asio::steady_timer::time_point deadline) {
   if (!fired_) {
-    timer_.expires_at(asio::steady_timer::time_point::max());
+    timer_.expires_at(deadline);
     co_await timer_.async_wait(asio::as_tuple(asio::use_awaitable));
   }
   const bool fired = fired_;
@@ -260,12 +264,15 @@ asio::awaitable<beast::error_code> Http2Response::WriteBody(
   body_bytes_ += n;
   // The pieces stay the caller's until this returns: nghttp2 copies them into DATA frames as
   // the client's window allows, and this waits until all were taken.
+  s.writing_ = true;
+  absl::Cleanup not_writing = [&s] { s.writing_ = false; };
   s.out_.assign(pieces.begin(), pieces.end());
   s.out_index_ = 0;
   nghttp2_session_resume_data(s.session_, s.id_);
   if (s.flush) s.flush();
+  const auto deadline = asio::steady_timer::clock_type::now() + kWriteTimeout;
   while (s.out_index_ < s.out_.size() && s.usable()) {
-    const bool woken = co_await s.write_wake_.Wait();
+    const bool woken = co_await s.write_wake_.Wait(deadline);
     if (!woken) break;
   }
   const bool complete = s.out_index_ >= s.out_.size();
@@ -282,13 +289,16 @@ asio::awaitable<beast::error_code> Http2Response::End() {
   if (s.submitted_ && !s.has_body_) co_return beast::error_code{};
   if (!s.usable()) co_return beast::error_code(asio::error::connection_reset);
   s.ending_ = true;
+  s.writing_ = true;
+  absl::Cleanup not_writing = [&s] { s.writing_ = false; };
   nghttp2_session_resume_data(s.session_, s.id_);
   if (s.flush) s.flush();
+  const auto deadline = asio::steady_timer::clock_type::now() + kWriteTimeout;
   while (!s.eof_sent_) {
     if (s.reset_ || s.session_ == nullptr) {
       co_return beast::error_code(asio::error::connection_reset);
     }
-    const bool woken = co_await s.write_wake_.Wait();
+    const bool woken = co_await s.write_wake_.Wait(deadline);
     if (!woken) {
       s.Reset(NGHTTP2_INTERNAL_ERROR);
       co_return beast::error_code(asio::error::operation_aborted);
@@ -324,6 +334,10 @@ asio::awaitable<beast::error_code> Http2Response::Continue() {
   co_return beast::error_code{};
 }
 
-void Http2Response::Cancel() { stream_.Reset(NGHTTP2_INTERNAL_ERROR); }
+void Http2Response::Cancel() {
+  // As a cancelled socket operation on HTTP/1.1: only a write under way is aborted (the
+  // stream is reset); otherwise the answer may still end cleanly.
+  if (stream_.writing_) stream_.Reset(NGHTTP2_INTERNAL_ERROR);
+}
 
 }  // namespace kf

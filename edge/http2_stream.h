@@ -37,8 +37,9 @@ class Http2Wakeup {
  public:
   explicit Http2Wakeup(const asio::any_io_executor& executor);
   void Notify();
-  // True when notified; false when the wait was cancelled otherwise.
-  asio::awaitable<bool> Wait();
+  // True when notified; false when the wait was cancelled otherwise, or `deadline` passed.
+  asio::awaitable<bool> Wait(
+      asio::steady_timer::time_point deadline = asio::steady_timer::time_point::max());
 
  private:
   asio::steady_timer timer_;
@@ -152,6 +153,7 @@ class Http2Stream {
   bool ending_ = false;     // End() called.
   bool eof_sent_ = false;   // The data source reported the end (END_STREAM queued).
   bool submitted_ = false;  // The answer's head was queued.
+  bool writing_ = false;    // WriteBody or End is waiting for the bytes to be taken.
   Http2Wakeup write_wake_;
   // The stream's end.
   bool closed_ = false;

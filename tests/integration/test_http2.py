@@ -1,0 +1,438 @@
+"""HTTP/2 to kube-fanout (TLS with ALPN h2, and h2c with prior knowledge on the plain listener),
+compared with the real apiserver over HTTP/2; and gzip as the apiserver compresses.
+
+The HTTP/2 client is the `h2` library (PyPI) over a socket, driven by hand so a test controls
+flow control per stream: a stream whose data is never acknowledged is a client that stopped
+reading that watch.
+"""
+import gzip
+import json
+import socket
+import ssl
+import subprocess
+import time
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.exceptions
+import h2.settings
+import pytest
+
+from kfrig import Proxy, metric_values
+from test_cache import ALLOWED_HEADER_DIFFERENCES, routed
+
+UA = "kube-fanout-tests-h2"
+
+
+class H2Client:
+    """One HTTP/2 connection; streams' headers, data and ends collected as events arrive."""
+
+    def __init__(self, port, tls_context=None):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        if tls_context is not None:
+            tls_context.set_alpn_protocols(["h2", "http/1.1"])
+            sock = tls_context.wrap_socket(sock, server_hostname="127.0.0.1")
+            assert sock.selected_alpn_protocol() == "h2"
+        self.sock = sock
+        self.conn = h2.connection.H2Connection(
+            h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+        self.conn.initiate_connection()
+        self.remote_settings = {}
+        self.connection_window_updates = []
+        self.streams = {}
+        self.stalled = set()  # Streams whose data is not acknowledged (the client stops reading).
+        self.goaway = None  # (last stream id, error code) of a GOAWAY received.
+        self._pending = bytearray()
+        self.closed = False
+        self._flush()
+
+    def _flush(self):
+        data = self.conn.data_to_send()
+        if data:
+            self.sock.sendall(data)
+
+    def request(self, path, token=None, method="GET", headers=(), body=None, stall=False):
+        sid = self.conn.get_next_available_stream_id()
+        hdrs = [(":method", method), (":path", path), (":scheme", "https"),
+                (":authority", "127.0.0.1"), ("user-agent", UA), ("accept", "application/json")]
+        if token:
+            hdrs.append(("authorization", f"Bearer {token}"))
+        hdrs += list(headers)
+        self.streams[sid] = {"headers": None, "data": bytearray(), "ended": False, "reset": None}
+        if stall:
+            self.stalled.add(sid)
+        self.conn.send_headers(sid, hdrs, end_stream=body is None)
+        if body is not None:
+            self.conn.send_data(sid, body, end_stream=True)
+        self._flush()
+        return sid
+
+    def pump(self, timeout=0.2):
+        self.sock.settimeout(timeout)
+        try:
+            data = self.sock.recv(65536)
+        except (socket.timeout, ssl.SSLWantReadError):
+            return
+        except OSError:  # Reset, or TLS ended without close_notify.
+            data = b""
+        if not data:
+            self.closed = True
+            return
+        # Frame by frame: the h2 library takes GOAWAY as the connection's end and refuses the
+        # frames of the streams GOAWAY lets finish, so those are not followed past it.
+        self._pending += data
+        while len(self._pending) >= 9:
+            size = 9 + int.from_bytes(self._pending[:3], "big")
+            if len(self._pending) < size:
+                break
+            frame, self._pending = self._pending[:size], self._pending[size:]
+            if frame[3] == 0x7:  # GOAWAY: last stream id, error code.
+                self.goaway = (int.from_bytes(frame[9:13], "big") & 0x7FFFFFFF,
+                               int.from_bytes(frame[13:17], "big"))
+            try:
+                events = self.conn.receive_data(bytes(frame))
+            except h2.exceptions.ProtocolError:
+                if self.goaway is None:
+                    raise
+                self.closed = True
+                return
+            for ev in events:
+                self._on(ev)
+        try:
+            self._flush()
+        except OSError:
+            self.closed = True
+
+    def _on(self, ev):
+        if isinstance(ev, h2.events.RemoteSettingsChanged):
+            for code, change in ev.changed_settings.items():
+                self.remote_settings[int(code)] = change.new_value
+        elif isinstance(ev, h2.events.WindowUpdated) and ev.stream_id == 0:
+            self.connection_window_updates.append(ev.delta)
+        elif isinstance(ev, h2.events.ResponseReceived):
+            self.streams[ev.stream_id]["headers"] = dict(ev.headers)
+        elif isinstance(ev, h2.events.DataReceived):
+            self.streams[ev.stream_id]["data"] += ev.data
+            if ev.stream_id in self.stalled:
+                # Only the connection's window comes back (as Go's transport returns it when
+                # bytes reach the stream's buffer); the stream's stays closed.
+                if ev.flow_controlled_length:
+                    self.conn.increment_flow_control_window(ev.flow_controlled_length)
+            else:
+                self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+        elif isinstance(ev, h2.events.StreamEnded):
+            self.streams[ev.stream_id]["ended"] = True
+        elif isinstance(ev, h2.events.StreamReset):
+            if ev.stream_id in self.streams:
+                self.streams[ev.stream_id]["reset"] = ev.error_code
+
+    def run_until(self, predicate, timeout=10):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self.closed:
+            if predicate():
+                return True
+            self.pump()
+        return predicate()
+
+    def get(self, path, token=None, headers=(), timeout=10):
+        sid = self.request(path, token, headers=headers)
+        s = self.streams[sid]
+        assert self.run_until(lambda: s["ended"] or s["reset"] is not None, timeout), path
+        return s
+
+    def events(self, sid):
+        """The complete lines (events) received so far."""
+        lines = bytes(self.streams[sid]["data"]).split(b"\n")[:-1]
+        return [json.loads(l) for l in lines if l]
+
+    def close(self):
+        try:
+            self.conn.close_connection()
+            self._flush()
+        except OSError:
+            pass
+        self.sock.close()
+
+
+def strip(headers):
+    return {k: v for k, v in headers.items() if k not in ALLOWED_HEADER_DIFFERENCES}
+
+
+@pytest.fixture(scope="module")
+def ns(cluster):
+    name = f"kf-h2-{int(time.time() * 1000) % 10**8}"
+    cluster.kubectl("create", "namespace", name)
+    for i in range(3):
+        cluster.kubectl("create", "configmap", f"cm{i}", "-n", name, f"--from-literal=i={i}")
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=false")
+
+
+def h2_to(cluster, port, tls=True):
+    return H2Client(port, cluster.ssl_context() if tls else None)
+
+
+def test_settings_are_the_apiservers(cluster, cached_proxy):
+    """SETTINGS and the connection window as kube-apiserver's Go server announces them, but
+    extended CONNECT (RFC 8441), which kube-fanout cannot tunnel."""
+    def settings(port):
+        c = h2_to(cluster, port)
+        try:
+            c.run_until(lambda: c.remote_settings and c.connection_window_updates, 5)
+            return dict(c.remote_settings), list(c.connection_window_updates)
+        finally:
+            c.close()
+
+    direct, direct_window = settings(cluster.port)
+    ours, our_window = settings(cached_proxy.secure_port)
+    assert direct, "no SETTINGS from the apiserver"
+    enable_connect = int(h2.settings.SettingCodes.ENABLE_CONNECT_PROTOCOL)
+    direct.pop(enable_connect, None)
+    assert ours == direct
+    assert ours[int(h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS)] == 100
+    assert ours[int(h2.settings.SettingCodes.INITIAL_WINDOW_SIZE)] == 256 * 1024
+    assert our_window == direct_window == [100 * 256 * 1024 - 65535]
+
+
+@pytest.mark.parametrize("tls", [True, False], ids=["alpn-h2", "h2c"])
+def test_cached_list_and_get_over_h2_match_the_apiserver(cluster, cached_proxy, ns, tls):
+    token = cluster.token("admin")
+    direct = h2_to(cluster, cluster.port)
+    ours = h2_to(cluster, cached_proxy.secure_port if tls else cached_proxy.port, tls)
+    try:
+        for i, path in enumerate([f"/api/v1/namespaces/{ns}/configmaps?resourceVersion=0",
+                                  f"/api/v1/namespaces/{ns}/configmaps/cm1?resourceVersion=0",
+                                  f"/api/v1/namespaces/{ns}/configmaps/nope?resourceVersion=0",
+                                  "/api/v1/namespaces?resourceVersion=0&limit=1"]):
+            marked = f"{path}&kfh2={tls}-{i}"
+            a, b = direct.get(marked, token), ours.get(marked, token)
+            assert b["headers"][":status"] == a["headers"][":status"], path
+            assert bytes(b["data"]) == bytes(a["data"]), path
+            assert strip(b["headers"]) == strip(a["headers"]), path
+            assert routed(cached_proxy, f"kfh2={tls}-{i}") == "cache", path
+    finally:
+        direct.close()
+        ours.close()
+
+
+def test_concurrent_watches_share_one_connection(cluster, cached_proxy, ns):
+    token = cluster.token("admin")
+    c = h2_to(cluster, cached_proxy.secure_port)
+    try:
+        rv = json.loads(c.get(f"/api/v1/namespaces/{ns}/configmaps?resourceVersion=0",
+                              token)["data"])["metadata"]["resourceVersion"]
+        watches = [c.request(f"/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion={rv}"
+                             f"&labelSelector=w%3D{i}", token) for i in range(5)]
+        assert c.run_until(lambda: all(c.streams[s]["headers"] for s in watches), 10)
+        assert all(c.streams[s]["headers"][":status"] == "200" for s in watches)
+        for i in range(5):
+            cluster.kubectl("create", "configmap", f"w{i}", "-n", ns, f"--from-literal=w={i}")
+            cluster.kubectl("label", "configmap", f"w{i}", "-n", ns, f"w={i}")
+        assert c.run_until(lambda: all(len(c.events(s)) >= 1 for s in watches), 15)
+        for i, s in enumerate(watches):
+            ev = c.events(s)
+            assert [e["object"]["metadata"]["name"] for e in ev] == [f"w{i}"], ev
+            assert ev[0]["type"] == "ADDED"
+        # Every watch is a stream of the same connection, counted as served from the cache.
+        metrics = c.get("/metrics", token)
+        text = bytes(metrics["data"]).decode()
+        assert metric_values(text, "kube_fanout_http2_streams")[""] >= 5
+        assert metric_values(text, "kube_fanout_connections")['{protocol="h2"}'] >= 1
+        assert metric_values(text, "kube_fanout_http2_requests_total")['{route="cache"}'] >= 2
+    finally:
+        c.close()
+
+
+def test_passthrough_over_h2_streams_both_ways(cluster, cached_proxy, ns):
+    token = cluster.token("admin")
+    c = h2_to(cluster, cached_proxy.port, tls=False)
+    direct = h2_to(cluster, cluster.port)
+    try:
+        # A passthrough watch (deployments are not cached): headers at once, events as they come.
+        w = c.request(f"/apis/apps/v1/namespaces/{ns}/deployments?watch=1", token)
+        assert c.run_until(lambda: c.streams[w]["headers"] is not None, 10)
+        # A request body through the relay: create over h2.
+        body = json.dumps({"apiVersion": "apps/v1", "kind": "Deployment",
+                           "metadata": {"name": "d", "labels": {"app": "d"}},
+                           "spec": {"selector": {"matchLabels": {"app": "d"}},
+                                    "template": {"metadata": {"labels": {"app": "d"}},
+                                                 "spec": {"containers": [
+                                                     {"name": "c", "image": "busybox"}]}}}})
+        sid = c.request(f"/apis/apps/v1/namespaces/{ns}/deployments", token, method="POST",
+                        headers=[("content-type", "application/json")], body=body.encode())
+        assert c.run_until(lambda: c.streams[sid]["ended"], 10)
+        assert c.streams[sid]["headers"][":status"] == "201"
+        assert c.run_until(lambda: len(c.events(w)) >= 1, 10)
+        assert c.events(w)[0]["type"] == "ADDED"
+        path = f"/apis/apps/v1/namespaces/{ns}/deployments/d"
+        a, b = direct.get(path, token), c.get(path, token)
+        assert b["headers"][":status"] == a["headers"][":status"] == "200"
+        assert json.loads(b["data"])["metadata"]["uid"] == json.loads(a["data"])["metadata"]["uid"]
+        for h in ("transfer-encoding", "connection", "keep-alive"):
+            assert h not in b["headers"]
+        assert c.get("/readyz", token)["headers"][":status"] == "200"
+    finally:
+        c.close()
+        direct.close()
+
+
+@pytest.fixture(scope="module")
+def small_budget_proxy(cluster, tmp_path_factory):
+    """kube-fanout whose watchers may fall 128 KiB behind before they are cut."""
+    p = Proxy.start(cluster, tmp_path_factory.mktemp("h2-budget"),
+                    extra_args=["--watcher-max-queue-bytes=131072"])
+    yield p
+    assert p.stop() == 0, p.log_tail()
+
+
+def test_a_stalled_stream_is_cut_without_stalling_the_others(cluster, small_budget_proxy, ns):
+    token = cluster.token("admin")
+    c = h2_to(cluster, small_budget_proxy.secure_port)
+    try:
+        rv = json.loads(c.get(f"/api/v1/namespaces/{ns}/configmaps?resourceVersion=0",
+                              token)["data"])["metadata"]["resourceVersion"]
+        watch = f"/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion={rv}" \
+                "&labelSelector=big%3Dyes"
+        stalled = c.request(watch, token, stall=True)
+        reading = c.request(watch, token)
+        assert c.run_until(lambda: c.streams[stalled]["headers"] and c.streams[reading]["headers"])
+        # 40 objects of ~20 KiB, one at a time (a reader keeps up): far past the stalled
+        # stream's 64 KiB window and its 128 KiB budget.
+        for i in range(40):
+            obj = {"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": f"big{i}", "namespace": ns, "labels": {"big": "yes"}},
+                   "data": {"d": "x" * 20000}}
+            created = cluster.request("POST", f"/api/v1/namespaces/{ns}/configmaps",
+                                      body=json.dumps(obj),
+                                      headers={"Content-Type": "application/json"})
+            assert created.status == 201, created.body
+            assert c.run_until(lambda: len(c.events(reading)) > i, 10), i
+        assert c.run_until(lambda: len(c.events(reading)) >= 40, 30), len(c.events(reading))
+        assert c.run_until(lambda: c.streams[stalled]["reset"] is not None, 15)
+        assert len(c.streams[stalled]["data"]) < 256 * 1024
+        assert [e["object"]["metadata"]["name"] for e in c.events(reading)] == \
+            [f"big{i}" for i in range(40)]
+        # The connection goes on.
+        assert c.get("/healthz", token)["headers"][":status"] == "200"
+        assert not c.closed and c.goaway is None
+    finally:
+        c.close()
+
+
+def test_graceful_stop_sends_goaway_and_ends_watches(cluster, tmp_path, ns):
+    p = Proxy.start(cluster, tmp_path)
+    c = h2_to(cluster, p.secure_port)
+    token = cluster.token("admin")
+    path = f"/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion=0" \
+           "&fieldSelector=metadata.name%3Dcm1"
+    # curl (nghttp2) follows a stream past GOAWAY: its exit code says how the watch ended.
+    out = tmp_path / "curl.out"
+    curl = subprocess.Popen(["curl", "-sS", "-N", "--http2-prior-knowledge", "-A", UA,
+                             "-H", f"Authorization: Bearer {token}", "-o", str(out),
+                             f"http://127.0.0.1:{p.port}{path}"], stderr=subprocess.PIPE)
+    try:
+        w = c.request(path, token)
+        assert c.run_until(lambda: len(c.events(w)) == 1, 10)
+        deadline = time.monotonic() + 10
+        while b"ADDED" not in (out.read_bytes() if out.exists() else b""):
+            assert time.monotonic() < deadline, "curl's watch saw nothing"
+            time.sleep(0.05)
+        assert p.stop() == 0
+        assert c.run_until(lambda: c.goaway is not None, 10)
+        last_stream_id, error_code = c.goaway
+        assert error_code == 0 and last_stream_id >= w
+        # The watch ended cleanly (END_STREAM), not reset: curl exits 0 (92 on a stream error).
+        assert curl.wait(timeout=10) == 0, curl.stderr.read()
+        assert [json.loads(l)["type"] for l in out.read_bytes().splitlines()] == ["ADDED"]
+    finally:
+        c.close()
+        p.stop()
+        if curl.poll() is None:
+            curl.kill()
+
+
+def test_curl_speaks_h2_and_h2c(cluster, cached_proxy, ns):
+    token = cluster.token("admin")
+    base = ["curl", "-sS", "-o", "/dev/null", "-w", "%{http_version} %{http_code}", "-A", UA,
+            "-H", f"Authorization: Bearer {token}"]
+    path = f"/api/v1/namespaces/{ns}/configmaps?resourceVersion=0"
+    tls = subprocess.run(base + ["--http2", "--cacert", cluster.env["KF_CA_FILE"],
+                                 f"https://127.0.0.1:{cached_proxy.secure_port}{path}"],
+                         capture_output=True, text=True, timeout=30)
+    plain = subprocess.run(base + ["--http2-prior-knowledge",
+                                   f"http://127.0.0.1:{cached_proxy.port}{path}"],
+                           capture_output=True, text=True, timeout=30)
+    http1 = subprocess.run(base + ["--http1.1", f"http://127.0.0.1:{cached_proxy.port}{path}"],
+                           capture_output=True, text=True, timeout=30)
+    assert (tls.stdout, plain.stdout, http1.stdout) == ("2 200", "2 200", "1.1 200")
+
+
+@pytest.fixture(scope="module")
+def big_ns(cluster):
+    """Configmaps whose list is past the apiserver's 128 KiB compression threshold."""
+    name = f"kf-gz-{int(time.time() * 1000) % 10**8}"
+    cluster.kubectl("create", "namespace", name)
+    manifests = [{"apiVersion": "v1", "kind": "ConfigMap",
+                  "metadata": {"name": f"cm{i}", "namespace": name},
+                  "data": {"d": f"{i}-" + "payload " * 1000}} for i in range(30)]
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                          "items": manifests}))
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=false")
+
+
+@pytest.mark.parametrize("accept", ["gzip", "gzip, deflate", "deflate", None])
+def test_large_cached_answers_are_gzipped_as_the_apiserver_does(cluster, cached_proxy, big_ns,
+                                                                accept):
+    token_headers = {"User-Agent": UA}
+    if accept:
+        token_headers["Accept-Encoding"] = accept
+    paths = [f"/api/v1/namespaces/{big_ns}/configmaps?resourceVersion=0",  # > 128 KiB
+             # (A limit with resourceVersion=0 is ignored: the whole list, compressed.)
+             f"/api/v1/namespaces/{big_ns}/configmaps?resourceVersion=0"
+             "&fieldSelector=metadata.name%3Dcm1",  # small
+             f"/api/v1/namespaces/{big_ns}/configmaps/cm3?resourceVersion=0"]  # small
+    for i, path in enumerate(paths):
+        marker = f"kfgz={accept}-{i}".replace(" ", "").replace(",", "")
+        direct = cluster.request("GET", f"{path}&{marker}", headers=token_headers)
+        ours = cluster.request("GET", f"{path}&{marker}", headers=token_headers,
+                               port=cached_proxy.secure_port)
+        assert ours.status == direct.status == 200
+        assert routed(cached_proxy, marker) == "cache", path
+        assert strip(ours.headers) == strip(direct.headers), path
+        compressed = direct.headers.get("content-encoding") == "gzip"
+        assert compressed == (i == 0 and accept is not None and "gzip" in accept), path
+        if compressed:
+            assert ours.headers["vary"] == "Accept-Encoding"
+            assert gzip.decompress(ours.body) == gzip.decompress(direct.body)
+            assert len(gzip.decompress(ours.body)) > 128 * 1024
+        else:
+            assert ours.body == direct.body
+
+
+def test_watches_are_never_gzipped(cluster, cached_proxy, big_ns):
+    c = h2_to(cluster, cached_proxy.secure_port)
+    try:
+        w = c.request(f"/api/v1/namespaces/{big_ns}/configmaps?watch=1&resourceVersion=0",
+                      cluster.token("admin"), headers=[("accept-encoding", "gzip")])
+        assert c.run_until(lambda: len(c.events(w)) >= 30, 15)
+        assert "content-encoding" not in c.streams[w]["headers"]
+    finally:
+        c.close()
+
+
+def test_gzip_over_h2_matches_the_apiserver(cluster, cached_proxy, big_ns):
+    token = cluster.token("admin")
+    path = f"/api/v1/namespaces/{big_ns}/configmaps?resourceVersion=0&kfgz=h2"
+    direct, ours = h2_to(cluster, cluster.port), h2_to(cluster, cached_proxy.secure_port)
+    try:
+        a = direct.get(path, token, headers=[("accept-encoding", "gzip")])
+        b = ours.get(path, token, headers=[("accept-encoding", "gzip")])
+        assert a["headers"].get("content-encoding") == "gzip"
+        assert strip(b["headers"]) == strip(a["headers"])
+        assert gzip.decompress(bytes(b["data"])) == gzip.decompress(bytes(a["data"]))
+        assert routed(cached_proxy, "kfgz=h2") == "cache"
+    finally:
+        direct.close()
+        ours.close()
