@@ -1,0 +1,362 @@
+#include "edge/http2_session.h"
+
+#include <nghttp2/nghttp2.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/write.hpp>
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <list>
+#include <map>
+
+#include "edge/http_session.h"
+#include "tests/edge/test_support.h"
+
+namespace kf::test {
+namespace {
+
+// Answers by path: /small a whole "ok"; /big 1 MiB streamed in 16 KiB pieces; /echo the
+// request body; anything else 404.
+class Paths : public Handler {
+ public:
+  asio::awaitable<bool> Serve(Exchange& x) override {
+    const std::string_view path = x.request.target;
+    if (path == "/small") {
+      co_await WriteWhole(*x.response, 200, "text/plain", "ok");
+    } else if (path == "/big") {
+      ResponseHead head;
+      head.framing = ResponseHead::Framing::kStreamed;
+      head.fields.set(http::field::content_type, "text/plain");
+      head.fields.set(http::field::transfer_encoding, "chunked");  // Must not reach HTTP/2.
+      head.fields.set(http::field::connection, "keep-alive");      // Nor this.
+      if (co_await x.response->WriteHead(std::move(head))) co_return true;
+      const std::string piece(16 * 1024, 'x');
+      const std::array<asio::const_buffer, 1> b{asio::buffer(piece)};
+      for (int i = 0; i < 64; ++i) {
+        const beast::error_code ec = co_await x.response->WriteBody(b);
+        if (ec) {
+          big_failed = true;
+          co_return true;
+        }
+      }
+      co_await x.response->End();
+    } else if (path == "/echo") {
+      auto body = co_await ReadWholeBody(x.request.body, 1 << 20);
+      const std::string echo = body.value_or("?");  // Named: GCC 12 and coroutine temporaries.
+      co_await WriteWhole(*x.response, 200, "text/plain", echo);
+    } else {
+      co_await WriteWhole(*x.response, 404, "text/plain", "no");
+    }
+    co_return true;
+  }
+  bool big_failed = false;
+};
+
+// An nghttp2 client session over the client side of the pair.
+class Client {
+ public:
+  struct Stream {
+    std::map<std::string, std::string> headers;
+    std::string data;
+    bool closed = false;
+    uint32_t error = 0;
+    bool stalled = false;  // Its data is never consumed: its window closes.
+  };
+
+  explicit Client(LoopbackPair& pair) : pair_(pair) {
+    nghttp2_session_callbacks* cb;
+    nghttp2_session_callbacks_new(&cb);
+    nghttp2_session_callbacks_set_on_header_callback(cb, &OnHeader);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, &OnData);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, &OnClose);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, &OnFrame);
+    nghttp2_option* opt;
+    nghttp2_option_new(&opt);
+    nghttp2_option_set_no_auto_window_update(opt, 1);
+    nghttp2_option_set_max_send_header_block_length(opt, 4 << 20);
+    nghttp2_session_client_new2(&session_, cb, this, opt);
+    nghttp2_option_del(opt);
+    nghttp2_session_callbacks_del(cb);
+    nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, nullptr, 0);
+    Send();
+  }
+  ~Client() { nghttp2_session_del(session_); }
+
+  int32_t Request(const std::string& path, std::string body = {}, bool stall = false,
+                  std::vector<std::pair<std::string, std::string>> extra = {}) {
+    std::vector<std::pair<std::string, std::string>> h = {
+        {":method", body.empty() ? "GET" : "POST"},
+        {":path", path},
+        {":scheme", "http"},
+        {":authority", "x"}};
+    h.insert(h.end(), extra.begin(), extra.end());
+    std::vector<nghttp2_nv> nv;
+    for (auto& [n, v] : h) {
+      nv.push_back({reinterpret_cast<uint8_t*>(n.data()), reinterpret_cast<uint8_t*>(v.data()),
+                    n.size(), v.size(), NGHTTP2_NV_FLAG_NONE});
+    }
+    bodies_.push_back(std::move(body));
+    nghttp2_data_provider provider{};
+    provider.source.ptr = &bodies_.back();
+    provider.read_callback = &ReadBody;
+    const int32_t id =
+        nghttp2_submit_request(session_, nullptr, nv.data(), nv.size(),
+                               bodies_.back().empty() ? nullptr : &provider, nullptr);
+    streams[id].stalled = stall;
+    Send();
+    return id;
+  }
+
+  // Reads what arrived and answers it (window updates, acknowledgements).
+  void Pump() {
+    const std::string in = pair_.ReadAvailable();
+    if (!in.empty()) {
+      nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(in.data()), in.size());
+    }
+    Send();
+  }
+
+  std::map<int32_t, Stream> streams;
+  std::map<int32_t, uint32_t> settings;
+  std::optional<uint32_t> goaway_error;
+
+ private:
+  void Send() {
+    for (;;) {
+      const uint8_t* data;
+      const ssize_t n = nghttp2_session_mem_send(session_, &data);
+      if (n <= 0) break;
+      beast::error_code ec;
+      asio::write(pair_.client, asio::buffer(data, static_cast<size_t>(n)), ec);
+    }
+  }
+  static ssize_t ReadBody(nghttp2_session*, int32_t, uint8_t* buf, size_t length, uint32_t* flags,
+                          nghttp2_data_source* source, void*) {
+    auto* body = static_cast<std::string*>(source->ptr);
+    const size_t n = std::min(length, body->size());
+    std::memcpy(buf, body->data(), n);
+    body->erase(0, n);
+    if (body->empty()) *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return static_cast<ssize_t>(n);
+  }
+  static int OnHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name,
+                      size_t namelen, const uint8_t* value, size_t valuelen, uint8_t, void* self) {
+    static_cast<Client*>(self)->streams[frame->hd.stream_id].headers.emplace(
+        std::string(reinterpret_cast<const char*>(name), namelen),
+        std::string(reinterpret_cast<const char*>(value), valuelen));
+    return 0;
+  }
+  static int OnData(nghttp2_session* session, uint8_t, int32_t id, const uint8_t* data, size_t len,
+                    void* self) {
+    Stream& s = static_cast<Client*>(self)->streams[id];
+    s.data.append(reinterpret_cast<const char*>(data), len);
+    if (s.stalled) {
+      nghttp2_session_consume_connection(session, len);
+    } else {
+      nghttp2_session_consume(session, id, len);
+    }
+    return 0;
+  }
+  static int OnClose(nghttp2_session*, int32_t id, uint32_t error, void* self) {
+    Stream& s = static_cast<Client*>(self)->streams[id];
+    s.closed = true;
+    s.error = error;
+    return 0;
+  }
+  static int OnFrame(nghttp2_session*, const nghttp2_frame* frame, void* self) {
+    auto* c = static_cast<Client*>(self);
+    if (frame->hd.type == NGHTTP2_SETTINGS && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
+      for (size_t i = 0; i < frame->settings.niv; ++i) {
+        c->settings[frame->settings.iv[i].settings_id] = frame->settings.iv[i].value;
+      }
+    }
+    if (frame->hd.type == NGHTTP2_GOAWAY) c->goaway_error = frame->goaway.error_code;
+    return 0;
+  }
+
+  LoopbackPair& pair_;
+  nghttp2_session* session_ = nullptr;
+  std::list<std::string> bodies_;
+};
+
+// An HttpSession on the server side of a pair, its pipeline answering by Paths; the client
+// speaks HTTP/2 with prior knowledge.
+struct H2c {
+  H2c() {
+    PipelineStages stages;
+    stages.routes.is_local = [](std::string_view) { return true; };
+    stages.local = &paths;
+    stages.relay = &paths;
+    pipeline.emplace(std::move(stages), log, stats);
+    auto session =
+        std::make_shared<HttpSession>(std::make_unique<AnyStream>(std::move(pair.server)),
+                                      "127.0.0.1:5555", *pipeline, sessions, active, log);
+    session->Start(ioc.get_executor());
+  }
+  bool RunUntil(const std::function<bool()>& done) {
+    return test::RunUntil(ioc, [&] {
+      client.Pump();
+      return done();
+    });
+  }
+
+  Logger log{2, Logger::Level::kError};
+  RouteStats stats;
+  Paths paths;
+  SessionSet sessions;
+  std::atomic<int64_t> active{0};
+  std::optional<Pipeline> pipeline;
+  asio::io_context ioc;
+  LoopbackPair pair{ioc};
+  Client client{pair};
+};
+
+TEST_CASE("Http2Session announces the apiserver's HTTP/2 settings") {
+  H2c h;
+  REQUIRE(h.RunUntil([&] { return h.client.settings.size() >= 5; }));
+  CHECK(h.client.settings[NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS] == 100);
+  CHECK(h.client.settings[NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE] == 256 * 1024);
+  CHECK(h.client.settings[NGHTTP2_SETTINGS_MAX_FRAME_SIZE] == 256 * 1024);
+  CHECK(h.client.settings[NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE] == (1u << 20) + 320);
+  CHECK(h.stats.transport.http2_connections == 1);
+}
+
+TEST_CASE("Http2Session answers concurrent streams on one connection, each in its own") {
+  H2c h;
+  const int32_t a = h.client.Request("/small");
+  const int32_t b = h.client.Request("/echo", "hello body");
+  const int32_t c = h.client.Request("/missing");
+  REQUIRE(h.RunUntil([&] {
+    return h.client.streams[a].closed && h.client.streams[b].closed && h.client.streams[c].closed;
+  }));
+  CHECK(h.client.streams[a].headers[":status"] == "200");
+  CHECK(h.client.streams[a].data == "ok");
+  // A small whole answer has a length (as Go's HTTP/2 server gives one), and a Date.
+  CHECK(h.client.streams[a].headers["content-length"] == "2");
+  CHECK(h.client.streams[a].headers.count("date") == 1);
+  CHECK(h.client.streams[b].data == "hello body");
+  CHECK(h.client.streams[c].headers[":status"] == "404");
+  for (int32_t id : {a, b, c}) CHECK(h.client.streams[id].error == NGHTTP2_NO_ERROR);
+  CHECK(h.stats.transport.http2_streams_total == 3);
+  // Counted once each pipeline is done (GET: the local route; POST: "passthrough").
+  const auto& by = h.stats.transport.http2_answered;
+  CHECK(h.RunUntil([&] {
+    return by[static_cast<size_t>(Answer::kLocal)] == 2 &&
+           by[static_cast<size_t>(Answer::kPassthrough)] == 1;
+  }));
+}
+
+TEST_CASE("Http2Session drops connection-specific fields and streams a long answer") {
+  H2c h;
+  const int32_t big = h.client.Request("/big");
+  REQUIRE(h.RunUntil([&] { return h.client.streams[big].closed; }));
+  const auto& s = h.client.streams[big];
+  CHECK(s.data.size() == 64 * 16 * 1024);
+  CHECK(s.headers.count("transfer-encoding") == 0);
+  CHECK(s.headers.count("connection") == 0);
+  CHECK(s.headers.count("content-length") == 0);
+  CHECK(s.error == NGHTTP2_NO_ERROR);
+}
+
+TEST_CASE("Http2Session keeps serving other streams while one stream's client stops reading") {
+  H2c h;
+  const int32_t stalled = h.client.Request("/big", {}, /*stall=*/true);
+  // The stalled stream takes its window (the client's default, 64 KiB) and waits.
+  REQUIRE(h.RunUntil([&] { return h.client.streams[stalled].data.size() >= 65535; }));
+  const int32_t other = h.client.Request("/big");
+  const int32_t small = h.client.Request("/small");
+  REQUIRE(
+      h.RunUntil([&] { return h.client.streams[other].closed && h.client.streams[small].closed; }));
+  CHECK(h.client.streams[other].data.size() == 64 * 16 * 1024);
+  CHECK(h.client.streams[small].data == "ok");
+  CHECK_FALSE(h.client.streams[stalled].closed);
+  CHECK(h.client.streams[stalled].data.size() == 65535);
+  CHECK(h.stats.transport.http2_streams == 1);
+}
+
+TEST_CASE("Http2Session answers a header list past its limit with Go's 431") {
+  // A smaller limit than the 1 MiB (+320) default: nghttp2 clients send header blocks in 16 KiB
+  // frames, and nghttp2 takes at most 8 CONTINUATION frames (Go's clients use the 256 KiB
+  // frames the server allows, so they meet the 1 MiB limit first).
+  Logger log{2, Logger::Level::kError};
+  RouteStats stats;
+  Paths paths;
+  PipelineStages stages;
+  stages.routes.is_local = [](std::string_view) { return true; };
+  stages.local = &paths;
+  stages.relay = &paths;
+  Pipeline pipeline(std::move(stages), log, stats);
+  asio::io_context ioc;
+  LoopbackPair pair{ioc};
+  Http2Limits limits;
+  limits.max_header_list_size = 100 * 1024;
+  auto session = std::make_shared<Http2Session>(pair.server, "r", "127.0.0.1", pipeline,
+                                                stats.transport, limits);
+  asio::co_spawn(
+      ioc, [session] { return session->Run(""); }, asio::detached);
+  Client client{pair};
+  const auto run = [&](const std::function<bool()>& done) {
+    return RunUntil(ioc, [&] {
+      client.Pump();
+      return done();
+    });
+  };
+  const int32_t fits = client.Request("/small", {}, false, {{"x-a", std::string(50000, 'a')}});
+  REQUIRE(run([&] { return client.streams[fits].closed; }));
+  CHECK(client.streams[fits].headers[":status"] == "200");
+  const int32_t big = client.Request(
+      "/small", {}, false, {{"x-a", std::string(60000, 'a')}, {"x-b", std::string(60000, 'b')}});
+  REQUIRE(run([&] { return client.streams[big].closed; }));
+  CHECK(client.streams[big].headers[":status"] == "431");
+  CHECK(client.streams[big].data ==
+        "<h1>HTTP Error 431</h1><p>Request Header Field(s) Too Large</p>");
+  CHECK(stats.transport.http2_header_too_large == 1);
+  // The connection goes on.
+  const int32_t after = client.Request("/small");
+  REQUIRE(run([&] { return client.streams[after].closed; }));
+  CHECK(client.streams[after].data == "ok");
+  session->Stop();
+  run([&] { return client.goaway_error.has_value(); });
+}
+
+TEST_CASE("Http2Session sends GOAWAY on a graceful stop and closes when its streams are done") {
+  H2c h;
+  const int32_t a = h.client.Request("/small");
+  REQUIRE(h.RunUntil([&] { return h.client.streams[a].closed; }));
+  h.sessions.StopAll();
+  REQUIRE(h.RunUntil([&] { return h.client.goaway_error.has_value() && h.pair.closed; }));
+  CHECK(*h.client.goaway_error == NGHTTP2_NO_ERROR);
+  CHECK(h.active == 0);
+}
+
+TEST_CASE("HttpSession still serves HTTP/1.1 on a plain connection") {
+  Logger log{2, Logger::Level::kError};
+  RouteStats stats;
+  Paths paths;
+  SessionSet sessions;
+  std::atomic<int64_t> active{0};
+  PipelineStages stages;
+  stages.routes.is_local = [](std::string_view) { return true; };
+  stages.local = &paths;
+  stages.relay = &paths;
+  Pipeline pipeline(std::move(stages), log, stats);
+  asio::io_context ioc;
+  LoopbackPair pair{ioc};
+  std::make_shared<HttpSession>(std::make_unique<AnyStream>(std::move(pair.server)), "r", pipeline,
+                                sessions, active, log)
+      ->Start(ioc.get_executor());
+  // "P" starts like the HTTP/2 preface, then is not.
+  asio::write(pair.client, asio::buffer(std::string_view("POST /echo HTTP/1.1\r\nHost: x\r\n"
+                                                         "Content-Length: 2\r\n\r\nhi")));
+  std::string read;
+  REQUIRE(RunUntil(ioc, [&] {
+    read += pair.ReadAvailable();
+    return ParseResponse(read).done;
+  }));
+  CHECK(ParseResponse(read).message.body() == "hi");
+  CHECK(stats.transport.http2_connections == 0);
+}
+
+}  // namespace
+}  // namespace kf::test
