@@ -25,6 +25,8 @@ import time
 
 import pytest
 
+from kfrig import metric_values
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "tests/clients/informer"
 SOURCE_FILES = ("go.mod", "go.sum", "main.go")
@@ -86,7 +88,8 @@ def informer_binary():
 class InformerRun:
     """One informer process; its stdout lines are collected as they come."""
 
-    def __init__(self, binary, cluster, server, node, watchlist, user_agent, log_dir):
+    def __init__(self, binary, cluster, server, node, watchlist, user_agent, log_dir,
+                 http1=False):
         self.user_agent = user_agent
         self.lines = []
         self.stderr_path = log_dir / f"{user_agent.replace('/', '_')}.stderr"
@@ -95,7 +98,8 @@ class InformerRun:
         self.process = subprocess.Popen(
             [str(binary), f"--server={server}", f"--ca-file={cluster.env['KF_CA_FILE']}",
              f"--token={cluster.token('admin')}", f"--node={node}",
-             f"--duration={RUN_LIMIT_S}", f"--user-agent={user_agent}"],
+             f"--duration={RUN_LIMIT_S}", f"--user-agent={user_agent}"]
+            + (["--http1.1"] if http1 else []),
             stdout=subprocess.PIPE, stderr=open(self.stderr_path, "wb"), text=True, env=env)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -227,6 +231,12 @@ def proxy_lines_for(proxy, user_agent):
     return out
 
 
+def http2_cache_reads(cluster, proxy):
+    """Requests kube-fanout has served from its cache over HTTP/2 so far."""
+    text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
+    return metric_values(text, "kube_fanout_http2_requests_total")['{route="cache"}']
+
+
 def report(runs, proxy):
     """Everything needed to diagnose a difference: both runs and kube-fanout's log for its run."""
     parts = []
@@ -239,9 +249,10 @@ def report(runs, proxy):
     return "\n".join(parts)
 
 
+@pytest.mark.parametrize("proto", ["HTTP/2.0", "HTTP/1.1"], ids=["h2", "http1.1"])
 @pytest.mark.parametrize("watchlist", [True, False], ids=["watchlist", "list-then-watch"])
 def test_kubelet_and_kube_proxy_informers_see_the_same_events_through_kube_fanout(
-        cluster, cached_proxy, namespace, informer_binary, tmp_path, watchlist):
+        cluster, cached_proxy, namespace, informer_binary, tmp_path, watchlist, proto):
     ns = namespace
     node, other = f"{ns}-node", f"{ns}-other"
     api = Api(cluster)
@@ -263,8 +274,10 @@ def test_kubelet_and_kube_proxy_informers_see_the_same_events_through_kube_fanou
             slices])
 
         mode = "watchlist" if watchlist else "list"
+        http1 = proto == "HTTP/1.1"
+        h2_cache_reads = http2_cache_reads(cluster, cached_proxy)
         runs = {name: InformerRun(informer_binary, cluster, server, node, watchlist,
-                                  f"kf-informer/{ns}/{mode}/{name}", tmp_path)
+                                  f"kf-informer/{ns}/{mode}/{proto}/{name}", tmp_path, http1)
                 for name, server in (("direct", cluster.url), ("cached", cached_proxy.server))}
         try:
             synced = wait_for(lambda: all(r.synced() for r in runs.values()), SYNC_TIMEOUT_S)
@@ -287,6 +300,13 @@ def test_kubelet_and_kube_proxy_informers_see_the_same_events_through_kube_fanou
                 api.patch(f"{slices}/svc-p-pre", {"metadata": {"labels": {"kf-poke": str(i)}}})
 
         check(runs, cached_proxy, ns, node, other, expected, watchlist, poke)
+        # client-go negotiated the protocol by ALPN, with the apiserver and with kube-fanout
+        # alike; over HTTP/2 kube-fanout's metrics count the streams served from its cache.
+        for name, run in runs.items():
+            protos = {r.get("proto") for r in run.first("requests")["log"] if r["status"]}
+            assert protos == {proto}, f"{name}: {protos}\n" + report(runs, cached_proxy)
+        served = http2_cache_reads(cluster, cached_proxy) - h2_cache_reads
+        assert (served >= 3) if not http1 else (served == 0), served
     finally:
         for name in (node, other):
             cluster.request("DELETE", f"/api/v1/nodes/{name}")

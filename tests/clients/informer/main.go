@@ -93,7 +93,8 @@ type request struct {
 	Kind     string `json:"kind"` // list, watch, watchlist, get, other
 	Resource string `json:"resource"`
 	URI      string `json:"uri"`
-	Status   int    `json:"status"` // 0: no response
+	Status   int    `json:"status"`          // 0: no response
+	Proto    string `json:"proto,omitempty"` // HTTP/1.1 or HTTP/2.0, as the response came
 	Error    string `json:"error,omitempty"`
 }
 
@@ -141,6 +142,7 @@ func (t *recording) RoundTrip(req *http.Request) (*http.Response, error) {
 		rec.Error = err.Error()
 	} else {
 		rec.Status = resp.StatusCode
+		rec.Proto = resp.Proto
 	}
 	t.rec.mu.Lock()
 	t.rec.log = append(t.rec.log, rec)
@@ -169,6 +171,14 @@ func initialSync(log []request) map[string]string {
 	return how
 }
 
+// nextProtos: nil lets client-go offer h2 and http/1.1 (it uses HTTP/2 when the server agrees).
+func nextProtos(http1 bool) []string {
+	if http1 {
+		return []string{"http/1.1"}
+	}
+	return nil
+}
+
 func main() {
 	server := flag.String("server", "", "apiserver (or kube-fanout) URL, https://host:port")
 	caFile := flag.String("ca-file", "", "CA bundle that signs the server's certificate")
@@ -177,6 +187,7 @@ func main() {
 	duration := flag.Float64("duration", 10, "seconds to run before exiting")
 	namespace := flag.String("namespace", "", "limit pods and EndpointSlices to this namespace (default: all, as kubelet and kube-proxy do)")
 	userAgent := flag.String("user-agent", "kf-informer", "User-Agent header (to find this run's requests in a proxy log)")
+	http1 := flag.Bool("http1.1", false, "offer only http/1.1 by ALPN (client-go negotiates HTTP/2 over TLS by default)")
 	klog.InitFlags(nil) // -v for client-go's own logging, on stderr
 	flag.Parse()
 	if *server == "" || *node == "" || *duration <= 0 {
@@ -196,7 +207,7 @@ func main() {
 	cfg := &rest.Config{
 		Host:            *server,
 		BearerToken:     *token,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: *caFile},
+		TLSClientConfig: rest.TLSClientConfig{CAFile: *caFile, NextProtos: nextProtos(*http1)},
 		UserAgent:       *userAgent,
 		WrapTransport: func(rt http.RoundTripper) http.RoundTripper {
 			return &recording{next: rt, rec: rec}
