@@ -62,26 +62,29 @@ class Writer {
 
 // Connections by protocol and HTTP/2 streams (edge/http2_session.h has the limits).
 void RenderTransport(Writer& w, const TransportStats& t, int64_t open_connections) {
+  // A family of one sample.
+  const auto single = [&w](std::string_view name, std::string_view type, std::string_view help,
+                           double value) {
+    w.Family(name, type, help);
+    w.Sample(name, "", value);
+  };
   const auto h2 = t.http2_connections.load();
   w.Family("kube_fanout_connections", "gauge", "Client connections open, by protocol.");
   w.Sample("kube_fanout_connections", Label("protocol", "http/1.1"),
            static_cast<double>(std::max<int64_t>(0, open_connections - h2)));
   w.Sample("kube_fanout_connections", Label("protocol", "h2"), static_cast<double>(h2));
-  w.Family("kube_fanout_http2_streams", "gauge",
-           "HTTP/2 streams open (at most 100 per connection, as the apiserver).");
-  w.Sample("kube_fanout_http2_streams", "", static_cast<double>(t.http2_streams.load()));
-  w.Family("kube_fanout_http2_streams_total", "counter", "HTTP/2 streams opened by clients.");
-  w.Sample("kube_fanout_http2_streams_total", "",
-           static_cast<double>(t.http2_streams_total.load()));
-  w.Family("kube_fanout_http2_streams_reset_total", "counter",
-           "HTTP/2 streams that ended before their answer did (reset by the client, cut for "
-           "slowness, or with their connection).");
-  w.Sample("kube_fanout_http2_streams_reset_total", "",
-           static_cast<double>(t.http2_streams_reset.load()));
-  w.Family("kube_fanout_http2_header_too_large_total", "counter",
-           "HTTP/2 requests refused 431 for a header list past 1 MiB (+320).");
-  w.Sample("kube_fanout_http2_header_too_large_total", "",
-           static_cast<double>(t.http2_header_too_large.load()));
+  single("kube_fanout_http2_streams", "gauge",
+         "HTTP/2 streams open (at most 100 per connection, as the apiserver).",
+         static_cast<double>(t.http2_streams.load()));
+  single("kube_fanout_http2_streams_total", "counter", "HTTP/2 streams opened by clients.",
+         static_cast<double>(t.http2_streams_total.load()));
+  single("kube_fanout_http2_streams_reset_total", "counter",
+         "HTTP/2 streams that ended before their answer did (reset by the client, cut for "
+         "slowness, or with their connection).",
+         static_cast<double>(t.http2_streams_reset.load()));
+  single("kube_fanout_http2_header_too_large_total", "counter",
+         "HTTP/2 requests refused 431 for a header list past 1 MiB (+320).",
+         static_cast<double>(t.http2_header_too_large.load()));
   w.Family("kube_fanout_http2_requests_total", "counter",
            "Requests served over HTTP/2, by how they were answered.");
   for (size_t i = 0; i < static_cast<size_t>(Answer::kCount); ++i) {

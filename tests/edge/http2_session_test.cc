@@ -180,19 +180,27 @@ class Client {
   std::list<std::string> bodies_;
 };
 
-// An HttpSession on the server side of a pair, its pipeline answering by Paths; the client
-// speaks HTTP/2 with prior knowledge.
-struct H2c {
-  H2c() {
+// A pipeline answering every path by Paths (GET on the local route, the rest as "relay").
+struct PathsPipeline {
+  PathsPipeline() {
     PipelineStages stages;
     stages.routes.is_local = [](std::string_view) { return true; };
     stages.local = &paths;
     stages.relay = &paths;
     pipeline.emplace(std::move(stages), log, stats);
-    auto session =
-        std::make_shared<HttpSession>(std::make_unique<AnyStream>(std::move(pair.server)),
-                                      "127.0.0.1:5555", *pipeline, sessions, active, log);
-    session->Start(ioc.get_executor());
+  }
+  Logger log{2, Logger::Level::kError};
+  RouteStats stats;
+  Paths paths;
+  std::optional<Pipeline> pipeline;
+};
+
+// An HttpSession on the server side of a pair; the client speaks HTTP/2 with prior knowledge.
+struct H2c : PathsPipeline {
+  H2c() {
+    std::make_shared<HttpSession>(std::make_unique<AnyStream>(std::move(pair.server)),
+                                  "127.0.0.1:5555", *pipeline, sessions, active, log)
+        ->Start(ioc.get_executor());
   }
   bool RunUntil(const std::function<bool()>& done) {
     return test::RunUntil(ioc, [&] {
@@ -201,12 +209,8 @@ struct H2c {
     });
   }
 
-  Logger log{2, Logger::Level::kError};
-  RouteStats stats;
-  Paths paths;
   SessionSet sessions;
   std::atomic<int64_t> active{0};
-  std::optional<Pipeline> pipeline;
   asio::io_context ioc;
   LoopbackPair pair{ioc};
   Client client{pair};
@@ -279,19 +283,13 @@ TEST_CASE("Http2Session answers a header list past its limit with Go's 431") {
   // A smaller limit than the 1 MiB (+320) default: nghttp2 clients send header blocks in 16 KiB
   // frames, and nghttp2 takes at most 8 CONTINUATION frames (Go's clients use the 256 KiB
   // frames the server allows, so they meet the 1 MiB limit first).
-  Logger log{2, Logger::Level::kError};
-  RouteStats stats;
-  Paths paths;
-  PipelineStages stages;
-  stages.routes.is_local = [](std::string_view) { return true; };
-  stages.local = &paths;
-  stages.relay = &paths;
-  Pipeline pipeline(std::move(stages), log, stats);
+  PathsPipeline p;
+  auto& stats = p.stats;
   asio::io_context ioc;
   LoopbackPair pair{ioc};
   Http2Limits limits;
   limits.max_header_list_size = 100 * 1024;
-  auto session = std::make_shared<Http2Session>(pair.server, "r", "127.0.0.1", pipeline,
+  auto session = std::make_shared<Http2Session>(pair.server, "r", "127.0.0.1", *p.pipeline,
                                                 stats.transport, limits);
   asio::co_spawn(
       ioc, [session] { return session->Run(""); }, asio::detached);
@@ -331,20 +329,13 @@ TEST_CASE("Http2Session sends GOAWAY on a graceful stop and closes when its stre
 }
 
 TEST_CASE("HttpSession still serves HTTP/1.1 on a plain connection") {
-  Logger log{2, Logger::Level::kError};
-  RouteStats stats;
-  Paths paths;
+  PathsPipeline p;
   SessionSet sessions;
   std::atomic<int64_t> active{0};
-  PipelineStages stages;
-  stages.routes.is_local = [](std::string_view) { return true; };
-  stages.local = &paths;
-  stages.relay = &paths;
-  Pipeline pipeline(std::move(stages), log, stats);
   asio::io_context ioc;
   LoopbackPair pair{ioc};
-  std::make_shared<HttpSession>(std::make_unique<AnyStream>(std::move(pair.server)), "r", pipeline,
-                                sessions, active, log)
+  std::make_shared<HttpSession>(std::make_unique<AnyStream>(std::move(pair.server)), "r",
+                                *p.pipeline, sessions, active, p.log)
       ->Start(ioc.get_executor());
   // "P" starts like the HTTP/2 preface, then is not.
   asio::write(pair.client, asio::buffer(std::string_view("POST /echo HTTP/1.1\r\nHost: x\r\n"
@@ -355,7 +346,7 @@ TEST_CASE("HttpSession still serves HTTP/1.1 on a plain connection") {
     return ParseResponse(read).done;
   }));
   CHECK(ParseResponse(read).message.body() == "hi");
-  CHECK(stats.transport.http2_connections == 0);
+  CHECK(p.stats.transport.http2_connections == 0);
 }
 
 }  // namespace

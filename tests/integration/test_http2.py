@@ -141,6 +141,11 @@ class H2Client:
         assert self.run_until(lambda: s["ended"] or s["reset"] is not None, timeout), path
         return s
 
+    def list_rv(self, path, token):
+        """The resourceVersion of a LIST of `path` (from the cache: resourceVersion=0)."""
+        return json.loads(self.get(f"{path}?resourceVersion=0", token)["data"])[
+            "metadata"]["resourceVersion"]
+
     def events(self, sid):
         """The complete lines (events) received so far."""
         lines = bytes(self.streams[sid]["data"]).split(b"\n")[:-1]
@@ -220,8 +225,7 @@ def test_concurrent_watches_share_one_connection(cluster, cached_proxy, ns):
     token = cluster.token("admin")
     c = h2_to(cluster, cached_proxy.secure_port)
     try:
-        rv = json.loads(c.get(f"/api/v1/namespaces/{ns}/configmaps?resourceVersion=0",
-                              token)["data"])["metadata"]["resourceVersion"]
+        rv = c.list_rv(f"/api/v1/namespaces/{ns}/configmaps", token)
         watches = [c.request(f"/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion={rv}"
                              f"&labelSelector=w%3D{i}", token) for i in range(5)]
         assert c.run_until(lambda: all(c.streams[s]["headers"] for s in watches), 10)
@@ -290,8 +294,7 @@ def test_a_stalled_stream_is_cut_without_stalling_the_others(cluster, small_budg
     token = cluster.token("admin")
     c = h2_to(cluster, small_budget_proxy.secure_port)
     try:
-        rv = json.loads(c.get(f"/api/v1/namespaces/{ns}/configmaps?resourceVersion=0",
-                              token)["data"])["metadata"]["resourceVersion"]
+        rv = c.list_rv(f"/api/v1/namespaces/{ns}/configmaps", token)
         watch = f"/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion={rv}" \
                 "&labelSelector=big%3Dyes"
         stalled = c.request(watch, token, stall=True)
