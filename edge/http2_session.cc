@@ -52,12 +52,14 @@ bool NegotiatedHttp2(AnyStream& stream) {
 }
 
 Http2Session::Http2Session(AnyStream& stream, std::string remote, std::string remote_ip,
-                           Pipeline& pipeline, TransportStats& stats, const Http2Limits& limits)
+                           Pipeline& pipeline, TransportStats& stats, ClientCertificate client_cert,
+                           const Http2Limits& limits)
     : stream_(stream),
       remote_(std::move(remote)),
       remote_ip_(std::move(remote_ip)),
       pipeline_(pipeline),
       stats_(stats),
+      client_cert_(std::move(client_cert)),
       limits_(limits),
       write_wake_(stream.get_executor()),
       idle_timer_(stream.get_executor()),
@@ -320,7 +322,8 @@ asio::awaitable<void> Http2Session::Serve(std::shared_ptr<Http2Stream> stream) {
   }
   auto info = RequestInfo::Parse(s.method(), s.path());
   const absl::Status parsed = info.status();
-  Request request = s.MakeRequest(remote_ip_, parsed.ok() ? *std::move(info) : RequestInfo{});
+  Request request =
+      s.MakeRequest(remote_ip_, parsed.ok() ? *std::move(info) : RequestInfo{}, &client_cert_);
   Exchange x{request, &s.response(), s.stop()};
   if (!parsed.ok()) {
     co_await x.Reject(ToKubeStatus(parsed), std::string(parsed.message()));

@@ -60,7 +60,8 @@ inline constexpr std::string_view kHttp2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\
 class Http2Session : public std::enable_shared_from_this<Http2Session> {
  public:
   Http2Session(AnyStream& stream, std::string remote, std::string remote_ip, Pipeline& pipeline,
-               TransportStats& stats, const Http2Limits& limits = {});
+               TransportStats& stats, ClientCertificate client_cert,
+               const Http2Limits& limits = {});
   ~Http2Session();
   Http2Session(const Http2Session&) = delete;
   Http2Session& operator=(const Http2Session&) = delete;
@@ -100,6 +101,7 @@ class Http2Session : public std::enable_shared_from_this<Http2Session> {
   std::string remote_ip_;
   Pipeline& pipeline_;
   TransportStats& stats_;
+  const ClientCertificate client_cert_;  // The connection's, for every stream.
   Http2Limits limits_;
   nghttp2_session* session_ = nullptr;
   std::map<int32_t, std::shared_ptr<Http2Stream>> streams_;

@@ -91,11 +91,20 @@ bool Http2Stream::AddHeader(std::string_view name, std::string_view value, size_
   return true;
 }
 
-Request Http2Stream::MakeRequest(std::string_view remote_ip, RequestInfo info) {
+Request Http2Stream::MakeRequest(std::string_view remote_ip, RequestInfo info,
+                                 const ClientCertificate* client_cert) {
   bodiless_ = body_end_ && body_in_.empty();
-  return Request{
-      http::string_to_verb(method_), method_, path_,       20, true, headers_, std::move(info),
-      std::string(remote_ip),        body_,   std::nullopt};
+  return Request{http::string_to_verb(method_),
+                 method_,
+                 path_,
+                 20,
+                 true,
+                 headers_,
+                 std::move(info),
+                 std::string(remote_ip),
+                 body_,
+                 std::nullopt,
+                 client_cert};
 }
 
 void Http2Stream::OnData(const uint8_t* data, size_t n) {

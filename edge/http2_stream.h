@@ -94,7 +94,8 @@ class Http2Stream {
   bool AddHeader(std::string_view name, std::string_view value, size_t max_bytes);
   bool head_too_large() const { return head_too_large_; }
   // The request as the pipeline sees it, once the head is complete.
-  Request MakeRequest(std::string_view remote_ip, RequestInfo info);
+  Request MakeRequest(std::string_view remote_ip, RequestInfo info,
+                      const ClientCertificate* client_cert);
   std::string_view method() const { return method_; }
   std::string_view path() const { return path_; }
 
