@@ -45,6 +45,34 @@ nghttp2_nv Nv(const std::string& name, const std::string& value) {
                     value.size(), NGHTTP2_NV_FLAG_NONE};
 }
 
+// The answer's header block as HTTP/2 carries it: ":status", lower-case names, no
+// connection-specific fields, a date, and a content-length where Go's server sends one (a
+// relayed length; a handler's whole answer that fits its buffer).
+std::vector<std::pair<std::string, std::string>> Http2Fields(const ResponseHead& head) {
+  std::vector<std::pair<std::string, std::string>> out;
+  out.emplace_back(":status", std::to_string(head.status));
+  bool has_date = false, has_length = false;
+  for (const auto& f : head.fields) {
+    std::string name = absl::AsciiStrToLower(ToAbsl(f.name_string()));
+    std::string value(f.value());
+    if (ConnectionSpecific(name, value)) continue;
+    has_date = has_date || name == "date";
+    has_length = has_length || name == "content-length";
+    out.emplace_back(std::move(name), std::move(value));
+  }
+  if (!has_date) {
+    out.emplace_back(
+        "date", absl::FormatTime("%a, %d %b %Y %H:%M:%S GMT", absl::Now(), absl::UTCTimeZone()));
+  }
+  using Framing = ResponseHead::Framing;
+  const bool whole_fits = head.framing == Framing::kWhole && head.length <= kGoH2BufferedBytes;
+  if (!has_length && StatusHasBody(head.status) &&
+      (head.framing == Framing::kLength || whole_fits)) {
+    out.emplace_back("content-length", std::to_string(head.length));
+  }
+  return out;
+}
+
 }  // namespace
 
 Http2Wakeup::Http2Wakeup(const asio::any_io_executor& executor)
@@ -220,38 +248,11 @@ asio::awaitable<beast::error_code> Http2Response::WriteHead(ResponseHead head) {
   // than 100 Continue (Continue()) are not relayed.
   if (head.status < 200) co_return beast::error_code(asio::error::operation_not_supported);
   status_ = head.status;
-  const bool head_only = s.method_ == "HEAD";
-  const bool has_body = StatusHasBody(head.status) && !head_only;
-  std::vector<std::string> strings;
-  strings.reserve(2 *
-                  (static_cast<size_t>(std::distance(head.fields.begin(), head.fields.end())) + 3));
-  strings.push_back(":status");
-  strings.push_back(std::to_string(head.status));
-  bool has_date = false, has_length = false;
-  for (const auto& f : head.fields) {
-    std::string name = absl::AsciiStrToLower(ToAbsl(f.name_string()));
-    std::string value(f.value());
-    if (ConnectionSpecific(name, value)) continue;
-    has_date = has_date || name == "date";
-    has_length = has_length || name == "content-length";
-    strings.push_back(std::move(name));
-    strings.push_back(std::move(value));
-  }
-  if (!has_date) {
-    strings.push_back("date");
-    strings.push_back(
-        absl::FormatTime("%a, %d %b %Y %H:%M:%S GMT", absl::Now(), absl::UTCTimeZone()));
-  }
-  using Framing = ResponseHead::Framing;
-  const bool whole_fits = head.framing == Framing::kWhole && head.length <= kGoH2BufferedBytes;
-  if (!has_length && StatusHasBody(head.status) &&
-      (head.framing == Framing::kLength || whole_fits)) {
-    strings.push_back("content-length");
-    strings.push_back(std::to_string(head.length));
-  }
+  const bool has_body = StatusHasBody(head.status) && s.method_ != "HEAD";
+  const std::vector<std::pair<std::string, std::string>> fields = Http2Fields(head);
   std::vector<nghttp2_nv> nva;
-  nva.reserve(strings.size() / 2);
-  for (size_t i = 0; i + 1 < strings.size(); i += 2) nva.push_back(Nv(strings[i], strings[i + 1]));
+  nva.reserve(fields.size());
+  for (const auto& [name, value] : fields) nva.push_back(Nv(name, value));
   nghttp2_data_provider provider{};
   provider.source.ptr = &s;
   provider.read_callback = &Http2Stream::ReadAnswer;
