@@ -281,6 +281,40 @@ def test_passthrough_over_h2_streams_both_ways(cluster, cached_proxy, ns):
         direct.close()
 
 
+def test_a_stream_reset_by_the_client_ends_its_watch_and_only_it(cluster, cached_proxy, ns):
+    """RST_STREAM from the client: a cached watch leaves the cache, a passthrough watch's
+    upstream watch is cancelled at once (no event needed), the connection goes on."""
+    token = cluster.token("admin")
+    c = h2_to(cluster, cached_proxy.secure_port)
+    try:
+        cached = c.request(f"/api/v1/namespaces/{ns}/configmaps?watch=1&kfrst=cached", token)
+        relayed = c.request(f"/apis/apps/v1/namespaces/{ns}/deployments?watch=1&kfrst=relayed",
+                            token)
+        kept = c.request(f"/api/v1/namespaces/{ns}/configmaps?watch=1&kfrst=kept", token)
+        assert c.run_until(lambda: all(c.streams[s]["headers"] for s in (cached, relayed, kept)))
+        for sid in (cached, relayed):
+            c.conn.reset_stream(sid)
+        c._flush()
+
+        def ended(marker):
+            return [json.loads(l) for l in cached_proxy.log_lines()
+                    if marker in l and '"msg":"request"' in l]
+        deadline = time.monotonic() + 5
+        while not (ended("kfrst=cached") and ended("kfrst=relayed")):
+            assert time.monotonic() < deadline, "a reset watch did not end"
+            c.pump(0.05)
+        assert ended("kfrst=cached")[0]["route"] == "cache"
+        assert ended("kfrst=relayed")[0]["route"] == "passthrough"
+        assert all(e[0]["error"] == "client closed"
+                   for e in (ended("kfrst=cached"), ended("kfrst=relayed")))
+        assert not ended("kfrst=kept")
+        cluster.kubectl("create", "configmap", "after-reset", "-n", ns)
+        assert c.run_until(lambda: any(e["object"]["metadata"]["name"] == "after-reset"
+                                       for e in c.events(kept)), 10)
+    finally:
+        c.close()
+
+
 @pytest.fixture(scope="module")
 def small_budget_proxy(cluster, tmp_path_factory):
     """kube-fanout whose watchers may fall 128 KiB behind before they are cut."""
