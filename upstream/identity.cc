@@ -121,8 +121,8 @@ asio::awaitable<std::optional<UserInfo>> Authenticator::Authenticate(UpstreamPoo
     co_return *answer;
   }
   // No answer (the apiserver overloaded, unreachable): an expired entry stays until replaced,
-  // so the last answer can still classify the request rather than "unknown", which would put
-  // every such client into one shared, rate-limited flow.
+  // so the last answer can still classify the request for admission rather than "unknown"
+  // (its user agent and address). Never for cached reads (allow_stale false).
   if (const auto* e = entries_.Find(key); allow_stale && e != nullptr) {
     no_user = !e->value.has_value();
     co_return e->value;
