@@ -298,6 +298,10 @@ std::string RenderReviewMetrics(const ReviewStats& authentication,
   w.Sample("kube_fanout_token_reviews_total", "result=\"unauthenticated\"",
            load(authentication.denied));
   w.Sample("kube_fanout_token_reviews_total", "result=\"error\"", load(authentication.errors));
+  w.Family("kube_fanout_token_reviews_throttled_total", "counter",
+           "Bearer tokens left unreviewed because the budget for new TokenReviews "
+           "(--authentication-token-review-qps) was spent: treated as unknown.");
+  w.Sample("kube_fanout_token_reviews_throttled_total", "", load(authentication.throttled));
   w.Family("kube_fanout_token_review_cache_hits_total", "counter",
            "Bearer tokens authenticated from the cache of TokenReview answers.");
   w.Sample("kube_fanout_token_review_cache_hits_total", "", load(authentication.cache_hits));

@@ -88,6 +88,11 @@ po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
     ("authorization-webhook-cache-unauthorized-ttl",
      po::value(&raw->authz_negative_ttl)->value_name("DURATION")->default_value("30s"),
      "How long a denied SubjectAccessReview answer is kept (the apiserver's default).")
+    ("authentication-token-review-qps",
+     po::value(&o->authentication_token_review_qps)->value_name("QPS")->default_value(100),
+     "New TokenReviews (tokens not in the cache) per second, burst twice that; past it a "
+     "token goes unreviewed (its requests pass through, admission sees user agent and "
+     "address), so made-up tokens cannot flood the apiserver with reviews. 0: no limit.")
     ("authentication-cache-max-entries",
      po::value(&o->authentication_cache_max_entries)->value_name("N")->default_value(10000),
      "TokenReview answers kept per I/O thread; past it the entries nearest expiry go first.")
@@ -190,8 +195,8 @@ const std::vector<Topic>& Topics() {
         "authentication-token-webhook-cache-ttl",
         "authentication-token-webhook-cache-unauthorized-ttl",
         "authorization-webhook-cache-authorized-ttl",
-        "authorization-webhook-cache-unauthorized-ttl", "authentication-cache-max-entries",
-        "authorization-cache-max-entries"}},
+        "authorization-webhook-cache-unauthorized-ttl", "authentication-token-review-qps",
+        "authentication-cache-max-entries", "authorization-cache-max-entries"}},
       {"Upstream",
        {"kubeconfig", "context", "upstream", "events-upstream", "upstream-ca-file",
         "upstream-token-file", "upstream-insecure-skip-tls-verify", "upstream-dial-timeout"}},
@@ -368,6 +373,9 @@ absl::Status Validate(const ProxyOptions& o) {
     return absl::InvalidArgumentError(
         "--client-ca-file needs --proxy-client-cert-file and --proxy-client-key-file: users "
         "authenticated by a client certificate reach the apiserver through its front proxy");
+  }
+  if (o.authentication_token_review_qps < 0) {
+    return absl::InvalidArgumentError("--authentication-token-review-qps must be 0 or more");
   }
   if (o.authentication_cache_max_entries < 1 || o.authorization_cache_max_entries < 1) {
     return absl::InvalidArgumentError(

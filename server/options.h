@@ -45,6 +45,7 @@ struct ProxyOptions {
   absl::Duration authorization_cache_authorized_ttl = absl::Minutes(5);
   absl::Duration authorization_cache_unauthorized_ttl = absl::Seconds(30);
   int authentication_cache_max_entries = 10000;
+  double authentication_token_review_qps = 100;  // New TokenReviews per second; 0: no limit.
   int authorization_cache_max_entries = 10000;
   std::string kubeconfig;
   std::string context;

@@ -234,9 +234,12 @@ absl::Status Server::StartWorkers() {
   up.dial_timeout =
       std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.upstream_dial_timeout));
   up.own_authorization = [creds = own_credentials_.get()] { return creds->Header(); };
+  // The review budget is the process's, shared out among the session threads.
+  const double review_qps = options_.authentication_token_review_qps / threads;
   up.authentication = {seconds(options_.authentication_cache_ttl),
                        seconds(options_.authentication_cache_unauthorized_ttl),
-                       static_cast<size_t>(options_.authentication_cache_max_entries)};
+                       static_cast<size_t>(options_.authentication_cache_max_entries), review_qps,
+                       std::max(1.0, 2 * review_qps)};
   up.authorization = {seconds(options_.authorization_cache_authorized_ttl),
                       seconds(options_.authorization_cache_unauthorized_ttl),
                       static_cast<size_t>(options_.authorization_cache_max_entries)};

@@ -130,8 +130,25 @@ asio::awaitable<std::optional<UserInfo>> Authenticator::Authenticate(UpstreamPoo
   co_return std::nullopt;
 }
 
+bool Authenticator::TakeReviewToken() {
+  if (settings_.reviews_per_second <= 0) return true;
+  const auto now = std::chrono::steady_clock::now();
+  review_tokens_ =
+      std::min(settings_.review_burst,
+               review_tokens_ + std::chrono::duration<double>(now - review_tokens_at_).count() *
+                                    settings_.reviews_per_second);
+  review_tokens_at_ = now;
+  if (review_tokens_ < 1) return false;
+  review_tokens_ -= 1;
+  return true;
+}
+
 asio::awaitable<std::optional<std::optional<UserInfo>>> Authenticator::Review(
     UpstreamPool& pool, const std::string& token, const std::string& key) {
+  if (!TakeReviewToken()) {
+    stats_.Count(stats_.throttled);
+    co_return std::nullopt;
+  }
   const auto permit = co_await in_flight_.Acquire();
   auto res =
       co_await UpstreamCall(pool, http::verb::post, "/apis/authentication.k8s.io/v1/tokenreviews",

@@ -32,6 +32,12 @@ struct CacheSettings {
   std::chrono::seconds ttl{10};           // Positive answers.
   std::chrono::seconds negative_ttl{10};  // Negative answers.
   size_t max_entries = 10000;             // Per worker thread.
+  // New reviews (answers not in the cache) per second and burst, per worker thread; 0: no
+  // limit. Past it a credential goes unreviewed (unknown: passthrough, and admission by user
+  // agent and address) instead of costing the apiserver a review: a flood of made-up tokens
+  // cannot turn into a flood of TokenReviews.
+  double reviews_per_second = 0;
+  double review_burst = 0;
 };
 
 class Authenticator {
@@ -43,6 +49,8 @@ class Authenticator {
       : settings_(settings),
         stats_(stats),
         in_flight_(in_flight),
+        review_tokens_(settings.review_burst),
+        review_tokens_at_(std::chrono::steady_clock::now()),
         own_authorization_(std::move(own_authorization)),
         entries_(settings.max_entries) {}
 
@@ -67,9 +75,14 @@ class Authenticator {
                                                                  const std::string& token,
                                                                  const std::string& key);
 
+  // Takes one new-review token; false when the budget is spent.
+  bool TakeReviewToken();
+
   CacheSettings settings_;
   ReviewStats& stats_;
   AsyncSemaphore& in_flight_;
+  double review_tokens_ = 0;
+  std::chrono::steady_clock::time_point review_tokens_at_{};
   std::function<std::string()> own_authorization_;
   ExpiringCache<std::optional<UserInfo>> entries_;
   SingleFlight<std::optional<std::optional<UserInfo>>> flights_;  // Reviews on their way.

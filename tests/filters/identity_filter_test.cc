@@ -17,8 +17,11 @@ const std::string kAlice = "HTTP/1.1 201 Created\r\nContent-Type: application/js
 
 // An identity filter whose reviews go to a fake upstream answering `answer`.
 struct Identities {
-  explicit Identities(std::string_view answer, bool always, bool event_creations)
-      : filter(who, up.pool, always, event_creations) {
+  explicit Identities(std::string_view answer, bool always, bool event_creations,
+                      CacheSettings settings = {std::chrono::seconds(60), std::chrono::seconds(10),
+                                                100})
+      : who(settings, stats, in_flight, [] { return std::string("Bearer own-token"); }),
+        filter(who, up.pool, always, event_creations) {
     up.answer = std::string(answer);
   }
   // Serves `call`; the upstream answers one review when `reviewed`.
@@ -30,8 +33,7 @@ struct Identities {
   FakeUpstream up{ioc};
   ReviewStats stats;
   AsyncSemaphore in_flight{4};
-  Authenticator who{CacheSettings{std::chrono::seconds(60), std::chrono::seconds(10), 100}, stats,
-                    in_flight, [] { return std::string("Bearer own-token"); }};
+  Authenticator who;
   IdentityFilter filter;
 };
 
@@ -106,6 +108,28 @@ TEST_CASE("IdentityFilter goes on without an identity when kube-fanout may not r
   CHECK(call.probe.calls == 1);
   CHECK_FALSE(call.x.user.has_value());
   CHECK(ids.stats.errors == 1);
+}
+
+TEST_CASE("IdentityFilter reviews new tokens within a budget and leaves the rest unknown") {
+  // One new review, then none for a long while: made-up tokens cost no more reviews.
+  Identities ids(kAlice, /*always=*/true, /*event_creations=*/false,
+                 CacheSettings{std::chrono::seconds(60), std::chrono::seconds(10), 100,
+                               /*reviews_per_second=*/0.001, /*review_burst=*/1});
+  CallWith first("alice-token", http::verb::get, "/api/v1/pods");
+  ids.Serve(first);
+  REQUIRE(first.x.user.has_value());
+  CHECK(ids.stats.allowed == 1);
+  CallWith made_up("made-up-token", http::verb::get, "/api/v1/pods");
+  ids.Serve(made_up, /*reviewed=*/false);
+  CHECK(made_up.probe.calls == 1);
+  CHECK_FALSE(made_up.x.user.has_value());
+  CHECK_FALSE(made_up.x.unauthenticated);  // Unknown, not judged.
+  CHECK(ids.stats.throttled == 1);
+  // A token already known costs nothing from the budget.
+  CallWith again("alice-token", http::verb::get, "/api/v1/pods");
+  ids.Serve(again, /*reviewed=*/false);
+  REQUIRE(again.x.user.has_value());
+  CHECK(ids.stats.throttled == 1);
 }
 
 TEST_CASE("IdentityFilter for the spam filter alone looks up Event creations only") {

@@ -314,3 +314,27 @@ def test_anonymous_callers_share_one_flow_whatever_their_user_agent(world):
     alice = Caller(world.cluster, "kf-alice", token=world.cluster.token("alice"))
     assert alice.call(world.proxy.secure_port, "GET", "/api/v1/namespaces/default/pods")[0] == 403
     time.sleep(3)  # The anonymous bucket refills for whatever runs next.
+
+
+def test_made_up_tokens_cost_the_apiserver_no_more_reviews_than_the_budget(cluster,
+                                                                          tmp_path):
+    # 30 requests, each with a new made-up token, against a budget of 1 new TokenReview a
+    # second (burst 2): at most a few reviews reach the apiserver, the rest go unreviewed
+    # (counted), and every request still gets the apiserver's own 401.
+    p = Proxy.start(cluster, tmp_path, extra_args=["--authentication-token-review-qps=1",
+                                                   "--threads=1"])
+    try:
+        statuses = []
+        for i in range(30):
+            st, _ = Caller(cluster, "made-up token", token=f"made-up-{i}-{free_port()}").call(
+                p.secure_port, "GET", "/api/v1/namespaces/default/pods")
+            statuses.append(st)
+        assert set(statuses) == {401}, statuses
+        text = cluster.request("GET", "/metrics", port=p.port, tls=False).body.decode()
+        reviews = sum(metric_values(text, "kube_fanout_token_reviews_total").values())
+        throttled = metric_values(text, "kube_fanout_token_reviews_throttled_total")[""]
+        assert 1 <= reviews <= 6, text
+        # (Counted per lookup: admission and the cache each look a request's token up.)
+        assert throttled >= 24, (reviews, throttled)
+    finally:
+        assert p.stop() == 0
