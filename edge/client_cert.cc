@@ -4,7 +4,9 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <algorithm>
 #include <memory>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 
@@ -29,25 +31,70 @@ std::vector<std::string> Values(X509_NAME* name, int nid) {
   return out;
 }
 
+// The CAs of each role, kept with the SSL_CTX (ex_data) for ReadClientCertificate.
+struct Roles {
+  X509_STORE* users = nullptr;
+  X509_STORE* front_proxies = nullptr;
+  std::vector<std::string> allowed_names;
+};
+
+int RolesIndex() {
+  static const int index = SSL_CTX_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return index;
+}
+
+// A store of the certificates in `file` alone; null when it holds none.
+X509_STORE* StoreOf(const std::string& file) {
+  X509_STORE* store = X509_STORE_new();
+  if (store == nullptr || X509_STORE_load_file(store, file.c_str()) != 1) {
+    X509_STORE_free(store);
+    ERR_clear_error();
+    return nullptr;
+  }
+  return store;
+}
+
+// The peer's certificate chains to `store` and may authenticate a client, now.
+bool VerifiesAgainst(X509_STORE* store, X509* leaf, STACK_OF(X509) * untrusted) {
+  if (store == nullptr) return false;
+  X509_STORE_CTX* ctx = X509_STORE_CTX_new();
+  bool ok = ctx != nullptr && X509_STORE_CTX_init(ctx, store, leaf, untrusted) == 1 &&
+            X509_STORE_CTX_set_purpose(ctx, X509_PURPOSE_SSL_CLIENT) == 1 &&
+            X509_verify_cert(ctx) == 1;
+  X509_STORE_CTX_free(ctx);
+  ERR_clear_error();
+  return ok;
+}
+
 }  // namespace
 
-absl::Status RequestClientCertificates(SSL_CTX* ctx, const std::string& ca_file) {
-  if (SSL_CTX_load_verify_locations(ctx, ca_file.c_str(), nullptr) != 1) {
-    ERR_clear_error();
-    return absl::InvalidArgumentError(
-        absl::StrCat("--client-ca-file ", ca_file, ": cannot load the CA bundle"));
+absl::Status RequestClientCertificates(SSL_CTX* ctx, const ClientCertConfig& config) {
+  auto roles = std::make_unique<Roles>();
+  STACK_OF(X509_NAME)* names = sk_X509_NAME_new_null();
+  for (const auto& [file, flag, store] :
+       {std::tuple{config.client_ca_file, "--client-ca-file", &roles->users},
+        std::tuple{config.requestheader_ca_file, "--requestheader-client-ca-file",
+                   &roles->front_proxies}}) {
+    if (file.empty()) continue;
+    // The handshake verifies against every CA (its result is only logged); each role then
+    // checks its own.
+    if (SSL_CTX_load_verify_locations(ctx, file.c_str(), nullptr) != 1 ||
+        SSL_add_file_cert_subjects_to_stack(names, file.c_str()) != 1 ||
+        (*store = StoreOf(file)) == nullptr) {
+      ERR_clear_error();
+      sk_X509_NAME_pop_free(names, X509_NAME_free);
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " ", file, ": cannot load the CA bundle"));
+    }
   }
-  STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(ca_file.c_str());
-  if (names == nullptr) {
-    ERR_clear_error();
-    return absl::InvalidArgumentError(
-        absl::StrCat("--client-ca-file ", ca_file, ": no certificates in it"));
-  }
+  roles->allowed_names = config.requestheader_allowed_names;
   SSL_CTX_set_client_CA_list(ctx, names);  // Takes ownership.
   // The purpose checked is the peer's role: a client certificate (extended key usage clientAuth
   // when the certificate restricts it), as Go's x509 verification with ExtKeyUsageClientAuth.
   SSL_CTX_set_purpose(ctx, X509_PURPOSE_SSL_CLIENT);
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, &KeepGoing);
+  // Lives as long as the process's server context.
+  SSL_CTX_set_ex_data(ctx, RolesIndex(), roles.release());
   return absl::OkStatus();
 }
 
@@ -56,16 +103,30 @@ ClientCertificate ReadClientCertificate(SSL* ssl) {
   std::unique_ptr<X509, decltype(&X509_free)> cert(SSL_get1_peer_certificate(ssl), &X509_free);
   if (!cert) return out;
   out.presented = true;
-  const long result = SSL_get_verify_result(ssl);  // NOLINT(runtime/int): OpenSSL's type.
-  if (result != X509_V_OK) {
-    out.error = X509_verify_cert_error_string(result);
+  const auto* roles =
+      static_cast<const Roles*>(SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), RolesIndex()));
+  if (roles == nullptr) {
+    out.error = "no client CA configured";
     return out;
   }
-  out.verified = true;
+  STACK_OF(X509)* untrusted = SSL_get_peer_cert_chain(ssl);  // Without the leaf on a server.
   X509_NAME* subject = X509_get_subject_name(cert.get());
   std::vector<std::string> cn = Values(subject, NID_commonName);
   // Go's pkix.Name keeps the last CommonName of the subject.
-  if (!cn.empty()) out.user.username = cn.back();
+  const std::string common_name = cn.empty() ? std::string() : cn.back();
+  if (VerifiesAgainst(roles->front_proxies, cert.get(), untrusted)) {
+    const auto& allowed = roles->allowed_names;
+    out.front_proxy =
+        allowed.empty() || std::find(allowed.begin(), allowed.end(), common_name) != allowed.end();
+  }
+  if (!VerifiesAgainst(roles->users, cert.get(), untrusted)) {
+    const long result = SSL_get_verify_result(ssl);  // NOLINT(runtime/int): OpenSSL's type.
+    out.error = result != X509_V_OK ? X509_verify_cert_error_string(result)
+                                    : "not signed by --client-ca-file";
+    return out;
+  }
+  out.verified = true;
+  out.user.username = common_name;
   out.user.groups = Values(subject, NID_organizationName);
   return out;
 }

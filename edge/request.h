@@ -43,6 +43,8 @@ struct Identity {
   std::vector<std::string> groups;
   std::string uid;
   std::vector<std::pair<std::string, std::vector<std::string>>> extra;  // Sorted by key.
+
+  bool operator==(const Identity&) const = default;
 };
 
 // The client certificate a TLS connection presented, read as the apiserver's x509 authenticator
@@ -53,12 +55,15 @@ struct ClientCertificate {
   bool verified = false;
   Identity user;      // CN and O values, when verified.
   std::string error;  // Why not verified, for the log.
+  // A front proxy's (--requestheader-client-ca-file, an allowed name): its requests name
+  // their user in request-header fields.
+  bool front_proxy = false;
 
   // The certificate names a user: the apiserver authenticates the request as that user, before
   // and regardless of any bearer token (its x509 authenticator comes first in its chain).
   bool authenticates() const { return verified && !user.username.empty(); }
-  // Presented but not verifiable: the apiserver refuses the request (401) unless a bearer
-  // token authenticates it.
+  // Presented but not verifiable as a user's: the apiserver refuses the request (401) unless a
+  // front proxy's fields or a bearer token authenticate it.
   bool rejected() const { return presented && !verified; }
 };
 

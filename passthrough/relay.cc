@@ -233,7 +233,11 @@ asio::awaitable<void> SwitchProtocols(Exchange& x, UpstreamCall& call) {
 
 asio::awaitable<bool> Relay::Serve(Exchange& x) {
   const ClientCertificate* cert = x.request.client_cert;
-  if (cert != nullptr && cert->rejected() && BearerToken(x.request.headers).empty()) {
+  // A user the connection vouches for (a front proxy's fields, a client certificate's) goes
+  // through kube-fanout's own front proxy, named in its request-header fields.
+  const std::optional<Identity> vouched = VouchedUser(x.request, names_);
+  const bool as_cert = vouched.has_value();
+  if (!as_cert && cert != nullptr && cert->rejected() && BearerToken(x.request.headers).empty()) {
     // The apiserver's answer to a certificate its x509 authenticator refuses, with nothing
     // else to authenticate the request (an error there is not anonymous).
     const KubeStatus unauthorized{401, "Unauthorized", "Unauthorized"};
@@ -241,15 +245,13 @@ asio::awaitable<bool> Relay::Serve(Exchange& x) {
     co_await x.Reject(unauthorized, std::move(why));
     co_return true;
   }
-  const bool as_cert = cert != nullptr && cert->authenticates();
   const bool events = x.request.info.IsEvents();
   UpstreamPool* pool = as_cert ? (events ? pools_.events_front_pool : pools_.front_pool)
                                : (events ? pools_.events_pool : pools_.pool);
   const bool upgrade = x.route == Route::kTunnel;
   UpstreamCall call;
   if (pool == nullptr) pool = events ? pools_.events_pool : pools_.pool;  // No front proxy set.
-  const bool opened =
-      co_await Open(x, *pool, upgrade, names_, as_cert ? &cert->user : nullptr, call);
+  const bool opened = co_await Open(x, *pool, upgrade, names_, as_cert ? &*vouched : nullptr, call);
   if (!opened) {
     // Nothing reached the client yet: say why, as a Status, and end the connection (its
     // request body may be half read).

@@ -53,6 +53,15 @@ po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
      "that chains to it is the certificate's user (CommonName) and groups (Organization), as "
      "the apiserver's flag. Such users reach the upstream through the front proxy; needs "
      "--proxy-client-cert-file and --proxy-client-key-file.")
+    ("requestheader-client-ca-file",
+     po::value(&o->requestheader_client_ca_file)->value_name("PATH"),
+     "PEM CA bundle of front proxies (such as a lower kube-fanout tier), as the apiserver's "
+     "flag: a request on a connection whose client certificate chains to it (and whose CN is "
+     "in --requestheader-allowed-names) is the user its --requestheader-* fields name. Needs "
+     "--proxy-client-cert-file to pass such users on.")
+    ("requestheader-allowed-names",
+     po::value(&o->requestheader_allowed_names)->value_name("LIST")->composing(),
+     "Front proxies' client certificate CNs allowed; empty: any certificate of the CA.")
     ("proxy-client-cert-file", po::value(&o->proxy_client_cert_file)->value_name("PATH"),
      "Client certificate kube-fanout presents as the apiserver's front proxy (signed by its "
      "--requestheader-client-ca-file, CN in its --requestheader-allowed-names) for requests "
@@ -189,10 +198,10 @@ const std::vector<Topic>& Topics() {
        {"listen", "secure-listen", "tls-cert-file", "tls-private-key-file", "metrics-listen",
         "allow-insecure-listen"}},
       {"Client authentication and authorization",
-       {"client-ca-file", "proxy-client-cert-file", "proxy-client-key-file",
-        "requestheader-username-headers", "requestheader-group-headers",
-        "requestheader-uid-headers", "requestheader-extra-headers-prefix",
-        "authentication-token-webhook-cache-ttl",
+       {"client-ca-file", "requestheader-client-ca-file", "requestheader-allowed-names",
+        "proxy-client-cert-file", "proxy-client-key-file", "requestheader-username-headers",
+        "requestheader-group-headers", "requestheader-uid-headers",
+        "requestheader-extra-headers-prefix", "authentication-token-webhook-cache-ttl",
         "authentication-token-webhook-cache-unauthorized-ttl",
         "authorization-webhook-cache-authorized-ttl",
         "authorization-webhook-cache-unauthorized-ttl", "authentication-token-review-qps",
@@ -293,7 +302,8 @@ absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv) {
   }
   // Lists accept commas too (--requestheader-group-headers=X-A,X-B), as pflag's string slices.
   for (auto* list : {&o.requestheader_username_headers, &o.requestheader_group_headers,
-                     &o.requestheader_uid_headers, &o.requestheader_extra_headers_prefix}) {
+                     &o.requestheader_uid_headers, &o.requestheader_extra_headers_prefix,
+                     &o.requestheader_allowed_names}) {
     std::vector<std::string> split;
     for (const std::string& item : *list) {
       for (absl::string_view v : absl::StrSplit(item, ',', absl::SkipWhitespace())) {
@@ -368,6 +378,12 @@ absl::Status Validate(const ProxyOptions& o) {
   if (o.proxy_client_cert_file.empty() != o.proxy_client_key_file.empty()) {
     return absl::InvalidArgumentError(
         "--proxy-client-cert-file and --proxy-client-key-file go together");
+  }
+  if (!o.requestheader_client_ca_file.empty() &&
+      (o.secure_listen.empty() || o.proxy_client_cert_file.empty())) {
+    return absl::InvalidArgumentError(
+        "--requestheader-client-ca-file needs --secure-listen and --proxy-client-cert-file: "
+        "the users front proxies name reach the apiserver through its front proxy");
   }
   if (!o.client_ca_file.empty() && o.proxy_client_cert_file.empty()) {
     return absl::InvalidArgumentError(

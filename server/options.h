@@ -30,6 +30,10 @@ struct ProxyOptions {
   std::string tls_cert_file;
   std::string tls_private_key_file;
   std::string client_ca_file;  // Verify client certificates on --secure-listen against it.
+  // Front proxies in front of kube-fanout (a lower kube-fanout tier, kube-aggregator-like
+  // proxies): their CA and the names (CNs) allowed.
+  std::string requestheader_client_ca_file;
+  std::vector<std::string> requestheader_allowed_names;
   // The front proxy: kube-fanout's client certificate for requests made as a user it cannot
   // forward otherwise (client-certificate users), and the request-header field names.
   std::string proxy_client_cert_file;

@@ -192,9 +192,10 @@ absl::Status Server::MakeServerTls() {
     if (ec)
       return absl::InvalidArgumentError(absl::StrCat(
           "--tls-private-key-file ", options_.tls_private_key_file, ": ", ec.message()));
-    if (!options_.client_ca_file.empty()) {
-      if (auto s = RequestClientCertificates(server_tls_->native_handle(), options_.client_ca_file);
-          !s.ok()) {
+    if (!options_.client_ca_file.empty() || !options_.requestheader_client_ca_file.empty()) {
+      ClientCertConfig certs{options_.client_ca_file, options_.requestheader_client_ca_file,
+                             options_.requestheader_allowed_names};
+      if (auto s = RequestClientCertificates(server_tls_->native_handle(), certs); !s.ok()) {
         return s;
       }
     }

@@ -11,7 +11,8 @@ Worker::Worker(const WorkerUpstream& up)
       request_header_(*up.request_header),
       pool_(ioc_, *up.upstream, *up.passthrough_tls, up.dial_timeout),
       own_pool_(ioc_, *up.upstream, *up.own_tls, up.dial_timeout),
-      authn_(up.authentication, *up.authentication_stats, reviews_in_flight_, up.own_authorization),
+      authn_(up.authentication, *up.authentication_stats, reviews_in_flight_, up.own_authorization,
+             *up.request_header),
       access_(up.authorization, *up.authorization_stats, reviews_in_flight_, up.own_authorization) {
   const auto pool = [&](const UpstreamConfig& config, asio::ssl::context& tls) {
     return std::make_unique<UpstreamPool>(ioc_, config, tls, up.dial_timeout);

@@ -37,8 +37,7 @@ std::vector<std::string> Strings(const rapidjson::Value& v) {
 
 }  // namespace
 
-UserInfo CertificateUser(const ClientCertificate& cert) {
-  UserInfo u = cert.user;
+UserInfo AuthenticatedUser(UserInfo u) {
   if (std::find(u.groups.begin(), u.groups.end(), kAuthenticated) == u.groups.end()) {
     u.groups.emplace_back(kAuthenticated);
   }
@@ -99,8 +98,7 @@ asio::awaitable<std::optional<UserInfo>> Authenticator::Authenticate(UpstreamPoo
   bool ignored = false;
   bool& no_user = unauthenticated != nullptr ? *unauthenticated : ignored;
   no_user = false;
-  const ClientCertificate* cert = request.client_cert;
-  if (cert != nullptr && cert->authenticates()) co_return CertificateUser(*cert);
+  if (auto vouched = VouchedUser(request, names_)) co_return AuthenticatedUser(*std::move(vouched));
   const std::string_view token = BearerToken(request.headers);
   if (token.empty()) {
     no_user = true;  // Anonymous, or (a certificate that does not verify) refused.

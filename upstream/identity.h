@@ -21,6 +21,7 @@
 #include "common/expiring_cache.h"
 #include "common/single_flight.h"
 #include "edge/request.h"
+#include "upstream/request_header.h"
 #include "upstream/review_stats.h"
 #include "upstream/upstream_pool.h"
 
@@ -44,9 +45,12 @@ class Authenticator {
  public:
   // `own_authorization`: kube-fanout's own Authorization header, for the TokenReviews.
   // `in_flight`: bounds the reviews this thread has on their way to the apiserver.
+  // `names`: the request-header fields front proxies name users in.
   Authenticator(CacheSettings settings, ReviewStats& stats, AsyncSemaphore& in_flight,
-                std::function<std::string()> own_authorization)
-      : settings_(settings),
+                std::function<std::string()> own_authorization,
+                const RequestHeaderNames& names = DefaultRequestHeaderNames())
+      : names_(names),
+        settings_(settings),
         stats_(stats),
         in_flight_(in_flight),
         review_tokens_(settings.review_burst),
@@ -78,6 +82,7 @@ class Authenticator {
   // Takes one new-review token; false when the budget is spent.
   bool TakeReviewToken();
 
+  const RequestHeaderNames& names_;
   CacheSettings settings_;
   ReviewStats& stats_;
   AsyncSemaphore& in_flight_;
@@ -88,9 +93,9 @@ class Authenticator {
   SingleFlight<std::optional<std::optional<UserInfo>>> flights_;  // Reviews on their way.
 };
 
-// A user of a verified client certificate as the apiserver's authenticator chain hands it on:
-// the certificate's CN and O values, plus system:authenticated.
-UserInfo CertificateUser(const ClientCertificate& cert);
+// A user a connection vouched for (a client certificate's, a front proxy's) as the apiserver's
+// authenticator chain hands it on: plus system:authenticated.
+UserInfo AuthenticatedUser(UserInfo user);
 
 }  // namespace kf
 

@@ -1,5 +1,7 @@
 #include "upstream/request_header.h"
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -31,6 +33,26 @@ std::string EscapeExtraKey(std::string_view key) {
     }
   }
   return out;
+}
+
+// Go's url.PathUnescape: %XX to its byte; false on a malformed escape.
+bool UnescapeExtraKey(absl::string_view in, std::string* out) {
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      *out += in[i];
+      continue;
+    }
+    if (i + 2 >= in.size() || !absl::ascii_isxdigit(in[i + 1]) ||
+        !absl::ascii_isxdigit(in[i + 2])) {
+      return false;
+    }
+    const auto hex = [](char c) {
+      return absl::ascii_isdigit(c) ? c - '0' : (c | 0x20) - 'a' + 10;
+    };
+    *out += static_cast<char>(hex(in[i + 1]) * 16 + hex(in[i + 2]));
+    i += 2;
+  }
+  return true;
 }
 
 }  // namespace
@@ -65,6 +87,54 @@ void RequestHeaderNames::Assert(const Identity& user, boost::beast::http::fields
       for (const auto& v : values) fields.insert(name, v);
     }
   }
+}
+
+std::optional<Identity> RequestHeaderNames::Read(const boost::beast::http::fields& fields) const {
+  const auto first = [&fields](const std::vector<std::string>& names) {
+    for (const auto& n : names) {
+      for (auto it = fields.find(n);
+           it != fields.end() && absl::EqualsIgnoreCase(ToAbsl(it->name_string()), n); ++it) {
+        if (!it->value().empty()) return std::string(it->value());
+      }
+    }
+    return std::string();
+  };
+  Identity user;
+  user.username = first(username);
+  if (user.username.empty()) return std::nullopt;
+  user.uid = first(uid);
+  for (const auto& f : fields) {
+    const absl::string_view name = ToAbsl(f.name_string());
+    if (AnyEquals(group, f.name_string())) user.groups.emplace_back(f.value());
+    for (const auto& p : extra_prefix) {
+      if (p.empty() || !absl::StartsWithIgnoreCase(name, p)) continue;
+      std::string key;
+      if (!UnescapeExtraKey(name.substr(p.size()), &key)) break;
+      key = absl::AsciiStrToLower(key);
+      auto it = std::find_if(user.extra.begin(), user.extra.end(),
+                             [&key](const auto& e) { return e.first == key; });
+      if (it == user.extra.end()) it = user.extra.insert(user.extra.end(), {key, {}});
+      it->second.emplace_back(f.value());
+      break;
+    }
+  }
+  std::sort(user.extra.begin(), user.extra.end());
+  return user;
+}
+
+const RequestHeaderNames& DefaultRequestHeaderNames() {
+  static const auto* names = new RequestHeaderNames();
+  return *names;
+}
+
+std::optional<Identity> VouchedUser(const Request& r, const RequestHeaderNames& names) {
+  const ClientCertificate* cert = r.client_cert;
+  if (cert == nullptr) return std::nullopt;
+  if (cert->front_proxy) {
+    if (auto user = names.Read(r.headers)) return user;
+  }
+  if (cert->authenticates()) return cert->user;
+  return std::nullopt;
 }
 
 }  // namespace kf

@@ -10,6 +10,7 @@
 #define KUBE_FANOUT_UPSTREAM_REQUEST_HEADER_H_
 
 #include <boost/beast/http/fields.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,7 +33,18 @@ struct RequestHeaderNames {
   // Sets `user` in the first name of each list (extra keys path-escaped as Go's
   // url.PathEscape, which the apiserver undoes).
   void Assert(const Identity& user, boost::beast::http::fields& fields) const;
+  // The user a front proxy names, as the apiserver's request-header authenticator reads it:
+  // the first non-empty user and uid fields, every group field's values, extra keys lowercased
+  // and unescaped. nullopt without a user name.
+  std::optional<Identity> Read(const boost::beast::http::fields& fields) const;
 };
+
+// kubeadm's names (the struct's defaults), for whoever is not told otherwise.
+const RequestHeaderNames& DefaultRequestHeaderNames();
+
+// The user a request's connection vouches for, before any bearer token (the apiserver's chain:
+// request-header, then x509): a front proxy's fields, else its client certificate's user.
+std::optional<Identity> VouchedUser(const Request& r, const RequestHeaderNames& names);
 
 }  // namespace kf
 

@@ -338,3 +338,57 @@ def test_made_up_tokens_cost_the_apiserver_no_more_reviews_than_the_budget(clust
         assert throttled >= 24, (reviews, throttled)
     finally:
         assert p.stop() == 0
+
+
+def test_a_node_through_two_tiers_is_still_that_node(world, tmp_path):
+    # bottom kube-fanout ─(front proxy: its certificate, X-Remote-*)─► top kube-fanout
+    # ─(front proxy)─► apiserver. The top accepts the bottom as a front proxy
+    # (--requestheader-client-ca-file, --requestheader-allowed-names), as the apiserver does.
+    cluster, env = world.cluster, world.cluster.env
+    front = [f"--proxy-client-cert-file={env['KF_FRONT_PROXY_CLIENT_CERT']}",
+             f"--proxy-client-key-file={env['KF_FRONT_PROXY_CLIENT_KEY']}"]
+    (tmp_path / "top").mkdir()
+    top = Proxy.start(cluster, tmp_path / "top",
+                      extra_args=[f"--client-ca-file={env['KF_CA_FILE']}",
+                                  f"--requestheader-client-ca-file={env['KF_FRONT_PROXY_CA_FILE']}",
+                                  "--requestheader-allowed-names=kube-fanout-front-proxy", *front])
+    token_file = tmp_path / "admin-token"
+    token_file.write_text(cluster.token("admin"))
+    (tmp_path / "bottom").mkdir()
+    try:
+        bottom = Proxy.start(cluster, tmp_path / "bottom",
+                             extra_args=[f"--client-ca-file={env['KF_CA_FILE']}", *front],
+                             upstream_args=[f"--upstream=https://127.0.0.1:{top.secure_port}",
+                                            f"--upstream-ca-file={env['KF_CA_FILE']}",
+                                            f"--upstream-token-file={token_file}"])
+        try:
+            node = Caller(cluster, f"node {world.node_a} via two tiers", cert=world.cert_a)
+            tiers = World(cluster, bottom, world.ns, world.node_a, world.node_b, world.cert_a)
+            own = f"/api/v1/pods?fieldSelector=spec.nodeName%3D{world.node_a}"
+            _, through = tiers.both(node, "GET", own, expect=200, cached="list")
+            assert [p["metadata"]["name"] for p in json.loads(through[1])["items"]] == ["pod-a"]
+            # Refusals name the user: the apiserver saw node A, through both front proxies.
+            refused = tiers.same_bytes(
+                node, "GET", f"/api/v1/namespaces/{world.ns}/secrets/secret-unused", 403)
+            assert f"system:node:{world.node_a}".encode() in refused[1]
+            tiers.same_bytes(node, "GET",
+                             f"/api/v1/pods?fieldSelector=spec.nodeName%3D{world.node_b}", 403)
+            patch = {"metadata": {"annotations": {"kube-fanout.test/tiers": "1"}}}
+            tiers.both(node, "PATCH", f"/api/v1/nodes/{world.node_a}/status", patch, expect=200,
+                       content_type="application/merge-patch+json")
+            tiers.same_bytes(node, "PATCH", f"/api/v1/nodes/{world.node_b}/status", 403,
+                             body=patch,
+                             headers={"Content-Type": "application/merge-patch+json"})
+            # A client cannot pose as a front proxy at the top: its own X-Remote-User is ignored
+            # there too (a node certificate is not of the front-proxy CA).
+            spoof = Caller(cluster, f"node {world.node_a} + X-Remote-User at the top",
+                           cert=world.cert_a)
+            st, body = spoof.call(top.secure_port, "GET",
+                                  f"/api/v1/namespaces/{world.ns}/secrets/secret-unused",
+                                  headers={"X-Remote-User": "kf-admin",
+                                           "X-Remote-Group": "system:masters"})
+            assert st == 403 and f"system:node:{world.node_a}".encode() in body, body
+        finally:
+            assert bottom.stop() == 0
+    finally:
+        assert top.stop() == 0
