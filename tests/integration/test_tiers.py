@@ -1,0 +1,88 @@
+"""kube-fanout in front of kube-fanout (issue: "Beyond one replica", tiers): three tiers on the
+real control plane. Watchers at the bottom see every event once and in order, and the apiserver
+holds one watch of the resource for all three tiers (the top's).
+
+Each test first checks its setup (writes made, events seen) before it compares.
+"""
+import http.client
+import json
+import time
+
+from kfrig import Proxy, metric_values
+
+
+def apiserver_watches(cluster, resource):
+    """Watches of `resource` the apiserver is serving now (apiserver_longrunning_requests)."""
+    text = cluster.request("GET", "/metrics").body.decode()
+    return sum(v for labels, v in metric_values(text, "apiserver_longrunning_requests").items()
+               if f'resource="{resource}"' in labels and 'verb="WATCH"' in labels)
+
+
+def test_three_tiers_deliver_every_event_once_in_order_from_one_apiserver_watch(
+        cluster, namespace, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text(cluster.token("admin"))
+    ca = cluster.env["KF_CA_FILE"]
+    tiers = []
+    try:
+        before = min(apiserver_watches(cluster, "configmaps") for _ in range(3))
+        for name in ("top", "mid", "bottom"):
+            (tmp_path / name).mkdir()
+            upstream = None if not tiers else [
+                f"--upstream=https://127.0.0.1:{tiers[-1].secure_port}",
+                f"--upstream-ca-file={ca}", f"--upstream-token-file={token_file}"]
+            tiers.append(Proxy.start(cluster, tmp_path / name,
+                                     extra_args=["--cache-resources=configmaps"],
+                                     upstream_args=upstream))
+        bottom = tiers[-1]
+        path = f"/api/v1/namespaces/{namespace}/configmaps"
+        listed = cluster.request("GET", f"{path}?resourceVersion=0", port=bottom.secure_port)
+        assert listed.status == 200, listed.body
+        rv = json.loads(listed.body)["metadata"]["resourceVersion"]
+
+        watchers = []
+        for _ in range(4):
+            conn = cluster.connection(bottom.secure_port, timeout=30)
+            conn.request("GET", f"{path}?watch=1&resourceVersion={rv}&timeoutSeconds=60",
+                         headers={"Authorization": f"Bearer {cluster.token('admin')}",
+                                  "Accept": "application/json"})
+            resp = conn.getresponse()
+            assert resp.status == 200
+            watchers.append((conn, resp))
+
+        writes = []
+        for i in range(15):
+            cluster.kubectl("create", "configmap", f"tier-{i}", "-n", namespace,
+                            f"--from-literal=i={i}")
+            writes.append(("ADDED", f"tier-{i}"))
+        for i in range(0, 15, 3):
+            cluster.kubectl("label", "configmap", f"tier-{i}", "-n", namespace, "round=2")
+            writes.append(("MODIFIED", f"tier-{i}"))
+        cluster.kubectl("delete", "configmap", "tier-1", "-n", namespace)
+        writes.append(("DELETED", "tier-1"))
+        assert len(writes) == 21
+
+        for conn, resp in watchers:
+            seen, rvs = [], []
+            deadline = time.monotonic() + 30
+            while len(seen) < len(writes) and time.monotonic() < deadline:
+                event = json.loads(resp.readline())
+                if event["type"] == "BOOKMARK":
+                    continue
+                seen.append((event["type"], event["object"]["metadata"]["name"]))
+                rvs.append(int(event["object"]["metadata"]["resourceVersion"]))
+            conn.close()
+            assert seen == writes, seen  # Every event, once, in the order written.
+            assert rvs == sorted(set(rvs)), rvs
+
+        # The apiserver holds one configmaps watch for the three tiers: the top's (the lower
+        # tiers watch the tier above them; were they watching the apiserver, this would be 3).
+        # At most 1, not exactly: a watch of an earlier test's kube-fanout may still be closing.
+        during = min(apiserver_watches(cluster, "configmaps") for _ in range(3))
+        assert before >= 1 and 0 <= during - before <= 1, (before, during)
+        for t in tiers[1:]:
+            text = cluster.request("GET", "/metrics", port=t.port, tls=False).body.decode()
+            assert metric_values(text, "kube_fanout_cache_requests_total")['{verb="watch"}'] >= 1
+    finally:
+        for t in reversed(tiers):
+            assert t.stop() == 0, t.log_tail()
