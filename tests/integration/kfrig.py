@@ -17,6 +17,15 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BINARY = pathlib.Path(os.environ.get("KF_BINARY", ROOT / "build/kube-fanout"))
+# Set by tests/sanitize: which sanitizer the binary under test was built with ("asan", "tsan"),
+# and how much longer its waits may take (a sanitized build runs several times slower).
+SANITIZER = os.environ.get("KF_SANITIZER", "")
+TIMEOUT_SCALE = float(os.environ.get("KF_TIMEOUT_SCALE", "1"))
+
+
+def scaled(seconds):
+    """A wait for kube-fanout, stretched for a sanitized build."""
+    return seconds * TIMEOUT_SCALE
 
 # Headers that legitimately differ between two answers to the same request.
 VOLATILE_HEADERS = {"date", "audit-id", "x-kubernetes-pf-flowschema-uid",
@@ -181,6 +190,7 @@ class Proxy:
         return f"https://127.0.0.1:{self.secure_port}"
 
     def wait_ready(self, cluster, timeout=10):
+        timeout = scaled(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -197,7 +207,7 @@ class Proxy:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
         try:
-            return self.process.wait(timeout=timeout)
+            return self.process.wait(timeout=scaled(timeout))
         except subprocess.TimeoutExpired:
             self.process.kill()
             return self.process.wait()
