@@ -33,13 +33,27 @@ std::vector<std::string> Values(X509_NAME* name, int nid) {
 
 // The CAs of each role, kept with the SSL_CTX (ex_data) for ReadClientCertificate.
 struct Roles {
+  Roles() = default;
+  Roles(const Roles&) = delete;
+  Roles& operator=(const Roles&) = delete;
+  ~Roles() {
+    X509_STORE_free(users);
+    X509_STORE_free(front_proxies);
+  }
   X509_STORE* users = nullptr;
   X509_STORE* front_proxies = nullptr;
   std::vector<std::string> allowed_names;
 };
 
+// OpenSSL calls this when the SSL_CTX holding the Roles is freed.
+void FreeRoles(void* /*parent*/, void* roles, CRYPTO_EX_DATA* /*ad*/, int /*idx*/,
+               long /*argl*/,  // NOLINT(runtime/int): OpenSSL's type.
+               void* /*argp*/) {
+  delete static_cast<Roles*>(roles);
+}
+
 int RolesIndex() {
-  static const int index = SSL_CTX_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  static const int index = SSL_CTX_get_ex_new_index(0, nullptr, nullptr, nullptr, &FreeRoles);
   return index;
 }
 
@@ -93,7 +107,8 @@ absl::Status RequestClientCertificates(SSL_CTX* ctx, const ClientCertConfig& con
   // when the certificate restricts it), as Go's x509 verification with ExtKeyUsageClientAuth.
   SSL_CTX_set_purpose(ctx, X509_PURPOSE_SSL_CLIENT);
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, &KeepGoing);
-  // Lives as long as the process's server context.
+  // Owned by the SSL_CTX from here (FreeRoles); a context configured again drops its old one.
+  delete static_cast<Roles*>(SSL_CTX_get_ex_data(ctx, RolesIndex()));
   SSL_CTX_set_ex_data(ctx, RolesIndex(), roles.release());
   return absl::OkStatus();
 }
