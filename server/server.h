@@ -124,7 +124,7 @@ class Server {
   uint16_t listen_port_ = 0;
   uint16_t secure_listen_port_ = 0;
   uint16_t metrics_listen_port_ = 0;
-  bool shutting_down_ = false;
+  std::atomic<bool> shutting_down_{false};  // Set on the main thread, read by the workers.
 };
 
 }  // namespace kf
