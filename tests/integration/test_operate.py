@@ -24,7 +24,7 @@ import urllib.request
 import pytest
 import yaml
 
-from kfrig import BINARY, SANITIZER, Proxy, free_port, metric_values
+from kfrig import BINARY, SANITIZER, Proxy, free_port, metric_values, scaled
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 IMAGE = ROOT / "build/image/oci"
@@ -66,12 +66,12 @@ def running(argv, directory, metrics):
     log_path = directory / "kube-fanout.log"
     proc = subprocess.Popen(argv, stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)
     try:
-        wait_for(lambda: proc.poll() is not None or ready(metrics), 20, "readyz")
+        wait_for(lambda: proc.poll() is not None or ready(metrics), scaled(20), "readyz")
         assert proc.poll() is None, log_path.read_text()
         yield log_path
     finally:
         proc.terminate()
-        assert proc.wait(timeout=20) == 0
+        assert proc.wait(timeout=scaled(20)) == 0
 
 
 # --- the image ----------------------------------------------------------------------------
