@@ -15,16 +15,22 @@ def test_manifest_is_accepted_by_the_apiserver(cluster):
     assert out.stdout.count("(server dry run)") == 8
 
 
+def start_as(cluster, tmp_path, service_account):
+    """kube-fanout with a token of kube-system's `service_account` as its own identity."""
+    token = cluster.kubectl("create", "token", service_account,
+                            "-n", "kube-system").stdout.strip()
+    token_file = tmp_path / "token"
+    token_file.write_text(token)
+    return Proxy.start(cluster, tmp_path, upstream_args=[
+        f"--upstream={cluster.url}", f"--upstream-ca-file={cluster.env['KF_CA_FILE']}",
+        f"--upstream-token-file={token_file}"])
+
+
 def test_the_manifests_rbac_is_enough_for_every_cache(cluster, tmp_path):
     # kube-fanout running as the manifest's ServiceAccount, with only its ClusterRole, syncs
     # every default cache (and is ready), and serves a cached read.
     cluster.kubectl("apply", "-k", str(MANIFEST))
-    token = cluster.kubectl("create", "token", "kube-fanout", "-n", "kube-system").stdout.strip()
-    token_file = tmp_path / "token"
-    token_file.write_text(token)
-    p = Proxy.start(cluster, tmp_path, upstream_args=[
-        f"--upstream={cluster.url}", f"--upstream-ca-file={cluster.env['KF_CA_FILE']}",
-        f"--upstream-token-file={token_file}"])
+    p = start_as(cluster, tmp_path, "kube-fanout")
     try:
         ready = cluster.request("GET", "/readyz?verbose", port=p.port, tls=False)
         assert ready.status == 200
@@ -51,13 +57,7 @@ def test_without_system_auth_delegator_kube_fanout_warns_and_serves_nothing_from
     cluster.kubectl("create", "clusterrolebinding", "kf-no-delegation",
                     "--clusterrole=kube-fanout", "--serviceaccount=kube-system:kf-no-delegation",
                     check=False)
-    token = cluster.kubectl("create", "token", "kf-no-delegation",
-                            "-n", "kube-system").stdout.strip()
-    token_file = tmp_path / "token"
-    token_file.write_text(token)
-    p = Proxy.start(cluster, tmp_path, upstream_args=[
-        f"--upstream={cluster.url}", f"--upstream-ca-file={cluster.env['KF_CA_FILE']}",
-        f"--upstream-token-file={token_file}"])
+    p = start_as(cluster, tmp_path, "kf-no-delegation")
     try:
         assert cluster.request("GET", "/readyz", port=p.port, tls=False).status == 200
         got = cluster.request("GET", "/api/v1/namespaces?resourceVersion=0", port=p.secure_port)
