@@ -5,6 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "cache/selectable_fields.h"
 #include "common/json.h"
+#include "common/kube_proto.h"
+#include "common/protowire.h"
 #include "common/strings.h"
 #include "rapidjson/document.h"
 
@@ -78,6 +80,79 @@ absl::StatusOr<std::shared_ptr<const CachedObject>> CachedObject::FromJson(const
   return std::shared_ptr<const CachedObject>(std::move(obj));
 }
 
+absl::StatusOr<std::shared_ptr<const CachedObject>> CachedObject::FromProtobuf(
+    const ResourceType& type, std::string message) {
+  std::string_view meta;
+  if (!FindBytesField(message, 1, &meta)) {
+    return absl::InvalidArgumentError("object has no metadata");
+  }
+  auto obj = std::shared_ptr<CachedObject>(new CachedObject());
+  obj->encoding_ = Encoding::kProtobuf;
+  std::vector<LabelSet::Pair> labels;
+  std::string_view rv;
+  ProtoReader r(meta);
+  ProtoField f;
+  while (r.Next(&f)) {
+    if (f.type != WireType::kBytes) continue;
+    switch (f.number) {
+      case 1:
+        obj->name_ = std::string(f.bytes);
+        break;
+      case 3:
+        obj->ns_ = std::string(f.bytes);
+        break;
+      case 6:
+        rv = f.bytes;
+        break;
+      case 11: {
+        std::string_view key, value;
+        (void)FindBytesField(f.bytes, 1, &key);
+        (void)FindBytesField(f.bytes, 2, &value);
+        labels.emplace_back(std::string(key), std::string(value));
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  if (!r.ok()) return absl::InvalidArgumentError("object metadata is not a protobuf message");
+  if (!absl::SimpleAtoi(ToAbsl(rv), &obj->resource_version_)) {
+    return absl::InvalidArgumentError("object has no numeric metadata.resourceVersion");
+  }
+  obj->key_ = Key(obj->ns_, obj->name_);
+  obj->labels_ = LabelSet(std::move(labels));
+  obj->fields_ = type.Fields().ExtractProto(message);
+  obj->json_ = std::move(message);
+  obj->BuildProtoHeads(type.ApiVersion(), type.kind);
+  return std::shared_ptr<const CachedObject>(std::move(obj));
+}
+
+void CachedObject::BuildProtoHeads(std::string_view api_version, std::string_view kind) {
+  const std::string get_head = UnknownHead(api_version, kind, json_.size());
+  const size_t envelope = get_head.size() + json_.size() + kUnknownTail.size();
+  proto_heads_.clear();
+  int i = 0;
+  for (std::string_view type : {"ADDED", "MODIFIED", "DELETED"}) {
+    absl::StrAppend(&proto_heads_, WatchFramePrefix(type, envelope), get_head);
+    frame_head_end_[i++] = static_cast<uint16_t>(proto_heads_.size());
+  }
+  get_head_len_ = static_cast<uint16_t>(get_head.size());
+  item_head_len_ = static_cast<uint8_t>(1 + VarintSize(json_.size()));
+}
+
+std::string_view CachedObject::proto_frame_head(int type_index) const {
+  const size_t begin = type_index == 0 ? 0 : frame_head_end_[type_index - 1];
+  return std::string_view(proto_heads_).substr(begin, frame_head_end_[type_index] - begin);
+}
+
+std::string_view CachedObject::proto_get_head() const {
+  return std::string_view(proto_heads_).substr(frame_head_end_[0] - get_head_len_, get_head_len_);
+}
+
+std::string_view CachedObject::proto_item_head() const {
+  return std::string_view(proto_heads_).substr(frame_head_end_[0] - item_head_len_, item_head_len_);
+}
+
 std::pair<std::string_view, std::string_view> CachedObject::list_item() const {
   if (list_item_body_ == 0) return {std::string_view(), json_};
   return {"{", std::string_view(json_).substr(list_item_body_)};
@@ -85,6 +160,20 @@ std::pair<std::string_view, std::string_view> CachedObject::list_item() const {
 
 std::shared_ptr<const CachedObject> CachedObject::WithResourceVersion(uint64_t rv) const {
   auto copy = std::make_shared<CachedObject>(*this);
+  if (encoding_ == Encoding::kProtobuf) {
+    auto spliced = SpliceProtoMetadata(json_, rv);
+    if (!spliced.ok()) return copy;  // Parsed once already: cannot happen.
+    // The TypeMeta is the first field after the magic in the GET head.
+    std::string_view type_meta, api_version, kind;
+    (void)FindBytesField(proto_get_head().substr(kProtobufMagic.size()), 1, &type_meta);
+    (void)FindBytesField(type_meta, 1, &api_version);
+    (void)FindBytesField(type_meta, 2, &kind);
+    const std::string api(api_version), k(kind);
+    copy->json_ = *std::move(spliced);
+    copy->resource_version_ = rv;
+    copy->BuildProtoHeads(api, k);
+    return copy;
+  }
   const std::string digits = std::to_string(rv);
   copy->json_.replace(rv_value_pos_, rv_value_len_, digits);
   copy->rv_value_len_ = digits.size();
@@ -97,6 +186,60 @@ absl::StatusOr<std::string> SpliceResourceVersion(std::string_view json, uint64_
   if (!FindRv(json, &pos, &len)) return absl::InvalidArgumentError("no metadata.resourceVersion");
   std::string out(json);
   out.replace(pos, len, std::to_string(rv));
+  return out;
+}
+
+absl::StatusOr<std::string> SpliceProtoMetadata(
+    std::string_view message, uint64_t rv,
+    const std::pair<std::string_view, std::string_view>* add_annotation,
+    std::string_view drop_annotation) {
+  std::string_view meta;
+  size_t meta_begin = 0, meta_end = 0;
+  {
+    ProtoReader r(message);
+    ProtoField f;
+    bool found = false;
+    while (r.Next(&f)) {
+      if (f.number == 1 && f.type == WireType::kBytes) {
+        meta = f.bytes;
+        meta_begin = f.begin;
+        meta_end = f.end;
+        found = true;
+        break;
+      }
+    }
+    if (!found) return absl::InvalidArgumentError("no metadata");
+  }
+  std::string out_meta;
+  bool rv_done = false, annotation_done = add_annotation == nullptr;
+  auto annotation = [&] {
+    std::string entry;
+    AppendBytesField(&entry, 1, add_annotation->first);
+    AppendBytesField(&entry, 2, add_annotation->second);
+    AppendBytesField(&out_meta, 12, entry);
+    annotation_done = true;
+  };
+  ProtoReader r(meta);
+  ProtoField f;
+  while (r.Next(&f)) {
+    if (!annotation_done && f.number > 12) annotation();
+    if (f.number == 6 && f.type == WireType::kBytes) {
+      AppendBytesField(&out_meta, 6, absl::StrCat(rv));
+      rv_done = true;
+      continue;
+    }
+    if (f.number == 12 && f.type == WireType::kBytes && !drop_annotation.empty()) {
+      std::string_view key;
+      if (FindBytesField(f.bytes, 1, &key) && key == drop_annotation) continue;
+    }
+    out_meta.append(meta.substr(f.begin, f.end - f.begin));
+  }
+  if (!r.ok()) return absl::InvalidArgumentError("metadata is not a protobuf message");
+  if (!rv_done) return absl::InvalidArgumentError("no metadata.resourceVersion");
+  if (!annotation_done) annotation();
+  std::string out(message.substr(0, meta_begin));
+  AppendBytesField(&out, 1, out_meta);
+  out.append(message.substr(meta_end));
   return out;
 }
 

@@ -2,12 +2,16 @@
 // reference (store, event window, watchers' queues), so an object's bytes exist once however
 // many watchers receive them.
 //
-// `json` is the upstream's own serialization of the object with kind/apiVersion (the form watch
-// events carry), byte for byte; the LIST item form is a view of the same bytes without the
-// type fields, as the apiserver encodes items of built-in lists. Nothing is re-serialized.
+// In JSON, the bytes are the upstream's own serialization of the object with kind/apiVersion
+// (the form watch events carry), byte for byte; the LIST item form is a view of the same bytes
+// without the type fields, as the apiserver encodes items of built-in lists. In protobuf, the
+// bytes are the object's own message as the apiserver wrote it (Unknown.raw), and the object
+// also keeps the few envelope bytes that precede it in a GET body, a LIST item and each kind
+// of watch frame (common/kube_proto.h), so no answer re-encodes anything.
 #ifndef KUBE_FANOUT_CACHE_CACHED_OBJECT_H_
 #define KUBE_FANOUT_CACHE_CACHED_OBJECT_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -21,6 +25,9 @@
 namespace kf {
 
 // What a cache knows about its resource type.
+// The two wire forms a cache can hold objects in.
+enum class Encoding { kJson, kProtobuf };
+
 struct ResourceType {
   std::string group;     // "" for core.
   std::string version;   // "v1".
@@ -49,6 +56,11 @@ class CachedObject {
   // Parses an object in event form ({"kind":..,"apiVersion":..,"metadata":{..},..}).
   static absl::StatusOr<std::shared_ptr<const CachedObject>> FromJson(const ResourceType& type,
                                                                       std::string json);
+  // From an object's protobuf message (the `raw` of its envelope).
+  static absl::StatusOr<std::shared_ptr<const CachedObject>> FromProtobuf(const ResourceType& type,
+                                                                          std::string message);
+
+  Encoding encoding() const { return encoding_; }
 
   // The storage key: "namespace/name" or "name"; sorts as the apiserver's keys do.
   const std::string& key() const { return key_; }
@@ -57,10 +69,20 @@ class CachedObject {
   uint64_t resource_version() const { return resource_version_; }
   const LabelSet& labels() const { return labels_; }
   const FieldSet& fields() const { return fields_; }
+  // The object's bytes: its JSON, or its protobuf message.
+  std::string_view bytes() const { return json_; }
   std::string_view json() const { return json_; }
   // The LIST item form (no kind/apiVersion for built-in types), as two pieces to write one
   // after the other: "{" and the object's bytes after its type fields (or "" and all of it).
   std::pair<std::string_view, std::string_view> list_item() const;
+
+  // Protobuf only: what precedes bytes() in a watch frame of `type_index` (0 ADDED, 1 MODIFIED,
+  // 2 DELETED), in a GET body (magic, TypeMeta, raw's tag and length) and in a LIST body (the
+  // item's tag and length). Each is followed by bytes(); frames and GET bodies then end with
+  // kUnknownTail.
+  std::string_view proto_frame_head(int type_index) const;
+  std::string_view proto_get_head() const;
+  std::string_view proto_item_head() const;
 
   // A copy whose metadata.resourceVersion is `rv` (DELETED events carry the deletion's RV).
   std::shared_ptr<const CachedObject> WithResourceVersion(uint64_t rv) const;
@@ -69,6 +91,7 @@ class CachedObject {
 
  private:
   CachedObject() = default;
+  void BuildProtoHeads(std::string_view api_version, std::string_view kind);
 
   std::string key_;
   std::string ns_;
@@ -80,6 +103,13 @@ class CachedObject {
   size_t list_item_body_ = 0;  // Offset of the first field after kind/apiVersion, or 0.
   size_t rv_value_pos_ = 0;    // Offset and length of metadata.resourceVersion's digits.
   size_t rv_value_len_ = 0;
+  Encoding encoding_ = Encoding::kJson;
+  // Protobuf: the three frame heads one after the other; each ends with the GET head, which
+  // ends with the item head.
+  std::string proto_heads_;
+  std::array<uint16_t, 3> frame_head_end_{};
+  uint16_t get_head_len_ = 0;
+  uint8_t item_head_len_ = 0;
 };
 
 using ObjectPtr = std::shared_ptr<const CachedObject>;
@@ -88,6 +118,14 @@ using ObjectPtr = std::shared_ptr<const CachedObject>;
 // after "metadata":{ (Go encodes ObjectMeta with resourceVersion before labels and annotations,
 // so it cannot be shadowed). Returns the new bytes, or an error if there is none.
 absl::StatusOr<std::string> SpliceResourceVersion(std::string_view json, uint64_t rv);
+
+// The same for an object's protobuf message: metadata (field 1) re-encoded with its
+// resourceVersion (field 6) set to `rv`, and, when `add_annotation` is given, that annotation
+// (field 12) added after the existing ones. Everything else is kept byte for byte.
+absl::StatusOr<std::string> SpliceProtoMetadata(
+    std::string_view message, uint64_t rv,
+    const std::pair<std::string_view, std::string_view>* add_annotation = nullptr,
+    std::string_view drop_annotation = {});
 
 }  // namespace kf
 

@@ -4,6 +4,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/kube_proto.h"
+#include "common/protowire.h"
 
 namespace kf {
 namespace {
@@ -41,8 +43,10 @@ bool AppendEventFor(const WatchFilter& f, const WatchEvent& e, std::vector<Piece
 
 }  // namespace
 
-Cacher::Cacher(ResourceType type, EventRingLimits limits, std::function<Clock::time_point()> now)
+Cacher::Cacher(ResourceType type, EventRingLimits limits, std::function<Clock::time_point()> now,
+               Encoding encoding)
     : type_(std::move(type)),
+      encoding_(encoding),
       now_(std::move(now)),
       ring_(limits),
       watchers_(type_.NodeNameIndexField()) {}
@@ -160,9 +164,9 @@ void Cacher::Bookmark(uint64_t rv) {
   Finish({}, ready);
 }
 
-void Cacher::SetBookmarkTemplate(std::string json) {
+void Cacher::SetBookmarkTemplate(std::string object) {
   absl::MutexLock lock(&mu_);
-  bookmark_template_ = std::move(json);
+  bookmark_template_ = std::move(object);
   last_bookmark_.reset();
   last_bookmark_rv_ = 0;
 }
@@ -348,6 +352,14 @@ std::shared_ptr<const std::string> Cacher::BookmarkFrame(uint64_t rv,
                                                          bool initial_events_end) const {
   absl::MutexLock lock(&mu_);
   if (!initial_events_end && last_bookmark_ && last_bookmark_rv_ == rv) return last_bookmark_;
+  if (encoding_ == Encoding::kProtobuf) {
+    auto frame = std::make_shared<const std::string>(ProtoBookmarkFrame(rv, initial_events_end));
+    if (!initial_events_end) {
+      last_bookmark_ = frame;
+      last_bookmark_rv_ = rv;
+    }
+    return frame;
+  }
   std::string object = bookmark_template_;
   if (object.empty()) {
     object = absl::StrCat("{\"kind\":\"", type_.kind, "\",\"apiVersion\":\"", type_.ApiVersion(),
@@ -371,6 +383,24 @@ std::shared_ptr<const std::string> Cacher::BookmarkFrame(uint64_t rv,
     last_bookmark_rv_ = rv;
   }
   return frame;
+}
+
+std::string Cacher::ProtoBookmarkFrame(uint64_t rv, bool initial_events_end) const {
+  std::string object = bookmark_template_;
+  if (object.empty()) {
+    // No template from upstream: an object with just the metadata a bookmark carries.
+    std::string meta;
+    for (int field : {1, 2, 3, 4, 5}) AppendBytesField(&meta, field, "");
+    AppendBytesField(&meta, 6, "0");
+    AppendVarintField(&meta, 7, 0);
+    AppendBytesField(&meta, 8, "");
+    AppendBytesField(&object, 1, meta);
+  }
+  static constexpr std::pair<std::string_view, std::string_view> kEnd{"k8s.io/initial-events-end",
+                                                                      "true"};
+  auto spliced = SpliceProtoMetadata(object, rv, initial_events_end ? &kEnd : nullptr);
+  const std::string message = spliced.ok() ? *std::move(spliced) : object;
+  return WatchFrame("BOOKMARK", WrapUnknown(type_.ApiVersion(), type_.kind, message));
 }
 
 void Cacher::WaitForVersion(uint64_t rv, std::function<void()> ready) {

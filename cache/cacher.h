@@ -32,9 +32,13 @@ namespace kf {
 class Cacher {
  public:
   using Clock = std::chrono::steady_clock;
-  Cacher(ResourceType type, EventRingLimits limits, std::function<Clock::time_point()> now);
+  // `encoding`: the form of the objects the reflector feeds (CachedObject::FromJson or
+  // FromProtobuf); answers from this cache are in that form.
+  Cacher(ResourceType type, EventRingLimits limits, std::function<Clock::time_point()> now,
+         Encoding encoding = Encoding::kJson);
 
   const ResourceType& type() const { return type_; }
+  Encoding encoding() const { return encoding_; }
 
   // --- Reflector side -------------------------------------------------------------------------
   // Installs a full LIST at `list_rv`. The first call makes the cache synced; later calls (a
@@ -45,8 +49,9 @@ class Cacher {
   void Apply(EventType type, ObjectPtr object);
   // An upstream bookmark: the cache is current up to `rv`.
   void Bookmark(uint64_t rv);
-  // The JSON of an upstream bookmark object (any RV), reused for downstream bookmarks.
-  void SetBookmarkTemplate(std::string json);
+  // An upstream bookmark object (any RV; its JSON, or its protobuf message), reused for
+  // downstream bookmarks.
+  void SetBookmarkTemplate(std::string object);
 
   bool synced() const;
   uint64_t resource_version() const;
@@ -133,10 +138,13 @@ class Cacher {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddEventLocked(EventType type, ObjectPtr object, ObjectPtr prev,
                       std::vector<CacheWatcher*>* notify) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string ProtoBookmarkFrame(uint64_t rv, bool initial_events_end) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void Finish(const std::vector<CacheWatcher*>& notify,
                      std::vector<std::function<void()>>& ready);
 
   const ResourceType type_;
+  const Encoding encoding_;
   const std::function<Clock::time_point()> now_;
 
   mutable absl::Mutex mu_;

@@ -1,10 +1,13 @@
 #include "cache/selectable_fields.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
+#include <optional>
 #include <span>
 
 #include "absl/status/status.h"
+#include "common/protowire.h"
 #include "common/strings.h"
 
 namespace kf {
@@ -318,6 +321,115 @@ void AppendMetadata(const rapidjson::Value& object, Scope scope, std::vector<Fie
   }
 }
 
+// --- Reading the protobuf message --------------------------------------------------------------
+
+// A JSON path of a SourceRule as protobuf field numbers (k8s.io/api v0.36.3 generated.proto; a
+// repeated field's first element is its index 0).
+struct ProtoPath {
+  std::string_view group;
+  std::string_view resource;
+  std::string_view path;
+  std::array<int, 3> numbers;  // 0-terminated.
+};
+
+constexpr ProtoPath kProtoPaths[] = {
+    {"", "pods", "spec.nodeName", {2, 10}},
+    {"", "pods", "spec.restartPolicy", {2, 3}},
+    {"", "pods", "spec.schedulerName", {2, 19}},
+    {"", "pods", "spec.serviceAccountName", {2, 8}},
+    {"", "pods", "spec.serviceAccount", {2, 9}},
+    {"", "pods", "spec.hostNetwork", {2, 11}},
+    {"", "pods", "status.phase", {3, 1}},
+    {"", "pods", "status.podIP", {3, 6}},
+    {"", "pods", "status.podIPs.0.ip", {3, 12, 1}},
+    {"", "pods", "status.nominatedNodeName", {3, 11}},
+    {"", "nodes", "spec.unschedulable", {2, 4}},
+    {"", "namespaces", "status.phase", {3, 1}},
+    {"", "secrets", "type", {3}},
+    {"", "services", "spec.clusterIP", {2, 3}},
+    {"", "services", "spec.type", {2, 4}},
+    {"", "replicationcontrollers", "status.replicas", {3, 1}},
+    {"", "events", "involvedObject.kind", {2, 1}},
+    {"", "events", "involvedObject.namespace", {2, 2}},
+    {"", "events", "involvedObject.name", {2, 3}},
+    {"", "events", "involvedObject.uid", {2, 4}},
+    {"", "events", "involvedObject.apiVersion", {2, 5}},
+    {"", "events", "involvedObject.resourceVersion", {2, 6}},
+    {"", "events", "involvedObject.fieldPath", {2, 7}},
+    {"", "events", "reason", {3}},
+    {"", "events", "reportingComponent", {14}},
+    {"", "events", "source.component", {5, 1}},
+    {"", "events", "type", {9}},
+    {"events.k8s.io", "events", "regarding.kind", {8, 1}},
+    {"events.k8s.io", "events", "regarding.namespace", {8, 2}},
+    {"events.k8s.io", "events", "regarding.name", {8, 3}},
+    {"events.k8s.io", "events", "regarding.uid", {8, 4}},
+    {"events.k8s.io", "events", "regarding.apiVersion", {8, 5}},
+    {"events.k8s.io", "events", "regarding.resourceVersion", {8, 6}},
+    {"events.k8s.io", "events", "regarding.fieldPath", {8, 7}},
+    {"events.k8s.io", "events", "reason", {7}},
+    {"events.k8s.io", "events", "reportingController", {4}},
+    {"events.k8s.io", "events", "deprecatedSource.component", {12, 1}},
+    {"events.k8s.io", "events", "type", {11}},
+    {"batch", "jobs", "status.succeeded", {3, 5}},
+    {"certificates.k8s.io", "certificatesigningrequests", "spec.signerName", {2, 7}},
+    {"resource.k8s.io", "resourceslices", "spec.nodeName", {2, 3}},
+    {"resource.k8s.io", "resourceslices", "spec.driver", {2, 1}},
+};
+
+const ProtoPath* FindProtoPath(const BuiltinFieldRules& rules, std::string_view path) {
+  for (const ProtoPath& p : kProtoPaths) {
+    if (p.group == rules.group && p.resource == rules.resource && p.path == path) return &p;
+  }
+  return nullptr;
+}
+
+// The first field with each number in turn; nullopt when a level is absent.
+std::optional<ProtoField> FindProtoField(std::string_view message, const std::array<int, 3>& path) {
+  std::optional<ProtoField> found;
+  for (int number : path) {
+    if (number == 0) break;
+    ProtoReader r(message);
+    ProtoField f;
+    found.reset();
+    while (r.Next(&f)) {
+      if (f.number == number) {
+        found = f;
+        break;
+      }
+    }
+    if (!found) return std::nullopt;
+    message = found->bytes;
+  }
+  return found;
+}
+
+std::string RenderProto(const std::optional<ProtoField>& f, Render render) {
+  const bool varint = f && f->type == WireType::kVarint;
+  switch (render) {
+    case Render::kString:
+    case Render::kAny:
+      return f && f->type == WireType::kBytes ? std::string(f->bytes) : std::string();
+    case Render::kBool:
+      return varint && f->varint != 0 ? "true" : "false";
+    case Render::kInt:
+      // int32 fields: negative values travel as 64-bit two's complement.
+      return varint ? std::to_string(static_cast<int32_t>(f->varint)) : "0";
+  }
+  return std::string();
+}
+
+std::string ProtoFieldValue(std::string_view message, const BuiltinFieldRules& rules,
+                            const SourceRule& rule) {
+  auto read = [&](std::string_view path) {
+    const ProtoPath* p = FindProtoPath(rules, path);
+    return p ? RenderProto(FindProtoField(message, p->numbers), rule.render) : std::string();
+  };
+  std::string value = read(rule.path);
+  if (value.empty() && !rule.fallback.empty()) value = read(rule.fallback);
+  return value;
+}
+
 const BuiltinFieldRules& RulesFor(std::string_view group, std::string_view resource) {
   for (const BuiltinFieldRules& rules : kBuiltinRules) {
     if (rules.group == group && rules.resource == resource) return rules;
@@ -397,6 +509,38 @@ FieldSet SelectableFields::Extract(const rapidjson::Value& object) const {
     }
   }
   return FieldSet(std::move(pairs));
+}
+
+FieldSet SelectableFields::ExtractProto(std::string_view message) const {
+  std::vector<FieldSet::Pair> pairs;
+  const BuiltinFieldRules& rules = builtin_ != nullptr ? *builtin_ : kDefaultRules;
+  const Scope scope =
+      builtin_ != nullptr ? rules.scope : (namespaced_ ? Scope::kNamespaced : Scope::kCluster);
+  std::string_view meta;
+  (void)FindBytesField(message, 1, &meta);
+  std::string_view name, ns;
+  (void)FindBytesField(meta, 1, &name);
+  (void)FindBytesField(meta, 3, &ns);
+  pairs.emplace_back("metadata.name", std::string(name));
+  // Protobuf writes an empty namespace where JSON omits it: empty is absent.
+  if (scope == Scope::kNamespaced || (scope == Scope::kAsObject && !ns.empty())) {
+    pairs.emplace_back("metadata.namespace", std::string(ns));
+  }
+  if (builtin_ != nullptr) {
+    for (const SourceRule& rule : builtin_->sources) {
+      pairs.emplace_back(std::string(rule.field), ProtoFieldValue(message, rules, rule));
+    }
+  }
+  return FieldSet(std::move(pairs));
+}
+
+bool SelectableFields::ProtoPathsKnown() const {
+  if (builtin_ == nullptr) return custom_fields_.empty();
+  for (const SourceRule& rule : builtin_->sources) {
+    if (FindProtoPath(*builtin_, rule.path) == nullptr) return false;
+    if (!rule.fallback.empty() && FindProtoPath(*builtin_, rule.fallback) == nullptr) return false;
+  }
+  return true;
 }
 
 absl::StatusOr<FieldSelector> ConvertFieldSelector(std::string_view group,

@@ -58,6 +58,11 @@ class SelectableFields {
   // The selectable fields of `object` (a whole object as the apiserver serves it, in the
   // resource's own group version).
   FieldSet Extract(const rapidjson::Value& object) const;
+  // The same from the object's protobuf message (built-in resources only: custom resources have
+  // no protobuf form). Reads the fields by their numbers in k8s.io/api v0.36's generated.proto.
+  FieldSet ExtractProto(std::string_view message) const;
+  // Every field this resource's set is made of has a known protobuf field path.
+  bool ProtoPathsKnown() const;
 
  private:
   SelectableFields() = default;

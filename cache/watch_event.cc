@@ -1,5 +1,7 @@
 #include "cache/watch_event.h"
 
+#include "common/kube_proto.h"
+
 namespace kf {
 
 ObjectPtr WatchEvent::PrevAtEventVersion() const {
@@ -22,6 +24,14 @@ std::string_view EventTypeName(EventType type) {
 }
 
 void AppendFrame(std::string_view type, const ObjectPtr& object, std::vector<Piece>* out) {
+  if (object->encoding() == Encoding::kProtobuf) {
+    // Length, type and envelope head (kept by the object), the message, the envelope's tail.
+    const int index = type == "ADDED" ? 0 : type == "MODIFIED" ? 1 : 2;
+    out->push_back(Piece{object, object->proto_frame_head(index)});
+    out->push_back(Piece{object, object->bytes()});
+    out->push_back(Piece{nullptr, kUnknownTail});
+    return;
+  }
   // Go's json.Encoder writes metav1.WatchEvent as {"type":...,"object":...} and a newline.
   static constexpr std::string_view kAdded = "{\"type\":\"ADDED\",\"object\":";
   static constexpr std::string_view kModified = "{\"type\":\"MODIFIED\",\"object\":";

@@ -4,6 +4,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/go_text.h"
 #include "common/json.h"
+#include "common/kube_proto.h"
+#include "common/protowire.h"
 #include "common/strings.h"
 
 namespace kf {
@@ -94,6 +96,28 @@ std::string EncodeStatusJson(const KubeStatus& status) {
 
 std::string EncodeStatusBody(const KubeStatus& status) {
   return absl::StrCat(EncodeStatusJson(status), "\n");
+}
+
+std::string EncodeStatusProto(const KubeStatus& status) {
+  std::string message;
+  AppendBytesField(&message, 1, EncodeListMeta("", "", std::nullopt));
+  AppendBytesField(&message, 2, "Failure");
+  AppendBytesField(&message, 3, status.message);
+  AppendBytesField(&message, 4, status.reason);
+  if (!status.details_name.empty() || !status.details_group.empty() ||
+      !status.details_kind.empty() || status.retry_after_seconds) {
+    std::string details;
+    AppendBytesField(&details, 1, status.details_name);
+    AppendBytesField(&details, 2, status.details_group);
+    AppendBytesField(&details, 3, status.details_kind);
+    AppendVarintField(
+        &details, 5,
+        static_cast<uint64_t>(static_cast<int64_t>(status.retry_after_seconds.value_or(0))));
+    AppendBytesField(&details, 6, "");
+    AppendBytesField(&message, 5, details);
+  }
+  AppendVarintField(&message, 6, static_cast<uint64_t>(static_cast<int64_t>(status.code)));
+  return WrapUnknown("v1", "Status", message);
 }
 
 }  // namespace kf

@@ -44,6 +44,10 @@ inline constexpr std::string_view kRetryAfterPayload = "kube-fanout/retry-after-
 std::string EncodeStatusJson(const KubeStatus& status);
 // The response body: the object and the newline Go's encoder ends it with.
 std::string EncodeStatusBody(const KubeStatus& status);
+// The same Status in protobuf: its envelope (common/kube_proto.h) around metav1.Status's
+// message, with details when the JSON form has them. A response body, or a watch ERROR
+// event's object.
+std::string EncodeStatusProto(const KubeStatus& status);
 
 }  // namespace kf
 

@@ -1,5 +1,6 @@
 #include "serve/cache_handler.h"
 
+#include "edge/representation.h"
 #include "serve/cacheable.h"
 #include "serve/consistent_read.h"
 #include "serve/list_response.h"
@@ -9,11 +10,31 @@ namespace kf {
 asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
   const RequestInfo& info = x.request.info;
   const CachedResources::Entry* entry = cache_.Find(info);
-  if (entry == nullptr || !entry->cacher->synced() || !Cacheable(info, x.request.headers)) {
+  if (entry == nullptr || !Cacheable(info, x.request.headers)) {
     ++stats_.declined;
     co_return false;
   }
-  auto filter = FilterFor(info, entry->cacher->type());
+  // The encoding the apiserver would answer in; the cache holding it (protobuf's is started by
+  // the first request for it, and until it has synced the apiserver answers).
+  Cacher* cacher = nullptr;
+  Reflector* reflector = nullptr;
+  switch (NegotiateMedia(info, x.request.headers, entry->proto_cacher != nullptr)) {
+    case MediaChoice::kJson:
+      cacher = entry->cacher.get();
+      reflector = entry->reflector.get();
+      break;
+    case MediaChoice::kProtobuf:
+      cacher = cache_.UseProtobuf(*entry);
+      reflector = entry->proto_reflector.get();
+      break;
+    case MediaChoice::kApiserver:
+      break;
+  }
+  if (cacher == nullptr || !cacher->synced()) {
+    ++stats_.declined;
+    co_return false;
+  }
+  auto filter = FilterFor(info, cacher->type());
   // Selector errors are the apiserver's to word; unknown users and denied access its to refuse.
   if (!filter) {
     ++stats_.declined;
@@ -28,15 +49,14 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
     ++stats_.declined;
     co_return false;
   }
-  const bool served = co_await ServeRead(x, *entry, *filter);
+  const bool served = co_await ServeRead(x, *cacher, *reflector, *filter);
   if (!served) ++stats_.declined;
+  if (served && cacher->encoding() == Encoding::kProtobuf) ++stats_.protobuf;
   co_return served;
 }
 
-asio::awaitable<bool> CacheHandler::ServeRead(Exchange& x, const CachedResources::Entry& entry,
+asio::awaitable<bool> CacheHandler::ServeRead(Exchange& x, Cacher& cacher, Reflector& reflector,
                                               const WatchFilter& filter) {
-  Cacher& cacher = *entry.cacher;
-  Reflector& reflector = *entry.reflector;
   const RequestInfo& info = x.request.info;
   if (info.verb == "watch") {
     co_return co_await ServeWatch(x, cacher, reflector, filter, wakeups_, stats_, options_);

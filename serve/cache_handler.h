@@ -39,7 +39,7 @@ class CacheHandler : public Handler {
   asio::awaitable<bool> Serve(Exchange& x) override;
 
  private:
-  asio::awaitable<bool> ServeRead(Exchange& x, const CachedResources::Entry& entry,
+  asio::awaitable<bool> ServeRead(Exchange& x, Cacher& cacher, Reflector& reflector,
                                   const WatchFilter& filter);
 
   const CachedResources& cache_;

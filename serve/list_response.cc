@@ -6,6 +6,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cache/continue_token.h"
+#include "common/kube_proto.h"
+#include "common/protowire.h"
 #include "common/strings.h"
 #include "edge/gzip.h"
 
@@ -14,25 +16,27 @@ namespace {
 
 namespace http = beast::http;
 
-// The head the apiserver's handlers write for a JSON object or list.
-ResponseHead JsonHead(int status, size_t length) {
+// The head the apiserver's handlers write for an object or list.
+ResponseHead Head(int status, size_t length, Encoding encoding) {
   ResponseHead head;
   head.status = status;
   head.fields.set(http::field::cache_control, "no-cache, private");
-  head.fields.set(http::field::content_type, "application/json");
+  head.fields.set(http::field::content_type, encoding == Encoding::kProtobuf
+                                                 ? kProtobufContentType
+                                                 : std::string_view("application/json"));
   head.framing = ResponseHead::Framing::kWhole;
   head.length = length;
   return head;
 }
 
 // Compressed as the apiserver's SerializeObject compresses (edge/gzip.h).
-asio::awaitable<void> WriteJson(Exchange& x, int status, std::span<const asio::const_buffer> body,
-                                CacheServeStats& stats) {
+asio::awaitable<void> WriteBody(Exchange& x, int status, std::span<const asio::const_buffer> body,
+                                Encoding encoding, CacheServeStats& stats) {
   size_t length = asio::buffer_size(body);
   if (length > kGzipThresholdBytes && AcceptsGzip(x.request.headers)) {
     const std::string gzipped = Gzip(body);
     length = gzipped.size();
-    ResponseHead head = JsonHead(status, length);
+    ResponseHead head = Head(status, length, encoding);
     head.fields.set(http::field::content_encoding, "gzip");
     head.fields.insert(http::field::vary, "Accept-Encoding");
     const std::array<asio::const_buffer, 1> piece{asio::buffer(gzipped)};
@@ -41,28 +45,54 @@ asio::awaitable<void> WriteJson(Exchange& x, int status, std::span<const asio::c
     stats.bytes_written += length;
     co_return;
   }
-  const beast::error_code ec = co_await WriteAnswer(*x.response, JsonHead(status, length), body);
+  const beast::error_code ec =
+      co_await WriteAnswer(*x.response, Head(status, length, encoding), body);
   if (ec) x.error = ec.message();
   stats.bytes_written += length;
 }
 
 // The list's metadata: its RV and, for a page with more after it, the continue token (the key
-// after the last item, relative to the listed prefix, as continue.go encodes it).
+// after the last item, relative to the listed prefix, as continue.go encodes it) and, without
+// selectors, remainingItemCount. JSON, or ListMeta's protobuf message.
 std::string ListMeta(const Cacher::Page& list, const WatchFilter& filter, const ResourceType& t,
-                     int64_t limit) {
-  std::string meta = absl::StrCat("{\"resourceVersion\":\"", list.resource_version, "\"");
+                     int64_t limit, Encoding encoding) {
+  std::string token;
+  std::optional<int64_t> remaining;
   if (list.has_more && !list.items.empty()) {
     const CachedObject& last = *list.items.back();
     const bool in_namespace = t.namespaced && !filter.namespace_.empty();
     const std::string start =
         absl::StrCat(in_namespace ? last.name() : last.key(), std::string(1, '\0'));
-    absl::StrAppend(&meta, ",\"continue\":\"",
-                    EncodeContinue(start, static_cast<int64_t>(list.resource_version)), "\"");
-    if (filter.labels.Empty() && filter.fields.Empty()) {
-      absl::StrAppend(&meta, ",\"remainingItemCount\":", list.candidates - limit);
-    }
+    token = EncodeContinue(start, static_cast<int64_t>(list.resource_version));
+    if (filter.labels.Empty() && filter.fields.Empty()) remaining = list.candidates - limit;
   }
+  const std::string rv = absl::StrCat(list.resource_version);
+  if (encoding == Encoding::kProtobuf) return EncodeListMeta(rv, token, remaining);
+  std::string meta = absl::StrCat("{\"resourceVersion\":\"", rv, "\"");
+  if (!token.empty()) absl::StrAppend(&meta, ",\"continue\":\"", token, "\"");
+  if (remaining) absl::StrAppend(&meta, ",\"remainingItemCount\":", *remaining);
   return meta + "}";
+}
+
+// A list in protobuf: the envelope around XList{1: ListMeta, 2: each item's message}.
+asio::awaitable<void> WriteProtoList(Exchange& x, const ResourceType& t, const Cacher::Page& list,
+                                     const std::string& list_meta, CacheServeStats& stats) {
+  std::string meta_field;
+  AppendBytesField(&meta_field, 1, list_meta);
+  size_t raw = meta_field.size();
+  for (const ObjectPtr& item : list.items)
+    raw += item->proto_item_head().size() + item->bytes().size();
+  const std::string head = UnknownHead(t.ApiVersion(), absl::StrCat(t.kind, "List"), raw);
+  std::vector<asio::const_buffer> body;
+  body.reserve(list.items.size() * 2 + 3);
+  body.emplace_back(head.data(), head.size());
+  body.emplace_back(meta_field.data(), meta_field.size());
+  for (const ObjectPtr& item : list.items) {
+    body.emplace_back(item->proto_item_head().data(), item->proto_item_head().size());
+    body.emplace_back(item->bytes().data(), item->bytes().size());
+  }
+  body.emplace_back(kUnknownTail.data(), kUnknownTail.size());
+  co_await WriteBody(x, 200, body, Encoding::kProtobuf, stats);
 }
 
 }  // namespace
@@ -109,9 +139,16 @@ asio::awaitable<bool> WriteList(Exchange& x, Cacher& cacher, const WatchFilter& 
   auto page = cacher.ListPage(filter, req);
   if (!page.ok()) co_return false;
   const Cacher::Page& list = *page;
+  ++stats.lists;
+  if (cacher.encoding() == Encoding::kProtobuf) {
+    const std::string meta = ListMeta(list, filter, t, plan.page.limit, Encoding::kProtobuf);
+    co_await WriteProtoList(x, t, list, meta, stats);
+    co_return true;
+  }
   const std::string open =
       absl::StrCat("{\"kind\":\"", t.kind, "List\",\"apiVersion\":\"", t.ApiVersion(),
-                   "\",\"metadata\":", ListMeta(list, filter, t, plan.page.limit), ",\"items\":[");
+                   "\",\"metadata\":", ListMeta(list, filter, t, plan.page.limit, Encoding::kJson),
+                   ",\"items\":[");
   static constexpr std::string_view kComma = ",";
   static constexpr std::string_view kClose = "]}\n";
   std::vector<asio::const_buffer> body;
@@ -124,8 +161,7 @@ asio::awaitable<bool> WriteList(Exchange& x, Cacher& cacher, const WatchFilter& 
     body.emplace_back(rest.data(), rest.size());
   }
   body.emplace_back(kClose.data(), kClose.size());
-  ++stats.lists;
-  co_await WriteJson(x, 200, body, stats);
+  co_await WriteBody(x, 200, body, Encoding::kJson, stats);
   co_return true;
 }
 
@@ -135,15 +171,25 @@ asio::awaitable<void> WriteObject(Exchange& x, Cacher& cacher, CacheServeStats& 
   const ObjectPtr obj =
       cacher.Get(CachedObject::Key(t.namespaced ? info.namespace_ : "", info.name)).first;
   ++stats.gets;
+  const Encoding encoding = cacher.encoding();
   if (!obj) {
-    const std::string body = EncodeStatusBody(NotFoundStatus(t.group, t.resource, info.name));
+    const KubeStatus status = NotFoundStatus(t.group, t.resource, info.name);
+    const std::string body =
+        encoding == Encoding::kProtobuf ? EncodeStatusProto(status) : EncodeStatusBody(status);
     const std::array<asio::const_buffer, 1> out{asio::buffer(body)};
-    co_await WriteJson(x, 404, out, stats);
+    co_await WriteBody(x, 404, out, encoding, stats);
+    co_return;
+  }
+  if (encoding == Encoding::kProtobuf) {
+    const std::array<asio::const_buffer, 3> out{asio::buffer(obj->proto_get_head()),
+                                                asio::buffer(obj->bytes()),
+                                                asio::buffer(kUnknownTail)};
+    co_await WriteBody(x, 200, out, encoding, stats);
     co_return;
   }
   static constexpr std::string_view kNewline = "\n";
   const std::array<asio::const_buffer, 2> out{asio::buffer(obj->json()), asio::buffer(kNewline)};
-  co_await WriteJson(x, 200, out, stats);
+  co_await WriteBody(x, 200, out, encoding, stats);
 }
 
 }  // namespace kf

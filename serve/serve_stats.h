@@ -12,6 +12,7 @@ struct CacheServeStats {
   std::atomic<uint64_t> lists{0}, gets{0}, watches{0}, declined{0};
   std::atomic<uint64_t> bytes_written{0}, events_written{0};
   std::atomic<int64_t> open_watches{0};
+  std::atomic<uint64_t> protobuf{0};  // Reads of the above answered in protobuf.
 };
 
 }  // namespace kf

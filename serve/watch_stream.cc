@@ -12,6 +12,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/kube_proto.h"
 #include "common/strings.h"
 #include "serve/consistent_read.h"
 
@@ -60,10 +61,12 @@ struct BookmarkClock {
   }
 };
 
-ResponseHead WatchHead() {
+ResponseHead WatchHead(Encoding encoding) {
   ResponseHead head;
   head.fields.set(http::field::cache_control, "no-cache, private");
-  head.fields.set(http::field::content_type, "application/json");
+  head.fields.set(http::field::content_type, encoding == Encoding::kProtobuf
+                                                 ? kProtobufWatchContentType
+                                                 : std::string_view("application/json"));
   head.framing = ResponseHead::Framing::kStreamed;
   return head;
 }
@@ -93,13 +96,14 @@ asio::awaitable<std::optional<WatchParams>> Plan(Exchange& x, Cacher& cacher,
 }
 
 // Like the apiserver: HTTP 200, one ERROR event carrying the 410 Status, then the end.
-asio::awaitable<void> WriteExpired(Exchange& x, const absl::Status& status) {
-  const std::string event = absl::StrCat(
-      "{\"type\":\"ERROR\",\"object\":",
-      EncodeStatusJson(KubeStatus{410, "Expired", std::string(status.message()), std::nullopt}),
-      "}\n");
+asio::awaitable<void> WriteExpired(Exchange& x, const absl::Status& status, Encoding encoding) {
+  const KubeStatus expired{410, "Expired", std::string(status.message()), std::nullopt};
+  const std::string event =
+      encoding == Encoding::kProtobuf
+          ? WatchFrame("ERROR", EncodeStatusProto(expired))
+          : absl::StrCat("{\"type\":\"ERROR\",\"object\":", EncodeStatusJson(expired), "}\n");
   const std::array<asio::const_buffer, 1> body{asio::buffer(event)};
-  const beast::error_code ec = co_await WriteAnswer(*x.response, WatchHead(), body);
+  const beast::error_code ec = co_await WriteAnswer(*x.response, WatchHead(encoding), body);
   if (ec) x.error = ec.message();
 }
 
@@ -158,7 +162,8 @@ asio::awaitable<bool> WriteBatch(WatchRun& w, Clock::time_point now) {
 }
 
 asio::awaitable<void> RunWatch(WatchRun& w) {
-  const beast::error_code head_failed = co_await w.x.response->WriteHead(WatchHead());
+  const beast::error_code head_failed =
+      co_await w.x.response->WriteHead(WatchHead(w.cacher.encoding()));
   if (head_failed) co_return;
   for (;;) {
     const auto now = Clock::now();
@@ -221,7 +226,7 @@ asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflect
   auto watcher =
       Register(cacher, std::move(filter), *params, wake, wakeups, options.max_queue_bytes);
   if (!watcher.ok()) {
-    co_await WriteExpired(x, watcher.status());
+    co_await WriteExpired(x, watcher.status(), cacher.encoding());
     co_return true;
   }
   wake->watcher = *watcher;

@@ -185,6 +185,10 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
            static_cast<double>(serve.gets.load()));
   w.Sample("kube_fanout_cache_requests_total", "verb=\"watch\"",
            static_cast<double>(serve.watches.load()));
+  w.Family("kube_fanout_cache_protobuf_requests_total", "counter",
+           "Cached reads (lists, gets, watches) answered in protobuf.");
+  w.Sample("kube_fanout_cache_protobuf_requests_total", "",
+           static_cast<double>(serve.protobuf.load()));
   w.Family("kube_fanout_cache_declined_total", "counter",
            "Reads of cached resources passed through (not answerable exactly, or not allowed).");
   w.Sample("kube_fanout_cache_declined_total", "", static_cast<double>(serve.declined.load()));
@@ -198,6 +202,12 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
   for (const auto& e : cache->entries()) {
     rows.push_back({Label("resource", e->cacher->type().GroupResource()), e->cacher->GetStats(),
                     &e->reflector->stats(), now});
+    // The protobuf cache of a resource, once a client asked for it: its own rows.
+    if (e->proto_cacher && e->proto_started.load()) {
+      rows.push_back({absl::StrCat(Label("resource", e->cacher->type().GroupResource()), ",",
+                                   Label("encoding", "protobuf")),
+                      e->proto_cacher->GetStats(), &e->proto_reflector->stats(), now});
+    }
   }
   for (const ResourceFamily& f : kResourceFamilies) {
     w.Family(f.name, f.type, f.help);

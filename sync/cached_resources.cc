@@ -63,9 +63,15 @@ void CachedResources::Stop() {
   if (ioc_ == nullptr) return;
   stopping_ = true;
   asio::post(*ioc_, [this] {
-    for (auto& e : entries_) e->reflector->Stop();
+    for (auto& e : entries_) {
+      e->reflector->Stop();
+      if (e->proto_reflector) e->proto_reflector->Stop();
+    }
   });
-  for (auto& e : entries_) e->cacher->CloseAll();
+  for (auto& e : entries_) {
+    e->cacher->CloseAll();
+    if (e->proto_cacher) e->proto_cacher->CloseAll();
+  }
 }
 
 namespace {
@@ -139,6 +145,13 @@ asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
     const bool events = RequestInfo::IsEventsResource(spec.group, spec.resource);
     e->reflector = std::make_unique<Reflector>(*e->cacher, events ? *events_pool_ : pool, cred,
                                                log_, co_await asio::this_coro::executor);
+    if (!type.list_items_have_type_meta && type.Fields().ProtoPathsKnown()) {
+      e->proto_cacher = std::make_unique<Cacher>(
+          type, limits_, [] { return std::chrono::steady_clock::now(); }, Encoding::kProtobuf);
+      e->proto_reflector =
+          std::make_unique<Reflector>(*e->proto_cacher, events ? *events_pool_ : pool, cred, log_,
+                                      co_await asio::this_coro::executor);
+    }
     entries.push_back(std::move(e));
   }
   entries_ = std::move(entries);
@@ -157,6 +170,17 @@ const CachedResources::Entry* CachedResources::Find(const RequestInfo& info) con
     }
   }
   return nullptr;
+}
+
+Cacher* CachedResources::UseProtobuf(const Entry& entry) const {
+  if (!entry.proto_cacher) return nullptr;
+  if (!entry.proto_started.exchange(true) && !stopping_.load()) {
+    log_.Info("protobuf cache starting", {{"resource", entry.cacher->type().GroupResource()}});
+    Reflector* reflector = entry.proto_reflector.get();
+    asio::post(*ioc_,
+               [reflector, ioc = ioc_] { asio::co_spawn(*ioc, reflector->Run(), asio::detached); });
+  }
+  return entry.proto_cacher.get();
 }
 
 bool CachedResources::AllSynced() const {

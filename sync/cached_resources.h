@@ -33,8 +33,14 @@ std::vector<std::string> DefaultCachedResources();
 class CachedResources {
  public:
   struct Entry {
-    std::unique_ptr<Cacher> cacher;
+    std::unique_ptr<Cacher> cacher;  // JSON: always running.
     std::unique_ptr<Reflector> reflector;
+    // Protobuf, for built-in resources (null for others): a second upstream LIST + WATCH in
+    // protobuf, started by the first request that asks for protobuf (UseProtobuf), so a
+    // JSON-only fleet costs nothing extra.
+    std::unique_ptr<Cacher> proto_cacher;
+    std::unique_ptr<Reflector> proto_reflector;
+    mutable std::atomic<bool> proto_started{false};
   };
 
   CachedResources(std::vector<ResourceSpec> specs, EventRingLimits limits, const Logger& log);
@@ -49,6 +55,10 @@ class CachedResources {
 
   // The cache serving `info`'s group/version/resource, if any (nullptr otherwise).
   const Entry* Find(const RequestInfo& info) const;
+  // The entry's protobuf cache, started on first use (its reflector then runs on the
+  // reflectors' thread); nullptr when the resource has none. Until it has synced, callers pass
+  // requests through. Any thread.
+  Cacher* UseProtobuf(const Entry& entry) const;
   bool AllSynced() const;
   const std::vector<std::unique_ptr<Entry>>& entries() const { return entries_; }
   bool started() const { return started_.load(); }

@@ -9,8 +9,11 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cache/upstream_list.h"
+#include "common/kube_proto.h"
+#include "common/protowire.h"
 #include "common/strings.h"
 
 namespace kf {
@@ -20,6 +23,10 @@ constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 constexpr auto kMaxBackoff = std::chrono::milliseconds(30000);
 // Probes of the upstream's current RV start at most this often (per resource).
 constexpr auto kProbeSpacing = std::chrono::milliseconds(50);
+// What a protobuf reflector asks for: protobuf only, so a resource without it (a custom
+// resource, an aggregated API) answers 406 instead of JSON the reflector cannot read.
+constexpr std::string_view kProtobufAccept = kProtobufContentType;
+constexpr std::string_view kInitialEventsEnd = "k8s.io/initial-events-end";
 
 }  // namespace
 
@@ -30,6 +37,12 @@ Reflector::Reflector(Cacher& cacher, UpstreamPool& pool, std::function<std::stri
       credentials_(std::move(credentials)),
       log_(log),
       exec_(std::move(executor)) {}
+
+bool Reflector::protobuf() const { return cacher_.encoding() == Encoding::kProtobuf; }
+
+std::string_view Reflector::Accept() const {
+  return protobuf() ? kProtobufAccept : std::string_view("application/json");
+}
 
 std::string Reflector::CollectionPath() const {
   const ResourceType& t = cacher_.type();
@@ -91,7 +104,8 @@ asio::awaitable<absl::Status> Reflector::ListAll() {
     // The first page is a consistent read; the rest follow its continue token (same snapshot).
     std::string target = absl::StrCat(CollectionPath(), "?limit=500");
     if (!cont.empty()) absl::StrAppend(&target, "&continue=", cont);
-    auto res = co_await UpstreamCall(pool_, http::verb::get, target, credentials_());
+    auto res = co_await UpstreamCall(pool_, http::verb::get, target, credentials_(), "",
+                                     std::chrono::seconds(60), Accept());
     if (!res.ok()) co_return res.status();
     if (res->status == 410 && !cont.empty()) {
       objects.clear();  // The snapshot expired mid-list: start over.
@@ -101,6 +115,20 @@ asio::awaitable<absl::Status> Reflector::ListAll() {
     if (res->status != 200) {
       co_return absl::UnavailableError(absl::StrCat("LIST ", CollectionPath(), ": HTTP ",
                                                     res->status, ": ", res->body.substr(0, 300)));
+    }
+    if (protobuf()) {
+      ProtoListPage page;
+      if (!ParseProtoList(res->body, &page)) {
+        co_return absl::DataLossError(absl::StrCat("LIST ", CollectionPath(), ": bad protobuf"));
+      }
+      if (cont.empty()) list_rv = page.resource_version;
+      for (std::string_view item : page.items) {
+        auto obj = CachedObject::FromProtobuf(t, std::string(item));
+        if (!obj.ok()) co_return obj.status();
+        objects.push_back(*std::move(obj));
+      }
+      cont = page.continue_token;
+      continue;
     }
     auto page = ParseListPage(res->body);
     if (!page.ok()) co_return page.status();
@@ -131,8 +159,8 @@ asio::awaitable<Reflector::WatchEnd> Reflector::WatchOnce() {
       CollectionPath(), "?allowWatchBookmarks=true&resourceVersion=", cacher_.resource_version(),
       "&timeoutSeconds=", timeout(rng_), "&watch=true");
   ++stats_.watches;
-  auto opened =
-      co_await UpstreamWatch::Open(pool_, target, credentials_(), std::chrono::seconds(660));
+  auto opened = co_await UpstreamWatch::Open(pool_, target, credentials_(),
+                                             std::chrono::seconds(660), Accept());
   if (!opened.ok()) {
     log_.Warning("upstream watch failed", {{"resource", cacher_.type().GroupResource()},
                                            {"error", ToStd(opened.status().message())}});
@@ -147,7 +175,7 @@ asio::awaitable<Reflector::WatchEnd> Reflector::WatchOnce() {
   active_ = watch.get();
   absl::Cleanup clear = [this] { active_ = nullptr; };
   for (;;) {
-    auto line = co_await watch->NextLine();
+    auto line = co_await watch->NextEvent(protobuf());
     if (!line.ok())
       co_return absl::IsNotFound(line.status()) ? WatchEnd::kEnded : WatchEnd::kFailed;
     if (line->empty()) continue;
@@ -166,7 +194,33 @@ asio::awaitable<Reflector::WatchEnd> Reflector::WatchOnce() {
   }
 }
 
+Reflector::LineResult Reflector::ApplyProtoEvent(std::string_view message) {
+  ProtoWatchEvent ev;
+  if (!ParseProtoWatchEvent(message, &ev)) return LineResult::kFailed;
+  if (ev.type == "ERROR") {
+    return ProtoStatusCode(ev.object.raw) == 410 ? LineResult::kExpired : LineResult::kFailed;
+  }
+  if (ev.type == "BOOKMARK") {
+    std::string_view meta, rv;
+    uint64_t n = 0;
+    if (!FindBytesField(ev.object.raw, 1, &meta) || !FindBytesField(meta, 6, &rv) ||
+        !absl::SimpleAtoi(ToAbsl(rv), &n)) {
+      return LineResult::kFailed;
+    }
+    cacher_.Bookmark(n);
+    return LineResult::kBookmark;
+  }
+  const EventType type = ev.type == "ADDED"     ? EventType::kAdded
+                         : ev.type == "DELETED" ? EventType::kDeleted
+                                                : EventType::kModified;
+  auto obj = CachedObject::FromProtobuf(cacher_.type(), std::string(ev.object.raw));
+  if (!obj.ok()) return LineResult::kFailed;
+  cacher_.Apply(type, *std::move(obj));
+  return LineResult::kEvent;
+}
+
 Reflector::LineResult Reflector::ApplyLine(std::string_view line) {
+  if (protobuf()) return ApplyProtoEvent(line);
   auto ev = ParseWatchLine(line);
   if (!ev.ok()) return LineResult::kFailed;
   if (ev->type == "BOOKMARK") {
@@ -258,14 +312,14 @@ asio::awaitable<bool> Reflector::ProgressWatch() {
       CollectionPath(), "?allowWatchBookmarks=true&resourceVersion=", cacher_.resource_version(),
       "&timeoutSeconds=3&watch=true");
   ++stats_.progress_watches;
-  auto opened =
-      co_await UpstreamWatch::Open(pool_, target, credentials_(), std::chrono::seconds(10));
+  auto opened = co_await UpstreamWatch::Open(pool_, target, credentials_(),
+                                             std::chrono::seconds(10), Accept());
   if (!opened.ok() || opened->index() != 0) co_return false;
   std::unique_ptr<UpstreamWatch> watch = std::move(std::get<0>(*opened));
   progress_active_ = watch.get();
   absl::Cleanup clear = [this] { progress_active_ = nullptr; };
   for (;;) {
-    auto line = co_await watch->NextLine();
+    auto line = co_await watch->NextEvent(protobuf());
     if (!line.ok()) co_return absl::IsNotFound(line.status());  // Ended without a bookmark.
     if (line->empty()) continue;
     switch (ApplyLine(*line)) {
@@ -289,11 +343,18 @@ asio::awaitable<void> Reflector::ProbeBookmarkTemplate() {
       absl::StrCat(CollectionPath(),
                    "?allowWatchBookmarks=true&fieldSelector=metadata.name%3D-&resourceVersionMatch="
                    "NotOlderThan&sendInitialEvents=true&timeoutSeconds=5&watch=true");
-  auto opened =
-      co_await UpstreamWatch::Open(pool_, target, credentials_(), std::chrono::seconds(10));
+  auto opened = co_await UpstreamWatch::Open(pool_, target, credentials_(),
+                                             std::chrono::seconds(10), Accept());
   if (!opened.ok() || opened->index() != 0) co_return;
-  auto line = co_await std::get<0>(*opened)->NextLine();
+  auto line = co_await std::get<0>(*opened)->NextEvent(protobuf());
   if (!line.ok()) co_return;
+  if (protobuf()) {
+    ProtoWatchEvent pev;
+    if (!ParseProtoWatchEvent(*line, &pev) || pev.type != "BOOKMARK") co_return;
+    auto object = SpliceProtoMetadata(pev.object.raw, 0, nullptr, kInitialEventsEnd);
+    if (object.ok()) cacher_.SetBookmarkTemplate(*std::move(object));
+    co_return;
+  }
   auto ev = ParseWatchLine(*line);
   if (!ev.ok() || ev->type != "BOOKMARK") co_return;
   std::string object(ev->object);

@@ -74,6 +74,10 @@ class Reflector {
   // Applies one upstream watch line to the cache; kExpired/kFailed end the stream.
   enum class LineResult { kEvent, kBookmark, kExpired, kFailed };
   LineResult ApplyLine(std::string_view line);
+  LineResult ApplyProtoEvent(std::string_view message);
+  // The cache holds protobuf: every request but the RV probe asks for protobuf.
+  bool protobuf() const;
+  std::string_view Accept() const;
 
   Cacher& cacher_;
   UpstreamPool& pool_;

@@ -19,11 +19,12 @@ constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
 http::request<http::string_body> MakeRequest(const UpstreamEndpoint& ep, http::verb method,
                                              const std::string& target,
-                                             const std::string& authorization, std::string body) {
+                                             const std::string& authorization, std::string body,
+                                             std::string_view accept = "application/json") {
   http::request<http::string_body> req(method, absl::StrCat(ep.base_path, target), 11);
   req.set(http::field::host, ep.HostHeader());
   req.set(http::field::user_agent, "kube-fanout");
-  req.set(http::field::accept, "application/json");
+  req.set(http::field::accept, accept);
   if (!authorization.empty()) req.set(http::field::authorization, authorization);
   if (!body.empty()) req.set(http::field::content_type, "application/json");
   req.body() = std::move(body);
@@ -35,12 +36,13 @@ http::request<http::string_body> MakeRequest(const UpstreamEndpoint& ep, http::v
 
 asio::awaitable<absl::StatusOr<UpstreamResponse>> UpstreamCall(
     UpstreamPool& pool, http::verb method, std::string target, std::string authorization,
-    std::string body, std::chrono::seconds timeout) {
+    std::string body, std::chrono::seconds timeout, std::string_view accept) {
   for (int attempt = 0;; ++attempt) {
     auto lease = co_await pool.Acquire(/*allow_reuse=*/attempt == 0);
     if (!lease.ok()) co_return lease.status();
     AnyStream& s = *lease->stream;
-    auto req = MakeRequest(pool.endpoint(lease->endpoint), method, target, authorization, body);
+    auto req =
+        MakeRequest(pool.endpoint(lease->endpoint), method, target, authorization, body, accept);
     s.tcp().expires_after(timeout);
     auto [wec, wn] = co_await http::async_write(s, req, use_nothrow);
     beast::flat_buffer buf;
@@ -69,15 +71,15 @@ asio::awaitable<absl::StatusOr<UpstreamResponse>> UpstreamCall(
 
 asio::awaitable<absl::StatusOr<std::variant<std::unique_ptr<UpstreamWatch>, UpstreamResponse>>>
 UpstreamWatch::Open(UpstreamPool& pool, std::string target, std::string authorization,
-                    std::chrono::seconds idle_timeout) {
+                    std::chrono::seconds idle_timeout, std::string_view accept) {
   // A watch holds its connection for minutes: always a fresh one, never returned to the pool.
   auto lease = co_await pool.Acquire(/*allow_reuse=*/false);
   if (!lease.ok()) co_return lease.status();
   auto watch =
       std::unique_ptr<UpstreamWatch>(new UpstreamWatch(std::move(lease->stream), idle_timeout));
   AnyStream& s = *watch->stream_;
-  auto req =
-      MakeRequest(pool.endpoint(lease->endpoint), http::verb::get, target, authorization, "");
+  auto req = MakeRequest(pool.endpoint(lease->endpoint), http::verb::get, target, authorization, "",
+                         accept);
   s.tcp().expires_after(std::chrono::seconds(30));
   auto [wec, wn] = co_await http::async_write(s, req, use_nothrow);
   if (wec) co_return absl::UnavailableError(absl::StrCat("upstream watch: ", wec.message()));
@@ -100,7 +102,6 @@ UpstreamWatch::Open(UpstreamPool& pool, std::string target, std::string authoriz
 }
 
 asio::awaitable<absl::StatusOr<std::string>> UpstreamWatch::NextLine() {
-  std::array<char, 16 * 1024> buf;
   size_t scanned = 0;  // No newline in pending_[0, scanned).
   for (;;) {
     if (const size_t nl = pending_.find('\n', scanned); nl != std::string::npos) {
@@ -113,15 +114,47 @@ asio::awaitable<absl::StatusOr<std::string>> UpstreamWatch::NextLine() {
     if (pending_.size() > JsonLimits{}.max_bytes) {
       co_return absl::DataLossError("upstream watch: event larger than the JSON size limit");
     }
-    if (parser_.is_done()) co_return absl::NotFoundError("watch ended");
-    parser_.get().body().data = buf.data();
-    parser_.get().body().size = buf.size();
-    stream_->tcp().expires_after(idle_);
-    auto [ec, n] = co_await http::async_read_some(*stream_, buffer_, parser_, use_nothrow);
-    if (ec == http::error::need_buffer) ec = {};
-    if (ec) co_return absl::UnavailableError(absl::StrCat("upstream watch: ", ec.message()));
-    pending_.append(buf.data(), buf.size() - parser_.get().body().size);
+    const absl::Status more = co_await ReadMore();
+    if (!more.ok()) co_return more;
   }
+}
+
+asio::awaitable<absl::StatusOr<std::string>> UpstreamWatch::NextFrame() {
+  for (;;) {
+    if (pending_.size() >= 4) {
+      const auto* b = reinterpret_cast<const unsigned char*>(pending_.data());
+      const size_t len = (size_t{b[0]} << 24) | (size_t{b[1]} << 16) | (size_t{b[2]} << 8) | b[3];
+      // The same bound as a JSON event: one object.
+      if (len > JsonLimits{}.max_bytes) {
+        co_return absl::DataLossError("upstream watch: frame larger than the size limit");
+      }
+      if (pending_.size() >= 4 + len) {
+        std::string frame = pending_.substr(4, len);
+        pending_.erase(0, 4 + len);
+        co_return frame;
+      }
+    }
+    const absl::Status more = co_await ReadMore();
+    if (!more.ok()) co_return more;
+  }
+}
+
+asio::awaitable<absl::StatusOr<std::string>> UpstreamWatch::NextEvent(bool protobuf) {
+  if (protobuf) co_return co_await NextFrame();
+  co_return co_await NextLine();
+}
+
+asio::awaitable<absl::Status> UpstreamWatch::ReadMore() {
+  std::array<char, 16 * 1024> buf;
+  if (parser_.is_done()) co_return absl::NotFoundError("watch ended");
+  parser_.get().body().data = buf.data();
+  parser_.get().body().size = buf.size();
+  stream_->tcp().expires_after(idle_);
+  auto [ec, n] = co_await http::async_read_some(*stream_, buffer_, parser_, use_nothrow);
+  if (ec == http::error::need_buffer) ec = {};
+  if (ec) co_return absl::UnavailableError(absl::StrCat("upstream watch: ", ec.message()));
+  pending_.append(buf.data(), buf.size() - parser_.get().body().size);
+  co_return absl::OkStatus();
 }
 
 }  // namespace kf

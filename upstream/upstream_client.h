@@ -35,7 +35,8 @@ struct UpstreamResponse {
 // One request, response read whole. Unavailable when no endpoint answers.
 asio::awaitable<absl::StatusOr<UpstreamResponse>> UpstreamCall(
     UpstreamPool& pool, http::verb method, std::string target, std::string authorization,
-    std::string body = "", std::chrono::seconds timeout = std::chrono::seconds(60));
+    std::string body = "", std::chrono::seconds timeout = std::chrono::seconds(60),
+    std::string_view accept = "application/json");
 
 // An open upstream watch, read one event line at a time.
 class UpstreamWatch {
@@ -44,10 +45,15 @@ class UpstreamWatch {
   static asio::awaitable<
       absl::StatusOr<std::variant<std::unique_ptr<UpstreamWatch>, UpstreamResponse>>>
   Open(UpstreamPool& pool, std::string target, std::string authorization,
-       std::chrono::seconds idle_timeout);
+       std::chrono::seconds idle_timeout, std::string_view accept = "application/json");
 
   // The next line (without '\n'); NotFound at the clean end of the stream.
   asio::awaitable<absl::StatusOr<std::string>> NextLine();
+  // The next length-delimited frame (a protobuf watch: 4-byte big-endian length, then the
+  // message), without its length; NotFound at the clean end of the stream.
+  asio::awaitable<absl::StatusOr<std::string>> NextFrame();
+  // One event in the stream's encoding: NextFrame for protobuf, else NextLine.
+  asio::awaitable<absl::StatusOr<std::string>> NextEvent(bool protobuf);
 
   // Abandons the stream (pending reads end with an error).
   void Cancel() { stream_->Cancel(); }
@@ -59,6 +65,9 @@ class UpstreamWatch {
   std::unique_ptr<AnyStream> stream_;
   beast::flat_buffer buffer_;
   BoundedParser<false, http::buffer_body> parser_;
+  // Reads more of the body into pending_; NotFound at its end.
+  asio::awaitable<absl::Status> ReadMore();
+
   std::string pending_;  // Bytes after the last complete line.
   std::chrono::seconds idle_;
 };

@@ -2,7 +2,9 @@
 
 #include <catch2/catch.hpp>
 
+#include "absl/strings/escaping.h"
 #include "common/json.h"
+#include "common/kube_proto.h"
 #include "common/strings.h"
 
 namespace kf {
@@ -83,6 +85,22 @@ TEST_CASE("StatusResponse builds the apiserver's NotFound with details, the name
   // Control characters and invalid UTF-8 as Go writes them.
   CHECK(EncodeStatusJson(NotFoundStatus("", "pods", std::string("a\x01\xff", 3)))
             .find(R"("details":{"name":"a\u0001\ufffd")") != std::string::npos);
+}
+
+// The apiserver's (v1.36.3) protobuf answer to GET /api/v1/namespaces/pb/configmaps/nope,
+// captured from the test rig.
+const std::string kNotFound = absl::HexStringToBytes(
+    "6b3873000a0c0a027631120653746174757312550a060a0012001a0012074661696c7572651a1b636f6e6669676d61"
+    "70"
+    "7320226e6f706522206e6f7420666f756e6422084e6f74466f756e642a180a046e6f706512001a0a636f6e6669676d"
+    "61"
+    "7073280032003094031a002200");
+
+TEST_CASE("The NotFound Status in protobuf is the apiserver's") {
+  CHECK(EncodeStatusProto(NotFoundStatus("", "configmaps", "nope")) == kNotFound);
+  UnknownView u;
+  REQUIRE(ParseUnknown(kNotFound, &u));
+  CHECK(ProtoStatusCode(u.raw) == 404);
 }
 
 }  // namespace

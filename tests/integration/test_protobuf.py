@@ -1,0 +1,281 @@
+"""Protobuf from the cache, compared byte for byte with the real apiserver.
+
+A client that asks for protobuf (client-go's `application/vnd.kubernetes.protobuf,
+application/json`, or protobuf alone) gets from kube-fanout's cache exactly the bytes the
+apiserver sends: LIST (selectors, limit and continue), GET (and the NotFound Status), WATCH
+frames from an RV, bookmarks and WatchList's end marker, the in-band 410. The protobuf cache of
+a resource starts with the first request for it (passed through meanwhile), so each test first
+waits until its requests are routed to the cache.
+
+Frames are read here with a minimal protobuf reader (length-delimited fields only), enough to
+check that a test's setup happened before anything is compared.
+"""
+import http.client
+import json
+import struct
+import time
+
+import pytest
+
+from kfrig import metric_values, scaled
+from test_cache import (ALLOWED_HEADER_DIFFERENCES, namespace_factory, objects,  # noqa: F401
+                        routed)
+
+PROTO = "application/vnd.kubernetes.protobuf"
+CLIENT_GO = "application/vnd.kubernetes.protobuf,application/json"
+_case = iter(range(1, 1 << 30))
+
+
+def fields(message):
+    """(number, wire type, value) of each field of a protobuf message."""
+    out, i = [], 0
+    while i < len(message):
+        key, i = varint(message, i)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = varint(message, i)
+        elif wire == 2:
+            n, i = varint(message, i)
+            value, i = message[i:i + n], i + n
+        elif wire == 1:
+            value, i = message[i:i + 8], i + 8
+        elif wire == 5:
+            value, i = message[i:i + 4], i + 4
+        else:
+            raise ValueError(f"wire type {wire}")
+        out.append((number, wire, value))
+    return out
+
+
+def varint(data, i):
+    shift = value = 0
+    while True:
+        b = data[i]
+        i += 1
+        value |= (b & 0x7f) << shift
+        shift += 7
+        if b < 0x80:
+            return value, i
+
+
+def field(message, number, default=b""):
+    return next((v for n, _, v in fields(message) if n == number), default)
+
+
+def unknown(body):
+    """(kind, raw) of an envelope."""
+    assert body[:4] == b"k8s\0", body[:20]
+    raw = body[4:]
+    return field(field(raw, 1), 2).decode(), field(raw, 2)
+
+
+def list_items(body):
+    kind, raw = unknown(body)
+    assert kind.endswith("List"), kind
+    meta = field(raw, 1)
+    return [v for n, _, v in fields(raw) if n == 2], field(meta, 2).decode(), field(meta, 3)
+
+
+def object_meta(message):
+    meta = field(message, 1)
+    return {"name": field(meta, 1).decode(), "resourceVersion": field(meta, 6).decode(),
+            "annotations": {field(e, 1).decode(): field(e, 2).decode()
+                            for n, _, e in fields(meta) if n == 12}}
+
+
+def split_frames(data):
+    frames = []
+    while len(data) >= 4:
+        (n,) = struct.unpack(">I", data[:4])
+        if len(data) < 4 + n:
+            break
+        frames.append(data[:4 + n])
+        data = data[4 + n:]
+    return frames, data
+
+
+def frame_event(frame):
+    """(type, kind, object message) of a watch frame."""
+    event = frame[4:]
+    kind, raw = unknown(field(field(event, 2), 1))
+    return field(event, 1).decode(), kind, raw
+
+
+def get(cluster, path, port=None, accept=PROTO, marker=True):
+    headers = {"Accept": accept, "User-Agent": "kube-fanout-tests"}
+    return cluster.request("GET", path, headers=headers, port=port)
+
+
+def marked(path):
+    sep = "&" if "?" in path else "?"
+    m = f"kfcase=pb{next(_case)}"
+    return f"{path}{sep}{m}", m
+
+
+def compare(cluster, proxy, path, accept=PROTO):
+    """The apiserver's and the cache's answer, asserted equal and routed to the cache."""
+    p, m = marked(path)
+    direct = get(cluster, p, accept=accept)
+    cached = get(cluster, p, port=proxy.secure_port, accept=accept)
+    assert cached.status == direct.status, (path, cached.body[:200], direct.body[:200])
+    assert cached.body == direct.body, path
+    strip = lambda h: {k: v for k, v in h.items() if k not in ALLOWED_HEADER_DIFFERENCES}
+    assert strip(cached.headers) == strip(direct.headers), path
+    assert routed(proxy, m) == "cache", path
+    return cached
+
+
+def wait_cached(cluster, proxy, path, accept=PROTO):
+    """Until the resource's protobuf cache answers (it starts with the first request)."""
+    deadline = time.monotonic() + scaled(20)
+    while time.monotonic() < deadline:
+        p, m = marked(path)
+        res = get(cluster, p, port=proxy.secure_port, accept=accept)
+        assert res.status == 200, res.body[:300]
+        assert res.headers["content-type"] == PROTO
+        if routed(proxy, m) == "cache":
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{path}: protobuf never served from the cache:\n{proxy.log_tail()}")
+
+
+def test_protobuf_lists_and_gets_match_the_apiserver(cluster, cached_proxy, objects):
+    ns = objects
+    wait_cached(cluster, cached_proxy, "/api/v1/pods?resourceVersion=0")
+    wait_cached(cluster, cached_proxy, "/api/v1/configmaps?resourceVersion=0")
+    wait_cached(cluster, cached_proxy, "/api/v1/nodes?resourceVersion=0")
+    # The setup happened: the lists have the objects the fixture made, in protobuf.
+    items, _, _ = list_items(compare(cluster, cached_proxy,
+                                     f"/api/v1/namespaces/{ns}/pods?resourceVersion=0").body)
+    assert [object_meta(i)["name"] for i in items] == ["p0", "p1", "p2", "p3"]
+    for path in [
+        f"/api/v1/namespaces/{ns}/configmaps?resourceVersion=0",
+        "/api/v1/pods?resourceVersion=0&fieldSelector=spec.nodeName%3Dnode-a",
+        "/api/v1/pods?resourceVersion=0&fieldSelector=spec.nodeName%3D",
+        f"/api/v1/namespaces/{ns}/pods?resourceVersion=0&labelSelector=app%3Dweb%2Ctier",
+        f"/api/v1/namespaces/{ns}/pods?resourceVersion=0&fieldSelector=status.phase!%3DRunning",
+        f"/api/v1/namespaces/{ns}/configmaps?resourceVersion=0&labelSelector=idx%3E0",
+        "/api/v1/namespaces/no-such-namespace/pods?resourceVersion=0",
+        "/api/v1/nodes?resourceVersion=0",
+        f"/api/v1/namespaces/{ns}/pods/p1?resourceVersion=0",
+        f"/api/v1/namespaces/{ns}/pods/nope?resourceVersion=0",  # NotFound Status in protobuf
+        "/api/v1/nodes/node-a?resourceVersion=0",
+    ]:
+        compare(cluster, cached_proxy, path)
+    # client-go's Accept picks protobuf too.
+    res = compare(cluster, cached_proxy, f"/api/v1/namespaces/{ns}/pods/p0?resourceVersion=0",
+                  accept=CLIENT_GO)
+    assert object_meta(unknown(res.body)[1])["name"] == "p0"
+
+
+def test_protobuf_pages_continue_like_the_apiserver(cluster, cached_proxy, objects):
+    ns = objects
+    wait_cached(cluster, cached_proxy, "/api/v1/pods?resourceVersion=0")
+    # A consistent first page, then its continue token, on both; pages must agree.
+    base = f"/api/v1/namespaces/{ns}/pods?limit=2"
+    p, m = marked(base)
+    direct = get(cluster, p)
+    cached = get(cluster, p, port=cached_proxy.secure_port)
+    assert routed(cached_proxy, m) == "cache"
+    d_items, d_rv, d_cont = list_items(direct.body)
+    c_items, c_rv, c_cont = list_items(cached.body)
+    assert len(d_items) == 2 and d_cont, "the first page must have a continue token"
+    assert c_items == d_items
+    # The cache's RV may be newer than the apiserver's read: each continues its own token.
+    for first, port in ((direct, None), (cached, cached_proxy.secure_port)):
+        items, _, cont = list_items(first.body)
+        res = get(cluster, f"{base}&continue={cont.decode()}", port=port)
+        assert res.status == 200
+        rest, _, _ = list_items(res.body)
+        assert [object_meta(i)["name"] for i in items + rest] == ["p0", "p1", "p2", "p3"]
+    # Same RV, same token: byte for byte.
+    if c_rv == d_rv:
+        assert cached.body == direct.body
+
+
+def open_watch(cluster, port, path, accept=PROTO):
+    conn = cluster.connection(port or cluster.port, tls=True, timeout=scaled(15))
+    conn.request("GET", path, headers={"Accept": accept,
+                                       "Authorization": f"Bearer {cluster.token('admin')}"})
+    resp = conn.getresponse()
+    assert resp.status == 200, resp.read()[:300]
+    return conn, resp
+
+
+def read_frames(resp, count, timeout):
+    data, frames = b"", []
+    deadline = time.monotonic() + timeout
+    while len(frames) < count and time.monotonic() < deadline:
+        chunk = resp.read1(65536)
+        if not chunk:
+            break
+        data += chunk
+        got, data = split_frames(data)
+        frames += got
+    return frames
+
+
+def test_protobuf_watch_frames_match_the_apiserver(cluster, cached_proxy, namespace):
+    ns = namespace
+    cluster.kubectl("create", "configmap", "w0", "-n", ns, "--from-literal=a=0")
+    wait_cached(cluster, cached_proxy, f"/api/v1/namespaces/{ns}/configmaps?resourceVersion=0")
+    res = get(cluster, f"/api/v1/namespaces/{ns}/configmaps")
+    _, rv, _ = list_items(res.body)
+    path = f"/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion={rv}&timeoutSeconds=30"
+    p, m = marked(path)
+    streams = [open_watch(cluster, None, p), open_watch(cluster, cached_proxy.secure_port, p)]
+    cluster.kubectl("create", "configmap", "w1", "-n", ns, "--from-literal=b=1")
+    cluster.kubectl("label", "configmap", "w1", "-n", ns, "x=y")
+    cluster.kubectl("delete", "configmap", "w1", "-n", ns)
+    direct, cached = (read_frames(r, 3, scaled(15)) for _, r in streams)
+    for conn, _ in streams:
+        conn.close()
+    assert routed(cached_proxy, m) == "cache"  # Logged when the watch ends.
+    assert [frame_event(f)[0] for f in direct] == ["ADDED", "MODIFIED", "DELETED"]
+    assert cached == direct
+    assert [m_ for m_ in metric_values(
+        cluster.request("GET", "/metrics", port=cached_proxy.port, tls=False).body.decode(),
+        "kube_fanout_cache_protobuf_requests_total").values()][0] >= 3
+
+
+def test_protobuf_watchlist_bookmarks_and_410(cluster, cached_proxy, namespace):
+    ns = namespace
+    for i in range(2):
+        cluster.kubectl("create", "configmap", f"wl{i}", "-n", ns, f"--from-literal=i={i}")
+    wait_cached(cluster, cached_proxy, f"/api/v1/namespaces/{ns}/configmaps?resourceVersion=0")
+    path = (f"/api/v1/namespaces/{ns}/configmaps?watch=1&sendInitialEvents=true"
+            "&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=30")
+    results = []
+    for port in (None, cached_proxy.secure_port):
+        p, m = marked(path)
+        conn, resp = open_watch(cluster, port, p, accept=CLIENT_GO)
+        assert resp.getheader("Content-Type") == f"{PROTO};stream=watch"
+        frames = read_frames(resp, 3, scaled(15))
+        conn.close()
+        if port:
+            assert routed(cached_proxy, m) == "cache"
+        results.append(frames)
+    direct, cached = results
+    # Initial state, then the end marker: objects byte for byte; the bookmark's RV is each
+    # server's own list RV, so the bookmark is compared with its RV taken out.
+    assert [frame_event(f)[0] for f in direct] == ["ADDED", "ADDED", "BOOKMARK"]
+    assert cached[:2] == direct[:2]
+    for frames in (direct, cached):
+        kind, message = frame_event(frames[2])[1:]
+        meta = object_meta(message)
+        assert kind == "ConfigMap"
+        assert meta["annotations"] == {"k8s.io/initial-events-end": "true"}
+    d_rv = object_meta(frame_event(direct[2])[2])["resourceVersion"]
+    c_rv = object_meta(frame_event(cached[2])[2])["resourceVersion"]
+    assert direct[2].replace(d_rv.encode(), b"RV") == cached[2].replace(c_rv.encode(), b"RV")
+
+    # A watch from an RV older than the cache's window: 200 and one ERROR frame with the 410.
+    p, m = marked(f"/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion=1")
+    conn, resp = open_watch(cluster, cached_proxy.secure_port, p)
+    frames = read_frames(resp, 1, scaled(10))
+    conn.close()
+    assert routed(cached_proxy, m) == "cache"
+    assert len(frames) == 1
+    etype, kind, status = frame_event(frames[0])
+    assert (etype, kind, field(status, 4).decode()) == ("ERROR", "Status", "Expired")
+    assert [v for n, _, v in fields(status) if n == 6] == [410]
