@@ -30,7 +30,11 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
     case MediaChoice::kApiserver:
       break;
   }
-  if (cacher == nullptr || !cacher->synced()) {
+  bool synced = cacher != nullptr && cacher->synced();
+  if (cacher != nullptr && !synced && cacher->encoding() == Encoding::kProtobuf) {
+    synced = co_await WaitSynced(*cacher);
+  }
+  if (!synced) {
     ++stats_.declined;
     co_return false;
   }

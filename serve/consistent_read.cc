@@ -55,4 +55,11 @@ asio::awaitable<std::optional<uint64_t>> RequiredVersion(Cacher& cacher, Reflect
   co_return need;
 }
 
+asio::awaitable<bool> WaitSynced(Cacher& cacher) {
+  if (cacher.synced()) co_return true;
+  // A cache's RV moves off 0 with its first LIST.
+  const bool listed = co_await CatchUp(cacher, 1, kFreshnessWait);
+  co_return listed && cacher.synced();
+}
+
 }  // namespace kf

@@ -27,6 +27,10 @@ boost::asio::awaitable<std::optional<uint64_t>> RequiredVersion(Cacher& cacher,
                                                                 Reflector& reflector,
                                                                 std::optional<std::string_view> rv);
 
+// Waits (up to kFreshnessWait) for a cache that has just started to sync: the first requests
+// for a resource's protobuf cache wait for its first LIST instead of all passing through.
+boost::asio::awaitable<bool> WaitSynced(Cacher& cacher);
+
 }  // namespace kf
 
 #endif  // KUBE_FANOUT_SERVE_CONSISTENT_READ_H_
