@@ -95,7 +95,7 @@ asio::awaitable<void> HttpSession::Run() {
   if (h2 && !stop_.requested) {
     state_ = State::kBusy;
     h2_ = std::make_shared<Http2Session>(*client_, remote_, remote_ip_, pipeline_,
-                                         pipeline_.stats().transport, client_cert_);
+                                         pipeline_.stats().transport, client_cert_, h2_limits_);
     std::string received(static_cast<const char*>(buffer_.data().data()), buffer_.size());
     buffer_.consume(buffer_.size());
     co_await h2_->Run(std::move(received));

@@ -33,6 +33,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
   HttpSession& operator=(const HttpSession&) = delete;
 
   void Start(const asio::any_io_executor& executor);
+  // The HTTP/2 settings a connection that turns out to speak HTTP/2 gets (before Start).
+  void SetHttp2Limits(const Http2Limits& limits) { h2_limits_ = limits; }
   // Graceful stop: a connection waiting for its next request closes now, a watch ends cleanly
   // now (at an event boundary, its stream terminated), any other request finishes and its
   // answer says Connection: close.
@@ -58,6 +60,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
   beast::flat_buffer buffer_;
   State state_ = State::kStarting;
   std::shared_ptr<Http2Session> h2_;
+  Http2Limits h2_limits_;
   StopSignal stop_;
   ClientCertificate client_cert_;  // What the TLS handshake presented (nothing on plain HTTP).
 };

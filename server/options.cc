@@ -149,6 +149,11 @@ po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
          ->default_value(8u << 20),
      "Per watcher, the bytes that may wait unsent; a watch past it is closed and its client "
      "resumes from its last resourceVersion.")
+    ("http2-max-streams-per-connection",
+     po::value(&o->http2_max_streams_per_connection)->value_name("N")->default_value(0),
+     "The most concurrent streams a client's HTTP/2 connection may have (announced in SETTINGS; "
+     "the connection's flow-control window is 256 KiB per stream). 0: the apiserver's default, "
+     "100.")
     ("watch-bookmark-interval", po::value(bookmark)->value_name("DURATION")->default_value("1m"),
      "How often watches that allow bookmarks get one (the apiserver's cadence is 1m); one also "
      "goes 2s before a watch's timeout.")

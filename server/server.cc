@@ -421,6 +421,11 @@ asio::awaitable<void> Server::AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool
       auto session = std::make_shared<HttpSession>(std::move(stream), std::move(remote), pipeline,
                                                    worker.sessions(), active_sessions_, log_);
       if (shutting_down_) return;  // The session's end uncounts the connection.
+      Http2Limits h2;
+      if (options_.http2_max_streams_per_connection > 0) {
+        h2.max_concurrent_streams = options_.http2_max_streams_per_connection;
+      }
+      session->SetHttp2Limits(h2);
       session->Start(worker.ioc().get_executor());
     });
   }

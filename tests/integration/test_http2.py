@@ -317,11 +317,25 @@ def test_a_stream_reset_by_the_client_ends_its_watch_and_only_it(cluster, cached
 
 @pytest.fixture(scope="module")
 def small_budget_proxy(cluster, tmp_path_factory):
-    """kube-fanout whose watchers may fall 128 KiB behind before they are cut."""
+    """kube-fanout whose watchers may fall 128 KiB behind before they are cut, and whose HTTP/2
+    connections may have 7 streams."""
     p = Proxy.start(cluster, tmp_path_factory.mktemp("h2-budget"),
-                    extra_args=["--watcher-max-queue-bytes=131072"])
+                    extra_args=["--watcher-max-queue-bytes=131072",
+                                "--http2-max-streams-per-connection=7"])
     yield p
     assert p.stop() == 0, p.log_tail()
+
+
+def test_max_streams_per_connection_flag(cluster, small_budget_proxy):
+    """--http2-max-streams-per-connection sets SETTINGS_MAX_CONCURRENT_STREAMS, and the
+    connection window follows it (256 KiB a stream), as the apiserver's flag does."""
+    c = h2_to(cluster, small_budget_proxy.secure_port)
+    try:
+        c.run_until(lambda: c.remote_settings and c.connection_window_updates, 5)
+        assert c.remote_settings[int(h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS)] == 7
+        assert c.connection_window_updates == [7 * 256 * 1024 - 65535]
+    finally:
+        c.close()
 
 
 def test_a_stalled_stream_is_cut_without_stalling_the_others(cluster, small_budget_proxy, ns):
