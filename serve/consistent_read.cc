@@ -59,7 +59,7 @@ asio::awaitable<bool> WaitSynced(Cacher& cacher) {
   if (cacher.synced()) co_return true;
   // A cache's RV moves off 0 with its first LIST.
   const bool listed = co_await CatchUp(cacher, 1, kFreshnessWait);
-  co_return listed && cacher.synced();
+  co_return listed&& cacher.synced();
 }
 
 }  // namespace kf
