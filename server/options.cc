@@ -201,7 +201,7 @@ const std::vector<Topic>& Topics() {
   static const auto* topics = new std::vector<Topic>{
       {"Listener",
        {"listen", "secure-listen", "tls-cert-file", "tls-private-key-file", "metrics-listen",
-        "allow-insecure-listen"}},
+        "allow-insecure-listen", "http2-max-streams-per-connection"}},
       {"Client authentication and authorization",
        {"client-ca-file", "requestheader-client-ca-file", "requestheader-allowed-names",
         "proxy-client-cert-file", "proxy-client-key-file", "requestheader-username-headers",

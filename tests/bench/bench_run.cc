@@ -275,6 +275,7 @@ int BenchRun::Run() {
   r_.plan = WatchPlan::Make(f.watchers, f.churn.nodes, f.watch_order != "alternate", f.churn.seed);
   wo.plan = r_.plan;
   wo.threads = f.client_threads;
+  wo.protobuf = f.wire == "protobuf";
   WatchClient watchers(wo);
   watchers.Start();
   const bool any = Ramp(watchers);

@@ -53,6 +53,7 @@ struct BenchFlags {
   int watchers = 10000;
   double ramp_rate = 500;
   int client_threads = 1;
+  std::string wire = "json";  // Or "protobuf": what the watchers ask for.
   int duration = 60;
   int settle_max = 120;
   int sample_interval = 5;

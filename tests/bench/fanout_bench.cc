@@ -51,6 +51,9 @@ po::options_description Describe(BenchFlags* f) {
      "(pods, slices, pods, ...).")
     ("ramp-rate", po::value(&f->ramp_rate)->default_value(500), "Watchers opened per second.")
     ("client-threads", po::value(&f->client_threads)->default_value(1), "Threads reading the watchers.")
+    ("wire", po::value(&f->wire)->default_value("json"),
+     "What the watchers ask for: json, or protobuf (client-go's Accept for kubelet and "
+     "kube-proxy).")
     ("duration", po::value(&f->duration)->default_value(60), "Seconds of churn.")
     ("settle-max", po::value(&f->settle_max)->default_value(120),
      "At most this many seconds for the initial events to drain after the ramp.")

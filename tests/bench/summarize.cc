@@ -68,9 +68,10 @@ void SetupRows(const RunRecord& r, BenchReport& out) {
           r.setup_seconds));
   out.Row("watchers requested",
           Fmt("%d: %d pods-by-node (%.1f per node), %d all-EndpointSlices, connecting in %s order; "
-              "%.0f/s ramp, %d client thread(s)",
+              "%.0f/s ramp, %d client thread(s); wire %s over HTTP/1.1",
               f.watchers, pod_watchers, static_cast<double>(pod_watchers) / f.churn.nodes,
-              f.watchers - pod_watchers, f.watch_order.c_str(), f.ramp_rate, f.client_threads));
+              f.watchers - pod_watchers, f.watch_order.c_str(), f.ramp_rate, f.client_threads,
+              f.wire.c_str()));
   out.Row("churn", Fmt("%d s at %.0f pod + %.0f EndpointSlice writes/s (merge patches, %d writer "
                        "connections each)",
                        f.duration, f.churn.rate(tools::Kind::kPods),
@@ -318,6 +319,9 @@ void Results(const RunRecord& r, BenchReport& out) {
   const uint64_t events = std::max<uint64_t>(1, t.measured());
   const double kf_cpu = cpu(r.churn_end) - cpu(r.churn_start);
   out.Result("watchers", Fmt("%d", r.flags.watchers));
+  out.Result("wire", r.flags.wire);
+  out.Result("bytes_per_event",
+             Fmt("%.0f", static_cast<double>(t.bytes - r.at_churn_start.bytes) / events));
   out.Result("connected", Fmt("%lu", U(t.connected)));
   out.Result("failed", Fmt("%lu", U(t.failed)));
   out.Result("ended", Fmt("%lu", U(t.ended)));

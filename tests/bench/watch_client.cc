@@ -119,6 +119,7 @@ void WatchClient::Open(int index) {
         index,
         std::make_unique<Watch>(shard.ioc, index, options_.plan.node[static_cast<size_t>(index)]));
     if (!inserted) return;
+    it->second->parser.set_protobuf(options_.protobuf);
     Bump(shard.opened);
     Connect(shard, *it->second);
   });
@@ -126,12 +127,12 @@ void WatchClient::Open(int index) {
 
 void WatchClient::Connect(Shard& shard, Watch& w) {
   const std::string path = w.pods ? absl::StrCat(pod_path_prefix_, w.node) : slice_path_;
-  w.request =
-      absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: ", options_.proxy.address().to_string(), ":",
-                   options_.proxy.port(),
-                   "\r\nAccept: application/json\r\nUser-Agent: kf-fanout-bench/0.1\r\n"
-                   "Authorization: Bearer ",
-                   options_.token, "\r\n\r\n");
+  w.request = absl::StrCat(
+      "GET ", path, " HTTP/1.1\r\nHost: ", options_.proxy.address().to_string(), ":",
+      options_.proxy.port(), "\r\nAccept: ",
+      options_.protobuf ? "application/vnd.kubernetes.protobuf,application/json"
+                        : "application/json",
+      "\r\nUser-Agent: kf-fanout-bench/0.1\r\nAuthorization: Bearer ", options_.token, "\r\n\r\n");
   w.socket.async_connect(options_.proxy, [this, &shard, &w](boost::system::error_code ec) {
     if (ec) {
       if (ec != asio::error::operation_aborted) End(shard, w, "connect: " + ec.message());

@@ -46,6 +46,7 @@ class WatchClient {
     std::string token;
     WatchPlan plan;
     int threads = 1;
+    bool protobuf = false;  // Accept protobuf (with JSON after it, as client-go asks).
   };
 
   // Counters, summed over threads. "measured" events carry a write time at or after

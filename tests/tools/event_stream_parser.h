@@ -1,6 +1,7 @@
 // EventStreamParser: reads one watch response as its bytes arrive, in any split: the status line
 // and headers, then the chunked transfer coding (both decoded by ResponseReader), then the
-// newline-delimited JSON events inside it. Hands each complete event line to a callback without
+// newline-delimited JSON events inside it (or, for a protobuf watch, its length-delimited
+// frames: set_protobuf). Hands each complete event line to a callback without
 // copying it unless the line straddles a read or a chunk boundary. It does not parse JSON (see
 // EventFields for the cheap look-ups). The watch-stream reader of both the fan-out benchmark's
 // watchers and the load test's reflectors.
@@ -33,6 +34,9 @@ class EventStreamParser {
   template <typename OnLine>
   bool Feed(std::string_view data, OnLine&& on_line);
 
+  // Protobuf: events are 4-byte big-endian lengths and messages (WatchEvent); each message is
+  // handed over as a "line".
+  void set_protobuf(bool on) { protobuf_ = on; }
   State state() const { return state_; }
   bool head_done() const { return state_ != State::kHead; }
   int status() const { return reader_.status(); }
@@ -52,14 +56,17 @@ class EventStreamParser {
   State state_ = State::kHead;
   ResponseReader reader_;
   std::string line_;  // Start of an event line that has not ended yet.
+  bool protobuf_ = false;
   std::string error_;
 };
 
-// Cheap field look-ups on one watch event line ({"type":"...","object":{...}}).
+// Cheap field look-ups on one watch event line ({"type":"...","object":{...}}) or protobuf
+// WatchEvent message ({1: type, 2: {1: object}}).
 struct EventFields {
   // The first letter of the type (A, M, D, B for BOOKMARK, E for ERROR); 0 if not an event.
   static char TypeLetter(std::string_view line);
-  // The decimal value of the string annotation `key` ("key":"123"), if present.
+  // The decimal value of the string annotation `key` ("key":"123"), if present. In protobuf
+  // the annotation is a map entry (1: key, 2: value) found by its bytes.
   static std::optional<int64_t> Annotation(std::string_view line, std::string_view quoted_key);
 };
 
@@ -85,6 +92,30 @@ bool EventStreamParser::Feed(std::string_view data, OnLine&& on_line) {
 
 template <typename OnLine>
 void EventStreamParser::FeedData(std::string_view seg, OnLine& on_line) {
+  if (protobuf_) {
+    auto frame_len = [](std::string_view d) -> size_t {
+      const auto* b = reinterpret_cast<const unsigned char*>(d.data());
+      return (size_t{b[0]} << 24) | (size_t{b[1]} << 16) | (size_t{b[2]} << 8) | b[3];
+    };
+    // Whole frames straight from the segment while nothing is pending; the rest buffered.
+    while (line_.empty() && seg.size() >= 4 && seg.size() >= 4 + frame_len(seg)) {
+      const size_t n = frame_len(seg);
+      on_line(seg.substr(4, n));
+      seg.remove_prefix(4 + n);
+    }
+    line_.append(seg);
+    while (line_.size() >= 4) {
+      const size_t n = frame_len(line_);
+      if (n > kMaxLine) {
+        Fail("event frame too long");
+        return;
+      }
+      if (line_.size() < 4 + n) return;
+      on_line(std::string_view(line_).substr(4, n));
+      line_.erase(0, 4 + n);
+    }
+    return;
+  }
   while (!seg.empty()) {
     const void* nl = std::memchr(seg.data(), '\n', seg.size());
     if (nl == nullptr) {
