@@ -41,6 +41,45 @@ TEST_CASE("EventStreamParser yields the same event lines however the bytes are s
   }
 }
 
+// A protobuf WatchEvent message: {1: type, 2: {1: object bytes}} (one-byte lengths).
+std::string ProtoEvent(const std::string& type, const std::string& object) {
+  const std::string raw_ext = std::string("\x0a") + static_cast<char>(object.size()) + object;
+  return std::string("\x0a") + static_cast<char>(type.size()) + type + "\x12" +
+         static_cast<char>(raw_ext.size()) + raw_ext;
+}
+
+std::string Framed(const std::string& message) {
+  const auto n = static_cast<uint32_t>(message.size());
+  std::string out{static_cast<char>(n >> 24), static_cast<char>((n >> 16) & 0xff),
+                  static_cast<char>((n >> 8) & 0xff), static_cast<char>(n & 0xff)};
+  return out + message;
+}
+
+TEST_CASE("EventStreamParser yields protobuf frames however the bytes are split") {
+  // An annotation map entry {1: key, 2: value}, and the managedFields' "f:key" that must not
+  // match.
+  const std::string key = "kube-fanout.bench/written-at";
+  const std::string entry =
+      std::string("\x0a") + static_cast<char>(key.size()) + key + "\x12\x03" + "123";
+  const std::string a = ProtoEvent("ADDED", "{\"f:" + key + "\":{}}" + entry);
+  const std::string b = ProtoEvent("BOOKMARK", "x");
+  const std::string frames = Framed(a) + Framed(b) + Framed(a);
+  const std::string wire =
+      kHead + Chunk(frames.substr(0, 5)) + Chunk(frames.substr(5)) + "0\r\n\r\n";
+  for (size_t piece : {size_t{1}, size_t{3}, size_t{11}, wire.size()}) {
+    EventStreamParser p;
+    p.set_protobuf(true);
+    const auto lines = FeedInPieces(wire, piece, p);
+    CAPTURE(piece);
+    REQUIRE(lines == std::vector<std::string>{a, b, a});
+    CHECK(p.state() == EventStreamParser::State::kDone);
+  }
+  CHECK(EventFields::TypeLetter(a) == 'A');
+  CHECK(EventFields::TypeLetter(b) == 'B');
+  CHECK(EventFields::Annotation(a, "\"" + key + "\":\"") == 123);
+  CHECK(EventFields::Annotation(b, "\"" + key + "\":\"") == std::nullopt);
+}
+
 TEST_CASE("EventStreamParser accepts chunk extensions and upper-case hex sizes") {
   EventStreamParser p;
   std::vector<std::string> lines;
