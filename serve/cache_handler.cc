@@ -31,7 +31,10 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
       break;
   }
   bool synced = cacher != nullptr && cacher->synced();
-  if (cacher != nullptr && !synced && cacher->encoding() == Encoding::kProtobuf) {
+  // A protobuf cache still starting is waited for, unless its reflector has failed (e.g. the
+  // upstream does not serve protobuf for it): then the apiserver answers at once.
+  if (cacher != nullptr && !synced && cacher->encoding() == Encoding::kProtobuf &&
+      reflector->stats().errors.load() == 0) {
     synced = co_await WaitSynced(*cacher);
   }
   if (!synced) {
