@@ -531,8 +531,10 @@ asio::awaitable<std::optional<uint64_t>> AgentPool::Reflector::List(bool consist
       params.emplace_back("resourceVersion", "0");
     }
     ListScanner scanner;
+    scanner.set_protobuf(pool_.options_.protobuf);
     const std::string target = absl::StrCat(path_, Query(std::move(params)));
     const Reply r = co_await Request(kList, target, &scanner);
+    scanner.Finish();
     if (r.status != 200) {
       if (r.status != 0) {
         pool_.NoteFailure(absl::StrCat("LIST ", path_, " ", field_, label_, ": HTTP ", r.status));
@@ -573,6 +575,7 @@ asio::awaitable<AgentPool::Reflector::End> AgentPool::Reflector::Watch(uint64_t 
   const std::string request = RequestText(target);
   const std::string write_error = co_await WriteAll(request);
   tools::EventStreamParser parser;
+  parser.set_protobuf(pool_.options_.protobuf);
   WatchState st;
   std::string read_error;
   if (write_error.empty()) {
@@ -732,8 +735,10 @@ absl::Status AgentPool::Start() {
     SSL_CTX_set_session_cache_mode(ssl_->native_handle(), SSL_SESS_CACHE_OFF);
   }
   const std::string common =
-      absl::StrCat("Host: ", target_.host, ":", target_.port,
-                   "\r\nAccept: application/json\r\nUser-Agent: kf-load/0.1\r\n");
+      absl::StrCat("Host: ", target_.host, ":", target_.port, "\r\nAccept: ",
+                   options_.protobuf ? "application/vnd.kubernetes.protobuf,application/json"
+                                     : "application/json",
+                   "\r\nUser-Agent: kf-load/0.1\r\n");
   request_headers_ = absl::StrCat(
       common, token_.empty() ? "" : absl::StrCat("Authorization: Bearer ", token_, "\r\n"), "\r\n");
   certificate_headers_ = absl::StrCat(common, "\r\n");

@@ -67,6 +67,9 @@ struct AgentOptions {
   // Non-empty: kubelets authenticate as their nodes, each with a client certificate of its own
   // (system:node:node-i, group system:nodes) signed by this CA at its start, and no token.
   std::string node_ca_cert_file, node_ca_key_file;
+  // Ask for protobuf as client-go's typed clients do (kubelet's and kube-proxy's default):
+  // lists and watch frames are then read in protobuf.
+  bool protobuf = false;
 };
 
 // Cumulative counters, summed over the threads; readable while the agents run.

@@ -83,7 +83,7 @@ def connections(s):
 
 
 def kf_load_command(binary, s, *, target, apiserver, ca_file, label, out=None, setup_only=False,
-                    progress=True, node_ca=None):
+                    progress=True, node_ca=None, wire="json"):
     """kf_load's argv for one mode (or for --setup-only) of scenario s (CONTRACT.md). The token
     travels in the environment (KF_ADMIN_TOKEN), never on the command line. `node_ca`: (cert,
     key) of the CA that signs each kubelet's own client certificate (--node-certs)."""
@@ -93,6 +93,8 @@ def kf_load_command(binary, s, *, target, apiserver, ca_file, label, out=None, s
             if key not in OPTIONAL_FLAGS or s[key]]
     if node_ca:
         cmd += [f"--node-ca-cert={node_ca[0]}", f"--node-ca-key={node_ca[1]}"]
+    if wire != "json" and not setup_only:
+        cmd.append(f"--wire={wire}")
     if setup_only:
         cmd.append("--setup-only")
     if out is not None:

@@ -42,6 +42,7 @@ using std::chrono::seconds;
 struct Flags {
   std::string target, apiserver, ca_file, token_env = "KF_ADMIN_TOKEN", label, out;
   std::string node_ca_cert, node_ca_key;
+  std::string wire = "json";
   int kubelets = 1000, kube_proxies = 0, pollers = 0;
   int configmaps_per_kubelet = 2;
   double poll_interval = 5;
@@ -110,6 +111,9 @@ po::options_description Describe(Flags* f) {
      "system:nodes) with client certificates this CA signs at their start, not the token; pods "
      "then mount the lcm-* ConfigMaps so the Node authorizer lets kubelets read them.")
     ("node-ca-key", po::value(&f->node_ca_key), "The --node-ca-cert CA's private key.")
+    ("wire", po::value(&f->wire)->default_value("json"),
+     "What the agents ask for: json, or protobuf (client-go's Accept for kubelet and "
+     "kube-proxy).")
     ("setup-only", po::bool_switch(&f->setup_only), "Create the scenario's objects and exit.")
     ("out", po::value(&f->out)->value_name("PATH"), "The JSON result (default: stdout).")
     ("progress", po::bool_switch(&f->progress), "One progress line per second on stderr.")
@@ -518,6 +522,7 @@ int Main(int argc, char** argv) {
   ao.seed = f.seed;
   ao.node_ca_cert_file = f.node_ca_cert;
   ao.node_ca_key_file = f.node_ca_key;
+  ao.protobuf = f.wire == "protobuf";
   const double started_unix = static_cast<double>(tools::UnixNanos()) / 1e9;
   ao.measure_from_unix_ns = tools::UnixNanos();
   AgentPool pool(*target, token, ao);

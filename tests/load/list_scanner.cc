@@ -1,5 +1,7 @@
 #include "tests/load/list_scanner.h"
 
+#include "common/kube_proto.h"
+
 namespace kf::load {
 
 void ListScanner::StartString() {
@@ -43,8 +45,27 @@ void ListScanner::EndString() {
   capture_ = nullptr;
 }
 
+void ListScanner::Finish() {
+  if (!protobuf_ || failed_ || done_) return;
+  ProtoListPage page;
+  if (!ParseProtoList(body_, &page)) {
+    Fail();
+    return;
+  }
+  resource_version_ = std::to_string(page.resource_version);
+  continue_ = page.continue_token;
+  items_ = page.items.size();
+  done_ = true;
+  body_.clear();
+}
+
 bool ListScanner::Feed(std::string_view data) {
   if (failed_) return false;
+  if (protobuf_) {
+    if (body_.size() + data.size() > kMaxProtobufBody) return Fail();
+    body_.append(data);
+    return true;
+  }
   size_t i = 0;
   const size_t n = data.size();
   while (i < n && !done_) {

@@ -21,6 +21,10 @@ class ListScanner {
  public:
   // Consumes the next bytes of the body. Returns false once the body is found broken.
   bool Feed(std::string_view data);
+  // Protobuf bodies (an envelope around XList) are kept until the body's end and read then.
+  void set_protobuf(bool on) { protobuf_ = on; }
+  // The body has ended (a no-op for JSON, which is read as it comes).
+  void Finish();
 
   // The top-level value has ended (bytes after it are ignored).
   bool done() const { return done_; }
@@ -53,6 +57,9 @@ class ListScanner {
   std::string resource_version_, continue_;
   uint64_t items_ = 0;
   bool started_ = false, done_ = false, failed_ = false;
+  bool protobuf_ = false;
+  std::string body_;  // Protobuf: the body so far (at most kMaxProtobufBody).
+  static constexpr size_t kMaxProtobufBody = 512u << 20;
 };
 
 }  // namespace kf::load

@@ -4,6 +4,11 @@
 #include <cmath>
 #include <limits>
 
+#include "absl/strings/numbers.h"
+#include "common/kube_proto.h"
+#include "common/protowire.h"
+#include "common/strings.h"
+
 namespace kf::load {
 namespace {
 
@@ -55,6 +60,16 @@ std::string Query(std::vector<std::pair<std::string_view, std::string>> params) 
 }
 
 std::optional<uint64_t> EventResourceVersion(std::string_view line) {
+  if (!line.empty() && line[0] == '\x0a') {  // A protobuf WatchEvent.
+    ProtoWatchEvent ev;
+    std::string_view meta, rv;
+    uint64_t n = 0;
+    if (!ParseProtoWatchEvent(line, &ev) || !FindBytesField(ev.object.raw, 1, &meta) ||
+        !FindBytesField(meta, 6, &rv) || !absl::SimpleAtoi(ToAbsl(rv), &n)) {
+      return std::nullopt;
+    }
+    return n;
+  }
   static constexpr std::string_view kMeta = "\"metadata\":{";
   static constexpr std::string_view kRv = "\"resourceVersion\":\"";
   const size_t meta = line.find(kMeta);
@@ -71,6 +86,12 @@ std::optional<uint64_t> EventResourceVersion(std::string_view line) {
 }
 
 std::optional<int> EventErrorCode(std::string_view line) {
+  if (!line.empty() && line[0] == '\x0a') {  // A protobuf WatchEvent with a Status.
+    ProtoWatchEvent ev;
+    if (!ParseProtoWatchEvent(line, &ev)) return std::nullopt;
+    const int code = ProtoStatusCode(ev.object.raw);
+    return code != 0 ? std::optional<int>(code) : std::nullopt;
+  }
   static constexpr std::string_view kCode = "\"code\":";
   const size_t at = line.find(kCode);
   if (at != std::string_view::npos) {

@@ -2,6 +2,10 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/kube_proto.h"
+#include "common/protowire.h"
+#include "tests/load/list_scanner.h"
+
 namespace kf::load {
 namespace {
 
@@ -50,6 +54,56 @@ TEST_CASE("BackoffDelay doubles from 800ms to a 30s cap and jitter stretches it 
   CHECK(BackoffDelay(10, 0) == milliseconds(30000));
   CHECK(BackoffDelay(1000, 0.99) <= milliseconds(60000));
   CHECK(BackoffDelay(-3, 0) == milliseconds(800));
+}
+
+}  // namespace
+}  // namespace kf::load
+
+namespace kf::load {
+namespace {
+
+TEST_CASE("EventResourceVersion and EventErrorCode read protobuf watch events") {
+  std::string meta, pod, status;
+  AppendBytesField(&meta, 1, "p");
+  AppendBytesField(&meta, 6, "77");
+  AppendBytesField(&pod, 1, meta);
+  const std::string event = WatchFrame("MODIFIED", WrapUnknown("v1", "Pod", pod)).substr(4);
+  CHECK(EventResourceVersion(event) == 77u);
+  CHECK(EventErrorCode(event) == std::nullopt);
+  AppendBytesField(&status, 4, "Expired");
+  AppendVarintField(&status, 6, 410);
+  const std::string error = WatchFrame("ERROR", WrapUnknown("v1", "Status", status)).substr(4);
+  CHECK(EventErrorCode(error) == 410);
+  CHECK(EventResourceVersion(error) == std::nullopt);
+  CHECK(EventResourceVersion(std::string("\x0a\x05"
+                                         "ADDED",
+                                         7)) == std::nullopt);
+}
+
+TEST_CASE("ListScanner reads a protobuf LIST at its end") {
+  std::string meta_field, item_meta, item, raw;
+  AppendBytesField(&meta_field, 1, EncodeListMeta("123", "tok", std::nullopt));
+  AppendBytesField(&item_meta, 1, "a");
+  AppendBytesField(&item, 1, item_meta);
+  raw = meta_field;
+  AppendBytesField(&raw, 2, item);
+  AppendBytesField(&raw, 2, item);
+  const std::string body = WrapUnknown("v1", "PodList", raw);
+  ListScanner scanner;
+  scanner.set_protobuf(true);
+  REQUIRE(scanner.Feed(body.substr(0, 7)));
+  REQUIRE(scanner.Feed(body.substr(7)));
+  CHECK_FALSE(scanner.done());
+  scanner.Finish();
+  CHECK(scanner.done());
+  CHECK(scanner.resource_version() == "123");
+  CHECK(scanner.continue_token() == "tok");
+  CHECK(scanner.items() == 2);
+  ListScanner broken;
+  broken.set_protobuf(true);
+  broken.Feed(body.substr(0, body.size() - 6));
+  broken.Finish();
+  CHECK(broken.failed());
 }
 
 }  // namespace
