@@ -122,6 +122,7 @@ struct AgentPool::Shard {
   // Written by this shard's thread, read by anyone.
   std::array<std::atomic<uint64_t>, kVerbs> by_verb{};
   std::atomic<uint64_t> requests{0}, failed_requests{0}, events{0}, bookmarks{0}, relists{0};
+  std::atomic<uint64_t> watch_bytes{0};  // Bytes read on watch streams (head and framing too).
 
   double Uniform() { return std::uniform_real_distribution<double>(0, 1)(rng); }
 };
@@ -616,6 +617,7 @@ asio::awaitable<AgentPool::Reflector::End> AgentPool::Reflector::Watch(uint64_t 
 
 bool AgentPool::Reflector::Feed(tools::EventStreamParser& parser, WatchState& st,
                                 std::string_view data) {
+  Bump(shard_.watch_bytes, data.size());
   const bool more = parser.Feed(data, [&](std::string_view line) { OnLine(line, st); });
   if (!st.open && parser.head_done() && parser.status() == 200) {
     st.open = true;
@@ -858,6 +860,7 @@ AgentProgress AgentPool::Progress() const {
   for (const auto& s : shards_) {
     p.events += Get(s->events);
     p.bookmarks += Get(s->bookmarks);
+    p.watch_bytes += Get(s->watch_bytes);
     p.relists += Get(s->relists);
     p.requests += Get(s->requests);
     p.errors += Get(s->failed_requests);

@@ -78,6 +78,7 @@ struct AgentProgress {
   uint64_t open_connections = 0, peak_connections = 0, failed_connections = 0;
   uint64_t open_watches = 0, pending_first_lists = 0;
   uint64_t events = 0, bookmarks = 0, relists = 0;
+  uint64_t watch_bytes = 0;  // Read on watch streams, heads and framing included.
   uint64_t requests = 0, errors = 0;
 };
 

@@ -365,6 +365,7 @@ void WriteResult(JsonWriter& w, const Flags& f, const Phases& phases, double sta
   w.StartObject();
   u64("events", at_end.events);
   u64("bookmarks", at_end.bookmarks);
+  u64("bytes", at_end.watch_bytes);
   u64("relists", at_end.relists);
   u64("open_at_end", at_end.open_watches);
   u64("ended", results.watch_ends);
