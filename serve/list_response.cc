@@ -10,6 +10,7 @@
 #include "common/protowire.h"
 #include "common/strings.h"
 #include "edge/gzip.h"
+#include "edge/representation.h"
 
 namespace kf {
 namespace {
@@ -68,6 +69,13 @@ std::string ListMeta(const Cacher::Page& list, const WatchFilter& filter, const 
   }
   const std::string rv = absl::StrCat(list.resource_version);
   if (encoding == Encoding::kProtobuf) return EncodeListMeta(rv, token, remaining);
+  if (t.list_items_have_type_meta) {
+    // A custom resource's list is an UnstructuredList: a Go map, encoded with its keys sorted
+    // and `continue` always present.
+    std::string meta = absl::StrCat("{\"continue\":\"", token, "\"");
+    if (remaining) absl::StrAppend(&meta, ",\"remainingItemCount\":", *remaining);
+    return absl::StrCat(meta, ",\"resourceVersion\":\"", rv, "\"}");
+  }
   std::string meta = absl::StrCat("{\"resourceVersion\":\"", rv, "\"");
   if (!token.empty()) absl::StrAppend(&meta, ",\"continue\":\"", token, "\"");
   if (remaining) absl::StrAppend(&meta, ",\"remainingItemCount\":", *remaining);
@@ -145,12 +153,18 @@ asio::awaitable<bool> WriteList(Exchange& x, Cacher& cacher, const WatchFilter& 
     co_await WriteProtoList(x, t, list, meta, stats);
     co_return true;
   }
+  const std::string meta = ListMeta(list, filter, t, plan.page.limit, Encoding::kJson);
+  // Built-in lists in their struct's field order; custom resources' (unstructured) sorted.
   const std::string open =
-      absl::StrCat("{\"kind\":\"", t.kind, "List\",\"apiVersion\":\"", t.ApiVersion(),
-                   "\",\"metadata\":", ListMeta(list, filter, t, plan.page.limit, Encoding::kJson),
-                   ",\"items\":[");
+      t.list_items_have_type_meta
+          ? absl::StrCat("{\"apiVersion\":\"", t.ApiVersion(), "\",\"items\":[")
+          : absl::StrCat("{\"kind\":\"", t.kind, "List\",\"apiVersion\":\"", t.ApiVersion(),
+                         "\",\"metadata\":", meta, ",\"items\":[");
+  const std::string close =
+      t.list_items_have_type_meta
+          ? absl::StrCat("],\"kind\":\"", t.kind, "List\",\"metadata\":", meta, "}\n")
+          : std::string("]}\n");
   static constexpr std::string_view kComma = ",";
-  static constexpr std::string_view kClose = "]}\n";
   std::vector<asio::const_buffer> body;
   body.reserve(list.items.size() * 3 + 2);
   body.emplace_back(open.data(), open.size());
@@ -160,7 +174,7 @@ asio::awaitable<bool> WriteList(Exchange& x, Cacher& cacher, const WatchFilter& 
     if (!prefix.empty()) body.emplace_back(prefix.data(), prefix.size());
     body.emplace_back(rest.data(), rest.size());
   }
-  body.emplace_back(kClose.data(), kClose.size());
+  body.emplace_back(close.data(), close.size());
   co_await WriteBody(x, 200, body, Encoding::kJson, stats);
   co_return true;
 }
@@ -173,11 +187,17 @@ asio::awaitable<void> WriteObject(Exchange& x, Cacher& cacher, CacheServeStats& 
   ++stats.gets;
   const Encoding encoding = cacher.encoding();
   if (!obj) {
+    // A Status has protobuf even where the object does not (a custom resource): client-go's
+    // Accept gets it in protobuf, as from the apiserver.
+    const MediaChoice media = NegotiateMedia(info, x.request.headers, /*has_protobuf=*/true);
+    const Encoding status_encoding =
+        encoding == Encoding::kProtobuf || media == MediaChoice::kProtobuf ? Encoding::kProtobuf
+                                                                           : Encoding::kJson;
     const KubeStatus status = NotFoundStatus(t.group, t.resource, info.name);
-    const std::string body =
-        encoding == Encoding::kProtobuf ? EncodeStatusProto(status) : EncodeStatusBody(status);
+    const std::string body = status_encoding == Encoding::kProtobuf ? EncodeStatusProto(status)
+                                                                    : EncodeStatusBody(status);
     const std::array<asio::const_buffer, 1> out{asio::buffer(body)};
-    co_await WriteBody(x, 404, out, encoding, stats);
+    co_await WriteBody(x, 404, out, status_encoding, stats);
     co_return;
   }
   if (encoding == Encoding::kProtobuf) {

@@ -135,7 +135,11 @@ asio::awaitable<absl::Status> Reflector::ListAll() {
     if (cont.empty()) list_rv = page->resource_version;
     const std::string kind = page->kind.substr(0, page->kind.size() - 4);
     for (std::string_view item : page->items) {
-      auto obj = CachedObject::FromJson(t, ItemToEventForm(item, kind, page->api_version));
+      // Built-in list items lack kind and apiVersion; a custom resource's (unstructured) items
+      // have them already, in their sorted place.
+      auto obj = CachedObject::FromJson(t, t.list_items_have_type_meta
+                                               ? std::string(item)
+                                               : ItemToEventForm(item, kind, page->api_version));
       if (!obj.ok()) co_return obj.status();
       objects.push_back(*std::move(obj));
     }

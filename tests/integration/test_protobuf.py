@@ -279,3 +279,64 @@ def test_protobuf_watchlist_bookmarks_and_410(cluster, cached_proxy, namespace):
     etype, kind, status = frame_event(frames[0])
     assert (etype, kind, field(status, 4).decode()) == ("ERROR", "Status", "Expired")
     assert [v for n, _, v in fields(status) if n == 6] == [410]
+
+
+@pytest.fixture(scope="module")
+def widgets(cluster, tmp_path_factory):
+    """A CRD (widgets.kf-test.example.com), two widgets, and kube-fanout caching them."""
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "widgets.kf-test.example.com"},
+           "spec": {"group": "kf-test.example.com", "scope": "Namespaced",
+                    "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                    "versions": [{"name": "v1", "served": True, "storage": True,
+                                  "schema": {"openAPIV3Schema": {
+                                      "type": "object",
+                                      "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(crd))
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                    "crd/widgets.kf-test.example.com")
+    for i in range(2):
+        w = {"apiVersion": "kf-test.example.com/v1", "kind": "Widget",
+             "metadata": {"name": f"w{i}", "namespace": "default"}, "spec": {"i": i}}
+        deadline = time.monotonic() + scaled(30)
+        while cluster.kubectl("apply", "-f", "-", input=json.dumps(w),
+                              check=False).returncode != 0:
+            assert time.monotonic() < deadline, "the CRD's API never served"
+            time.sleep(0.5)
+    from kfrig import Proxy
+    p = Proxy.start(cluster, tmp_path_factory.mktemp("widgets"),
+                    extra_args=["--cache-resources=pods,widgets.kf-test.example.com/v1"])
+    yield p
+    assert p.stop() == 0, p.log_tail()
+
+
+def test_custom_resources_have_no_protobuf_as_with_the_apiserver(cluster, widgets):
+    """Custom resources have no protobuf: client-go's Accept gets JSON (from the cache), a
+    protobuf-only Accept the apiserver's 406, exactly as direct."""
+    path = "/apis/kf-test.example.com/v1/namespaces/default/widgets?resourceVersion=0"
+    deadline = time.monotonic() + scaled(20)
+    while True:  # The cache lists the CRD's objects once it has started.
+        p, m = marked(path)
+        direct = get(cluster, p, accept=CLIENT_GO)
+        cached = get(cluster, p, port=widgets.secure_port, accept=CLIENT_GO)
+        if routed(widgets, m) == "cache" and cached.body == direct.body:
+            break
+        assert time.monotonic() < deadline, (cached.body[:300], direct.body[:300])
+        time.sleep(0.3)
+    assert direct.headers["content-type"] == "application/json"
+    assert [i["metadata"]["name"] for i in json.loads(direct.body)["items"]] == ["w0", "w1"]
+    assert cached.headers["content-type"] == "application/json"
+    # A custom resource's GET from the cache, and its NotFound, as the apiserver's.
+    for name in ("w1", "nope"):
+        p, m = marked(f"/apis/kf-test.example.com/v1/namespaces/default/widgets/{name}"
+                      "?resourceVersion=0")
+        direct = get(cluster, p, accept=CLIENT_GO)
+        cached = get(cluster, p, port=widgets.secure_port, accept=CLIENT_GO)
+        assert (cached.status, cached.body) == (direct.status, direct.body)
+        assert routed(widgets, m) == "cache"
+    p, m = marked(path)
+    direct = get(cluster, p, accept=PROTO)
+    proxied = get(cluster, p, port=widgets.secure_port, accept=PROTO)
+    assert direct.status == 406, direct.body[:300]
+    assert (proxied.status, proxied.body) == (direct.status, direct.body)
+    assert routed(widgets, m) == "passthrough"
