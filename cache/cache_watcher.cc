@@ -25,7 +25,7 @@ CacheWatcher::Batch CacheWatcher::Take() {
   return b;
 }
 
-bool CacheWatcher::Push(std::vector<Piece> pieces, size_t bytes, uint64_t rv) {
+bool CacheWatcher::Push(std::span<Piece> pieces, size_t bytes, uint64_t rv) {
   absl::MutexLock lock(&mu_);
   if (closed_) return false;
   bool cut = false;

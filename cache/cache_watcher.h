@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -57,7 +58,7 @@ class CacheWatcher {
 
   // Producer side: appends one event's frame. Returns true when the consumer must be notified.
   // Past the byte budget the queue is dropped and the watcher closed (kTooSlow).
-  bool Push(std::vector<Piece> pieces, size_t bytes, uint64_t rv);
+  bool Push(std::span<Piece> pieces, size_t bytes, uint64_t rv);
   // Closes the watcher (cache gone, relist, shutdown). Returns true when a notify is due.
   bool Close();
   bool closed() const;

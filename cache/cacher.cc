@@ -1,6 +1,7 @@
 #include "cache/cacher.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -10,35 +11,27 @@
 namespace kf {
 namespace {
 
-// Appends what `event` means to a watcher with `filter`, applying selector transitions: entering
+// What `event` means to a watcher with `filter`, applying selector transitions: entering
 // the selection is ADDED, leaving it is DELETED with the previous state at the event's RV
-// (cache_watcher.go, convertToWatchEvent). False when the event does not concern the watcher.
-bool AppendEventFor(const WatchFilter& f, const WatchEvent& e, std::vector<Piece>* out) {
+// (cache_watcher.go, convertToWatchEvent). Nothing when the event does not concern the watcher.
+std::optional<FramePieces> EventFor(const WatchFilter& f, const WatchEvent& e) {
   switch (e.type()) {
     case EventType::kAdded:
-      if (!f.Matches(*e.object())) return false;
-      AppendFrame("ADDED", e.object(), out);
-      return true;
+      if (!f.Matches(*e.object())) return std::nullopt;
+      return Frame("ADDED", e.object());
     case EventType::kDeleted:
-      if (!f.Matches(*e.object())) return false;
-      AppendFrame("DELETED", e.object(), out);
-      return true;
+      if (!f.Matches(*e.object())) return std::nullopt;
+      return Frame("DELETED", e.object());
     case EventType::kModified: {
       const bool was = e.prev() != nullptr && f.Matches(*e.prev());
       const bool is = f.Matches(*e.object());
-      if (was && is) {
-        AppendFrame("MODIFIED", e.object(), out);
-      } else if (is) {
-        AppendFrame("ADDED", e.object(), out);
-      } else if (was) {
-        AppendFrame("DELETED", e.PrevAtEventVersion(), out);
-      } else {
-        return false;
-      }
-      return true;
+      if (was && is) return Frame("MODIFIED", e.object());
+      if (is) return Frame("ADDED", e.object());
+      if (was) return Frame("DELETED", e.PrevAtEventVersion());
+      return std::nullopt;
     }
   }
-  return false;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -71,12 +64,12 @@ void Cacher::DispatchLocked(const EventPtr& e, std::vector<CacheWatcher*>* notif
   watchers_.Candidates(e->object().get(), e->prev().get(), &candidates);
   for (const auto& w : candidates) {
     if (e->resource_version() <= w->skip_through) continue;
-    std::vector<Piece> pieces;
-    if (!AppendEventFor(w->filter(), *e, &pieces)) continue;
+    std::optional<FramePieces> pieces = EventFor(w->filter(), *e);
+    if (!pieces) continue;
     size_t bytes = 0;
-    for (const Piece& p : pieces) bytes += p.bytes.size();
+    for (const Piece& p : *pieces) bytes += p.bytes.size();
     ++dispatched_;
-    if (w->Push(std::move(pieces), bytes, e->resource_version())) notify->push_back(w.get());
+    if (w->Push(*pieces, bytes, e->resource_version())) notify->push_back(w.get());
     if (w->closed()) {  // Cut for slowness; the session sees it.
       ++watchers_cut_;
       watchers_.Remove(w.get());
@@ -313,7 +306,10 @@ absl::StatusOr<std::shared_ptr<CacheWatcher>> Cacher::Watch(WatchRequest req) {
       if (!events.ok()) return events.status();
       {
         for (const EventPtr& e : *events) {
-          if (AppendEventFor(w->filter(), *e, &initial)) last_rv = e->resource_version();
+          if (auto frame = EventFor(w->filter(), *e)) {
+            for (Piece& p : *frame) initial.push_back(std::move(p));
+            last_rv = e->resource_version();
+          }
         }
       }
     }
@@ -325,7 +321,7 @@ absl::StatusOr<std::shared_ptr<CacheWatcher>> Cacher::Watch(WatchRequest req) {
     // The initial burst is not held against the budget: it is what the client asked for. The
     // session takes it right after Watch() returns.
     w->start_rv = rv_;
-    w->Push(std::move(initial), 0, last_rv);
+    w->Push(initial, 0, last_rv);
     watchers_.Add(w);
   }
   return w;

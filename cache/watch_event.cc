@@ -23,14 +23,12 @@ std::string_view EventTypeName(EventType type) {
   return "MODIFIED";
 }
 
-void AppendFrame(std::string_view type, const ObjectPtr& object, std::vector<Piece>* out) {
+FramePieces Frame(std::string_view type, const ObjectPtr& object) {
   if (object->encoding() == Encoding::kProtobuf) {
     // Length, type and envelope head (kept by the object), the message, the envelope's tail.
     const int index = type == "ADDED" ? 0 : type == "MODIFIED" ? 1 : 2;
-    out->push_back(Piece{object, object->proto_frame_head(index)});
-    out->push_back(Piece{object, object->bytes()});
-    out->push_back(Piece{nullptr, kUnknownTail});
-    return;
+    return {Piece{object, object->proto_frame_head(index)}, Piece{object, object->bytes()},
+            Piece{nullptr, kUnknownTail}};
   }
   // Go's json.Encoder writes metav1.WatchEvent as {"type":...,"object":...} and a newline.
   static constexpr std::string_view kAdded = "{\"type\":\"ADDED\",\"object\":";
@@ -42,9 +40,11 @@ void AppendFrame(std::string_view type, const ObjectPtr& object, std::vector<Pie
                             : type == "MODIFIED" ? kModified
                             : type == "DELETED"  ? kDeleted
                                                  : kBookmark;
-  out->push_back(Piece{nullptr, prefix});
-  out->push_back(Piece{object, object->json()});
-  out->push_back(Piece{nullptr, kEnd});
+  return {Piece{nullptr, prefix}, Piece{object, object->json()}, Piece{nullptr, kEnd}};
+}
+
+void AppendFrame(std::string_view type, const ObjectPtr& object, std::vector<Piece>* out) {
+  for (Piece& p : Frame(type, object)) out->push_back(std::move(p));
 }
 
 }  // namespace kf

@@ -5,6 +5,7 @@
 #ifndef KUBE_FANOUT_CACHE_WATCH_EVENT_H_
 #define KUBE_FANOUT_CACHE_WATCH_EVENT_H_
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -54,7 +55,11 @@ class WatchEvent {
 
 using EventPtr = std::shared_ptr<const WatchEvent>;
 
-// Appends the frame {"type":"<TYPE>","object":<object>}\n to `out`, referencing the object.
+// The frame {"type":"<TYPE>","object":<object>}\n (or its protobuf form), as three pieces
+// referencing the object: built on the stack per delivery, never on the heap.
+using FramePieces = std::array<Piece, 3>;
+FramePieces Frame(std::string_view type, const ObjectPtr& object);
+// Appends Frame(type, object) to `out`.
 void AppendFrame(std::string_view type, const ObjectPtr& object, std::vector<Piece>* out);
 
 std::string_view EventTypeName(EventType type);
