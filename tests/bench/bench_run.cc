@@ -276,6 +276,7 @@ int BenchRun::Run() {
   wo.plan = r_.plan;
   wo.threads = f.client_threads;
   wo.protobuf = f.wire == "protobuf";
+  wo.streams_per_connection = f.streams_per_connection;
   WatchClient watchers(wo);
   watchers.Start();
   const bool any = Ramp(watchers);

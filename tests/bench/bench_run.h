@@ -53,7 +53,8 @@ struct BenchFlags {
   int watchers = 10000;
   double ramp_rate = 500;
   int client_threads = 1;
-  std::string wire = "json";  // Or "protobuf": what the watchers ask for.
+  std::string wire = "json";       // Or "protobuf": what the watchers ask for.
+  int streams_per_connection = 0;  // 0: HTTP/1.1; N: HTTP/2 (h2c), N watchers a connection.
   int duration = 60;
   int settle_max = 120;
   int sample_interval = 5;

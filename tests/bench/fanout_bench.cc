@@ -51,6 +51,9 @@ po::options_description Describe(BenchFlags* f) {
      "(pods, slices, pods, ...).")
     ("ramp-rate", po::value(&f->ramp_rate)->default_value(500), "Watchers opened per second.")
     ("client-threads", po::value(&f->client_threads)->default_value(1), "Threads reading the watchers.")
+    ("http2-streams-per-connection", po::value(&f->streams_per_connection)->default_value(0),
+     "0: HTTP/1.1, a connection per watcher. N: HTTP/2 with prior knowledge, N consecutive "
+     "watchers (an agent's watches) multiplexed on one connection.")
     ("wire", po::value(&f->wire)->default_value("json"),
      "What the watchers ask for: json, or protobuf (client-go's Accept for kubelet and "
      "kube-proxy).")

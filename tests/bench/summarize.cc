@@ -66,12 +66,16 @@ void SetupRows(const RunRecord& r, BenchReport& out) {
       Fmt("%d nodes, %d pods on random nodes, %d EndpointSlices x %d endpoints (created in %.1fs)",
           f.churn.nodes, f.churn.pods, f.churn.slices, f.churn.endpoints_per_slice,
           r.setup_seconds));
-  out.Row("watchers requested",
-          Fmt("%d: %d pods-by-node (%.1f per node), %d all-EndpointSlices, connecting in %s order; "
-              "%.0f/s ramp, %d client thread(s); wire %s over HTTP/1.1",
-              f.watchers, pod_watchers, static_cast<double>(pod_watchers) / f.churn.nodes,
-              f.watchers - pod_watchers, f.watch_order.c_str(), f.ramp_rate, f.client_threads,
-              f.wire.c_str()));
+  out.Row(
+      "watchers requested",
+      Fmt("%d: %d pods-by-node (%.1f per node), %d all-EndpointSlices, connecting in %s order; "
+          "%.0f/s ramp, %d client thread(s); wire %s over %s",
+          f.watchers, pod_watchers, static_cast<double>(pod_watchers) / f.churn.nodes,
+          f.watchers - pod_watchers, f.watch_order.c_str(), f.ramp_rate, f.client_threads,
+          f.wire.c_str(),
+          f.streams_per_connection > 0
+              ? absl::StrCat("HTTP/2 (", f.streams_per_connection, " watches a connection)").c_str()
+              : "HTTP/1.1"));
   out.Row("churn", Fmt("%d s at %.0f pod + %.0f EndpointSlice writes/s (merge patches, %d writer "
                        "connections each)",
                        f.duration, f.churn.rate(tools::Kind::kPods),
@@ -320,6 +324,8 @@ void Results(const RunRecord& r, BenchReport& out) {
   const double kf_cpu = cpu(r.churn_end) - cpu(r.churn_start);
   out.Result("watchers", Fmt("%d", r.flags.watchers));
   out.Result("wire", r.flags.wire);
+  out.Result("http", r.flags.streams_per_connection > 0 ? "h2" : "http1.1");
+  out.Result("connections", Fmt("%lu", U(r.at_ramped.connections)));
   out.Result("bytes_per_event",
              Fmt("%.0f", static_cast<double>(t.bytes - r.at_churn_start.bytes) / events));
   out.Result("connected", Fmt("%lu", U(t.connected)));

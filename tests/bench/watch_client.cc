@@ -1,5 +1,7 @@
 #include "tests/bench/watch_client.h"
 
+#include <nghttp2/nghttp2.h>
+
 #include <algorithm>
 #include <array>
 #include <boost/asio/executor_work_guard.hpp>
@@ -43,7 +45,9 @@ WatchPlan WatchPlan::Make(int watchers, int nodes, bool shuffled, uint32_t seed)
 
 struct WatchClient::Watch {
   Watch(asio::io_context& ioc, int i, int n) : socket(ioc), index(i), node(n), pods(n >= 0) {}
-  asio::ip::tcp::socket socket;
+  asio::ip::tcp::socket socket;  // HTTP/1.1 only.
+  Conn* conn = nullptr;          // HTTP/2: its connection, and its stream there.
+  int32_t stream_id = 0;
   tools::EventStreamParser parser;
   std::string request;
   int index;
@@ -54,6 +58,22 @@ struct WatchClient::Watch {
   uint64_t measured = 0;
 };
 
+// An HTTP/2 connection carrying several watchers' streams (nghttp2's client session).
+struct WatchClient::Conn {
+  explicit Conn(asio::io_context& ioc) : socket(ioc) {}
+  ~Conn() {
+    if (session != nullptr) nghttp2_session_del(session);
+  }
+  asio::ip::tcp::socket socket;
+  nghttp2_session* session = nullptr;
+  bool connected = false;
+  bool open = true;
+  std::vector<Watch*> pending;        // Waiting for the connection.
+  std::map<int32_t, Watch*> streams;  // By stream id.
+  WatchClient* client = nullptr;
+  Shard* shard = nullptr;
+};
+
 struct WatchClient::Shard {
   asio::io_context ioc{1};
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
@@ -61,10 +81,12 @@ struct WatchClient::Shard {
   std::atomic<bool> finished{false};
   // Touched only on this shard's thread (and after Join).
   std::map<int, std::unique_ptr<Watch>> watches;
+  std::map<int, std::unique_ptr<Conn>> conns;  // HTTP/2, by connection number.
   tools::LatencyHistogram pod_latencies, slice_latencies;
   std::array<char, kReadBuffer> buffer;
   std::string stamp_key;
   // Written by this shard's thread, read by anyone.
+  std::atomic<uint64_t> connections{0};
   std::atomic<uint64_t> opened{0}, connected{0}, failed{0}, ended{0}, bytes{0}, initial{0},
       stale_stamps{0}, bookmarks{0}, errors{0}, measured_pods{0}, measured_slices{0}, added{0},
       modified{0}, deleted{0};
@@ -121,6 +143,11 @@ void WatchClient::Open(int index) {
     if (!inserted) return;
     it->second->parser.set_protobuf(options_.protobuf);
     Bump(shard.opened);
+    if (options_.streams_per_connection > 0) {
+      OpenStream(shard, *it->second);
+      return;
+    }
+    Bump(shard.connections);
     Connect(shard, *it->second);
   });
 }
@@ -234,7 +261,7 @@ void WatchClient::End(Shard& shard, Watch& w, const std::string& reason) {
   if (!w.open) return;
   w.open = false;
   boost::system::error_code ignored;
-  w.socket.close(ignored);
+  if (w.conn == nullptr) w.socket.close(ignored);
   Bump(w.connected ? shard.ended : shard.failed);
   NoteFailure(absl::StrCat("watch ", w.index, w.connected ? " ended: " : " failed: ", reason));
 }
@@ -252,9 +279,17 @@ void WatchClient::CloseAll() {
       for (auto& [index, w] : shard->watches) {
         if (!w->open) continue;
         w->open = false;
+        if (w->conn != nullptr) continue;
         boost::system::error_code ignored;
         w->socket.set_option(asio::socket_base::linger(true, 0), ignored);
         w->socket.close(ignored);
+      }
+      for (auto& [n, c] : shard->conns) {
+        if (!c->open) continue;
+        c->open = false;
+        boost::system::error_code ignored;
+        c->socket.set_option(asio::socket_base::linger(true, 0), ignored);
+        c->socket.close(ignored);
       }
       shard->guard.reset();
     });
@@ -277,6 +312,7 @@ WatchClient::Totals WatchClient::GetTotals() const {
   for (const auto& s : shards_) {
     auto get = [](const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); };
     t.opened += get(s->opened);
+    t.connections += get(s->connections);
     t.connected += get(s->connected);
     t.failed += get(s->failed);
     t.ended += get(s->ended);
@@ -324,6 +360,221 @@ std::vector<std::string> WatchClient::FailureSamples() const {
     out.push_back(absl::StrCat("... ", failure_count_ - failures_.size(), " more"));
   }
   return out;
+}
+
+// --- HTTP/2 -------------------------------------------------------------------------------------
+
+namespace {
+
+int H2HeaderCb(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t namelen,
+               const uint8_t* value, size_t valuelen, uint8_t, void* user);
+int H2DataCb(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data, size_t len,
+             void* user);
+int H2CloseCb(nghttp2_session*, int32_t stream_id, uint32_t error_code, void* user);
+
+}  // namespace
+
+void WatchClient::OpenStream(Shard& shard, Watch& w) {
+  const int n = w.index / options_.streams_per_connection;
+  auto [it, inserted] = shard.conns.emplace(n, nullptr);
+  if (inserted) {
+    it->second = std::make_unique<Conn>(shard.ioc);
+    it->second->client = this;
+    it->second->shard = &shard;
+    Bump(shard.connections);
+  }
+  Conn& conn = *it->second;
+  w.conn = &conn;
+  if (!conn.open) {
+    End(shard, w, "connection closed");
+    return;
+  }
+  if (!conn.connected) {
+    conn.pending.push_back(&w);
+    if (inserted) ConnectH2(shard, conn);
+    return;
+  }
+  SubmitStream(shard, conn, w);
+  SendH2(shard, conn);
+}
+
+void WatchClient::ConnectH2(Shard& shard, Conn& conn) {
+  conn.socket.async_connect(options_.proxy, [this, &shard, &conn](boost::system::error_code ec) {
+    if (ec) {
+      if (ec != asio::error::operation_aborted) EndConn(shard, conn, "connect: " + ec.message());
+      return;
+    }
+    conn.socket.non_blocking(true, ec);
+    nghttp2_session_callbacks* cb = nullptr;
+    nghttp2_session_callbacks_new(&cb);
+    nghttp2_session_callbacks_set_on_header_callback(cb, &H2HeaderCb);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, &H2DataCb);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, &H2CloseCb);
+    nghttp2_session_client_new(&conn.session, cb, &conn);
+    nghttp2_session_callbacks_del(cb);
+    // client-go's windows: 4 MiB per stream (Go's transport default), so a watch is not held
+    // back by flow control; the connection's the same.
+    const nghttp2_settings_entry settings[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 4 << 20}};
+    nghttp2_submit_settings(conn.session, NGHTTP2_FLAG_NONE, settings, 1);
+    nghttp2_session_set_local_window_size(conn.session, NGHTTP2_FLAG_NONE, 0, 4 << 20);
+    conn.connected = true;
+    for (Watch* w : conn.pending) SubmitStream(shard, conn, *w);
+    conn.pending.clear();
+    SendH2(shard, conn);
+    WaitH2(shard, conn);
+  });
+}
+
+void WatchClient::SubmitStream(Shard& shard, Conn& conn, Watch& w) {
+  const std::string path = w.pods ? absl::StrCat(pod_path_prefix_, w.node) : slice_path_;
+  const std::string authority =
+      absl::StrCat(options_.proxy.address().to_string(), ":", options_.proxy.port());
+  const std::string accept = options_.protobuf
+                                 ? "application/vnd.kubernetes.protobuf,application/json"
+                                 : "application/json";
+  const std::string auth = absl::StrCat("Bearer ", options_.token);
+  auto nv = [](std::string_view n, std::string_view v) {
+    return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(n.data())),
+                      reinterpret_cast<uint8_t*>(const_cast<char*>(v.data())), n.size(), v.size(),
+                      NGHTTP2_NV_FLAG_NONE};
+  };
+  const nghttp2_nv headers[] = {
+      nv(":method", "GET"),     nv(":scheme", "http"), nv(":authority", authority),
+      nv(":path", path),        nv("accept", accept),  nv("user-agent", "kf-fanout-bench/0.1"),
+      nv("authorization", auth)};
+  const int32_t id = nghttp2_submit_request(conn.session, nullptr, headers,
+                                            sizeof(headers) / sizeof(headers[0]), nullptr, &w);
+  if (id < 0) {
+    End(shard, w, absl::StrCat("submit: ", nghttp2_strerror(id)));
+    return;
+  }
+  w.stream_id = id;
+  w.parser.StartBody();
+  conn.streams[id] = &w;
+}
+
+void WatchClient::SendH2(Shard& shard, Conn& conn) {
+  for (;;) {
+    const uint8_t* data = nullptr;
+    const ssize_t n = nghttp2_session_mem_send(conn.session, &data);
+    if (n < 0) {
+      EndConn(shard, conn, absl::StrCat("send: ", nghttp2_strerror(static_cast<int>(n))));
+      return;
+    }
+    if (n == 0) return;
+    // Small frames (settings, window updates, requests): written at once, waiting if the
+    // socket is full.
+    boost::system::error_code ec;
+    conn.socket.non_blocking(false, ec);
+    asio::write(conn.socket, asio::buffer(data, static_cast<size_t>(n)), ec);
+    boost::system::error_code ignored;
+    conn.socket.non_blocking(true, ignored);
+    if (ec) {
+      EndConn(shard, conn, "write: " + ec.message());
+      return;
+    }
+  }
+}
+
+void WatchClient::WaitH2(Shard& shard, Conn& conn) {
+  conn.socket.async_wait(
+      asio::ip::tcp::socket::wait_read, [this, &shard, &conn](boost::system::error_code ec) {
+        if (ec || !conn.open) {
+          if (ec != asio::error::operation_aborted && conn.open) {
+            EndConn(shard, conn, "wait: " + ec.message());
+          }
+          return;
+        }
+        for (int i = 0; i < kReadsPerWakeup; ++i) {
+          boost::system::error_code rec;
+          const size_t n = conn.socket.read_some(asio::buffer(shard.buffer), rec);
+          if (rec == asio::error::would_block || rec == asio::error::try_again) break;
+          if (rec) {
+            EndConn(shard, conn, rec == asio::error::eof ? "closed by kube-fanout" : rec.message());
+            return;
+          }
+          Bump(shard.bytes, n);
+          const ssize_t used = nghttp2_session_mem_recv(
+              conn.session, reinterpret_cast<const uint8_t*>(shard.buffer.data()), n);
+          if (used < 0) {
+            EndConn(shard, conn, nghttp2_strerror(static_cast<int>(used)));
+            return;
+          }
+          if (n < shard.buffer.size()) break;
+        }
+        SendH2(shard, conn);
+        if (conn.open) WaitH2(shard, conn);
+      });
+}
+
+void WatchClient::EndConn(Shard& shard, Conn& conn, const std::string& reason) {
+  if (!conn.open) return;
+  conn.open = false;
+  boost::system::error_code ignored;
+  conn.socket.close(ignored);
+  for (Watch* w : conn.pending) End(shard, *w, reason);
+  for (auto& [id, w] : conn.streams) End(shard, *w, reason);
+}
+
+namespace {
+
+int H2HeaderCb(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t namelen,
+               const uint8_t* value, size_t valuelen, uint8_t, void* user) {
+  auto* conn = static_cast<WatchClient::Conn*>(user);
+  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+  if (std::string_view(reinterpret_cast<const char*>(name), namelen) != ":status") return 0;
+  return conn->client->OnH2Status(*conn, frame->hd.stream_id,
+                                  std::string_view(reinterpret_cast<const char*>(value), valuelen));
+}
+
+int H2DataCb(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data, size_t len,
+             void* user) {
+  auto* conn = static_cast<WatchClient::Conn*>(user);
+  return conn->client->OnH2Data(*conn, stream_id,
+                                std::string_view(reinterpret_cast<const char*>(data), len));
+}
+
+int H2CloseCb(nghttp2_session*, int32_t stream_id, uint32_t error_code, void* user) {
+  auto* conn = static_cast<WatchClient::Conn*>(user);
+  return conn->client->OnH2Close(*conn, stream_id, error_code);
+}
+
+}  // namespace
+
+int WatchClient::OnH2Status(Conn& conn, int32_t id, std::string_view status) {
+  auto it = conn.streams.find(id);
+  if (it == conn.streams.end()) return 0;
+  Watch& w = *it->second;
+  if (status == "200") {
+    if (!w.connected) {
+      w.connected = true;
+      Bump(conn.shard->connected);
+    }
+  } else {
+    End(*conn.shard, w, absl::StrCat("HTTP status ", std::string(status)));
+  }
+  return 0;
+}
+
+int WatchClient::OnH2Data(Conn& conn, int32_t id, std::string_view data) {
+  auto it = conn.streams.find(id);
+  if (it == conn.streams.end() || !it->second->open) return 0;
+  Watch& w = *it->second;
+  const int64_t now = tools::UnixNanos();
+  Shard& shard = *conn.shard;
+  if (!w.parser.Feed(data, [&](std::string_view line) { OnEvent(shard, w, line, now); })) {
+    End(shard, w, "bad stream: " + w.parser.error());
+  }
+  return 0;
+}
+
+int WatchClient::OnH2Close(Conn& conn, int32_t id, uint32_t error_code) {
+  auto it = conn.streams.find(id);
+  if (it == conn.streams.end()) return 0;
+  End(*conn.shard, *it->second,
+      error_code == 0 ? "watch ended by kube-fanout"
+                      : absl::StrCat("stream reset: ", nghttp2_http2_strerror(error_code)));
+  return 0;
 }
 
 }  // namespace kf::bench

@@ -47,12 +47,17 @@ class WatchClient {
     WatchPlan plan;
     int threads = 1;
     bool protobuf = false;  // Accept protobuf (with JSON after it, as client-go asks).
+    // 0: HTTP/1.1, a connection per watcher. N > 0: HTTP/2 with prior knowledge (h2c), N
+    // consecutive watchers' streams on one connection, as client-go multiplexes an agent's
+    // watches.
+    int streams_per_connection = 0;
   };
 
   // Counters, summed over threads. "measured" events carry a write time at or after
   // MeasureFrom(); "initial" ones carry none (the state sent when a watch starts).
   struct Totals {
     uint64_t opened = 0, connected = 0, failed = 0, ended = 0;
+    uint64_t connections = 0;  // TCP connections made.
     uint64_t bytes = 0, initial = 0, stale_stamps = 0, bookmarks = 0, errors = 0;
     uint64_t measured_pods = 0, measured_slices = 0;
     uint64_t added = 0, modified = 0, deleted = 0;
@@ -87,6 +92,25 @@ class WatchClient {
  private:
   struct Watch;
   struct Shard;
+
+ public:
+  struct Conn;  // An HTTP/2 connection (named by nghttp2's callbacks).
+
+ private:
+  // HTTP/2: a watcher's stream on its connection (made by the first of its watchers).
+  void OpenStream(Shard& shard, Watch& watch);
+  void ConnectH2(Shard& shard, Conn& conn);
+  void SubmitStream(Shard& shard, Conn& conn, Watch& watch);
+  void SendH2(Shard& shard, Conn& conn);
+  void WaitH2(Shard& shard, Conn& conn);
+  void EndConn(Shard& shard, Conn& conn, const std::string& reason);
+
+ public:  // For nghttp2's callbacks (watch_client.cc).
+  int OnH2Status(Conn& conn, int32_t stream_id, std::string_view status);
+  int OnH2Data(Conn& conn, int32_t stream_id, std::string_view data);
+  int OnH2Close(Conn& conn, int32_t stream_id, uint32_t error_code);
+
+ private:
   void Connect(Shard& shard, Watch& watch);
   void DoWait(Shard& shard, Watch& watch);
   void OnReadable(Shard& shard, Watch& watch);

@@ -37,6 +37,12 @@ class EventStreamParser {
   // Protobuf: events are 4-byte big-endian lengths and messages (WatchEvent); each message is
   // handed over as a "line".
   void set_protobuf(bool on) { protobuf_ = on; }
+  // The transport has already framed the response (an HTTP/2 stream's DATA after a 200): Feed
+  // then takes body bytes only.
+  void StartBody() {
+    state_ = State::kEvents;
+    body_only_ = true;
+  }
   State state() const { return state_; }
   bool head_done() const { return state_ != State::kHead; }
   int status() const { return reader_.status(); }
@@ -57,6 +63,7 @@ class EventStreamParser {
   ResponseReader reader_;
   std::string line_;  // Start of an event line that has not ended yet.
   bool protobuf_ = false;
+  bool body_only_ = false;
   std::string error_;
 };
 
@@ -72,6 +79,10 @@ struct EventFields {
 
 template <typename OnLine>
 bool EventStreamParser::Feed(std::string_view data, OnLine&& on_line) {
+  if (body_only_) {
+    if (state_ == State::kEvents) FeedData(data, on_line);
+    return state_ == State::kEvents;
+  }
   if (state_ == State::kHead) {
     data.remove_prefix(reader_.FeedHead(data));
     if (!reader_.head_done()) return true;
