@@ -60,6 +60,8 @@ void Pipeline::Log(const Exchange& x, std::string_view remote) const {
                         {"upstream", x.upstream},
                         {"error", x.error},
                         {"user_agent", std::string_view(r.headers[beast::http::field::user_agent])},
+                        {"protocol", r.version == 20 ? "h2" : "http/1.1"},
+                        {"accept", std::string_view(r.headers[beast::http::field::accept])},
                         {"latency_ms", absl::ToDoubleMilliseconds(absl::Now() - x.start)}});
 }
 
