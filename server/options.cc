@@ -139,7 +139,8 @@ po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
     ("cache-resources", po::value<std::string>()->value_name("LIST")->implicit_value(""),
      "Comma-separated resources served from the cache, as RESOURCE[.GROUP/VERSION] "
      "(e.g. pods,endpointslices.discovery.k8s.io/v1,widgets.example.com/v1). Default: pods, "
-     "nodes, services, namespaces, configmaps, endpointslices, events (v1 and events.k8s.io/v1). "
+     "nodes, services, namespaces, configmaps, endpointslices, events (v1 and events.k8s.io/v1), "
+     "csidrivers, runtimeclasses, servicecidrs. "
      "Empty: pass everything through.")
     ("watch-cache-window-bytes", po::value(&o->watch_cache_window_bytes)->value_name("BYTES")
          ->default_value(256u << 20),

@@ -42,10 +42,12 @@ absl::StatusOr<ResourceSpec> ResourceSpec::Parse(std::string_view text) {
 }
 
 std::vector<std::string> DefaultCachedResources() {
-  return {"pods",       "nodes",
-          "services",   "namespaces",
-          "configmaps", "endpointslices.discovery.k8s.io/v1",
-          "events",     "events.events.k8s.io/v1"};
+  return {"pods", "nodes", "services", "namespaces", "configmaps",
+          "endpointslices.discovery.k8s.io/v1", "events", "events.events.k8s.io/v1",
+          // The rest of what kubelet (CSI drivers, RuntimeClasses) and kube-proxy (ServiceCIDRs)
+          // watch in v1.36, so that a node behind kube-fanout holds no watch at the apiserver.
+          "csidrivers.storage.k8s.io/v1", "runtimeclasses.node.k8s.io/v1",
+          "servicecidrs.networking.k8s.io/v1"};
 }
 
 CachedResources::CachedResources(std::vector<ResourceSpec> specs, EventRingLimits limits,

@@ -26,8 +26,9 @@ struct ResourceSpec {
   static absl::StatusOr<ResourceSpec> Parse(std::string_view text);
 };
 
-// The default set: pods, nodes, services, namespaces, configmaps, endpointslices, and events in
-// both core v1 and events.k8s.io/v1.
+// The default set: pods, nodes, services, namespaces, configmaps, endpointslices, events in both
+// core v1 and events.k8s.io/v1, and the other kinds node agents watch: csidrivers,
+// runtimeclasses, servicecidrs.
 std::vector<std::string> DefaultCachedResources();
 
 class CachedResources {

@@ -27,6 +27,7 @@ import datetime
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import threading
@@ -362,6 +363,7 @@ def requests_by_component(lines, components=tuple(COMPONENTS)):
 
 
 FAMILIES = {"cache": "kube_fanout_cache_requests_total",
+            "protobuf": "kube_fanout_cache_protobuf_requests_total",
             "http2": "kube_fanout_http2_requests_total",
             "routes": "kube_fanout_requests_total",
             "token_reviews": "kube_fanout_token_reviews_total",
@@ -489,8 +491,10 @@ def test_the_components_reads_are_served_from_the_cache(runs, mode):
                for e in requests["kube-controller-manager"])
     assert delta["token_reviews"]['{result="authenticated"}'] > 0
     assert delta["access_reviews"]['{result="denied"}'] == 0
-    # The metrics agree with the log: every cached answer is counted, over HTTP/2 or not.
+    # The metrics agree with the log: every cached answer is counted, over HTTP/2 or not, and
+    # was protobuf (client-go's Accept: application/vnd.kubernetes.protobuf, */*).
     assert sum(delta["cache"].values()) == served
+    assert delta["protobuf"][""] == served
     assert delta["http2"]['{route="cache"}'] == (served if MODES[mode]["protocol"] == "h2" else 0)
 
 
@@ -606,6 +610,16 @@ def wait_until(what, check, timeout):
         time.sleep(0.5)
 
 
+def fanout_caches(cluster, proxy):
+    """kube-fanout's cached resources, and those of them it also caches in protobuf (each with
+    its own upstream LIST+WATCH, started by the first client asking for protobuf)."""
+    text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
+    rows = [dict(re.findall(r'(\w+)="([^"]*)"', k))
+            for k in metric_values(text, "kube_fanout_cache_synced")]
+    return ({r["resource"] for r in rows},
+            collections.Counter(r["resource"] for r in rows if r.get("encoding") == "protobuf"))
+
+
 def hollow_deployment(api, cluster, ns, run, replicas):
     """A Deployment with one pod per hollow node (required anti-affinity by hostname)."""
     api.call("POST", "/api/v1/namespaces", {"metadata": {"name": ns}}, expect=(201,))
@@ -643,7 +657,7 @@ def hollow(cluster, tmp_path_factory):
     components = start_components(cluster, bins, cluster.url, base / "components",
                                   MODES["watchlist-h2"])
     nodes = []
-    out = {"watches": {}, "connections": {}, "pods": {}}
+    out = {"watches": {}, "fanout_watches": {}, "connections": {}, "pods": {}}
 
     def running(names):
         """True once each of the nodes runs its pod (the kubelet reports it Running)."""
@@ -667,6 +681,7 @@ def hollow(cluster, tmp_path_factory):
         names = [n.name for n in started]
         wait_until(lambda: f"a Running pod on {names}: {out['pods']}", lambda: running(names), 60)
         out["watches"][how] = steady_watches(cluster)
+        out["fanout_watches"][how] = fanout_caches(cluster, proxy)[1]
 
     try:
         out["watches"]["baseline"] = steady_watches(cluster)
@@ -680,13 +695,11 @@ def hollow(cluster, tmp_path_factory):
             out["connections"][node.name] = (node.how, {
                 c.name.split()[0]: tcp_connections(c.process.pid, node.port)
                 for c in node.components()})
-        text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
-        out["cached"] = {k[len('{resource="'):-2]
-                         for k in metric_values(text, "kube_fanout_cache_synced")}
+        out["cached"], _ = fanout_caches(cluster, proxy)
         # Stopped, their watches end and kube-fanout logs them.
         for node in nodes:
             node.stop(api)
-        quiesced(cluster, proxy)
+        out["metrics"] = quiesced(cluster, proxy)
         out["requests"] = requests_by_component(proxy.log_lines(), HOLLOW_AGENTS)
         yield out, nodes
     finally:
@@ -703,13 +716,18 @@ def test_hollow_kubelets_run_pods_through_kube_fanout(hollow):
     out, nodes = hollow
     assert out["pods"] == {n.name: "Running" for n in nodes}
     assert out["ready_replicas"] == len(nodes)
-    w = out["watches"]
-    direct, through = w["direct"] - w["baseline"], w["through"] - w["direct"]
+    w, own = out["watches"], out["fanout_watches"]
+    direct = w["direct"] - w["baseline"]
+    # What the apiserver gained when the nodes behind kube-fanout started, less kube-fanout's own
+    # new upstream watches (a protobuf cache per resource they asked for in protobuf).
+    fanout = own["through"] - own["direct"]
+    through = w["through"] - w["direct"] - fanout
     write_report("hollow-nodes.txt", [
         "connections per hollow node process (to the apiserver direct, to kube-fanout through):",
         *(f"   {name} {how}: {c}" for name, (how, c) in out["connections"].items()),
         f"apiserver watches of the direct hollow node: {dict(direct)}",
         f"apiserver watches of {HOLLOW_THROUGH} hollow nodes through kube-fanout: {dict(through)}",
+        f"kube-fanout's own upstream watches they started (protobuf caches): {dict(fanout)}",
         f"== requests of the {HOLLOW_THROUGH} hollow nodes through kube-fanout:",
         *request_table(out["requests"])])
     # A node's agents hold as many connections through kube-fanout as direct: HTTP/2 carries
@@ -721,6 +739,16 @@ def test_hollow_kubelets_run_pods_through_kube_fanout(hollow):
     # and EndpointSlices at the apiserver.
     for resource in ("pods", "nodes", "services", "endpointslices.discovery.k8s.io"):
         assert direct[resource] >= 1, direct
-    # Through kube-fanout, the nodes' watches of cached resources cost the apiserver nothing.
-    assert not [r for r in through if r in out["cached"]], (through, out["cached"])
-    assert all(through[r] <= HOLLOW_THROUGH * direct[r] for r in through), (through, direct)
+    # Through kube-fanout, the nodes hold no watch at the apiserver: everything their kubelets
+    # and kube-proxies watch is in kube-fanout's default cache. kube-fanout's own upstream
+    # watches grow with the kinds asked for, not with the nodes: one protobuf cache each.
+    assert not through, (through, out["cached"])
+    assert all(n == 1 and r in direct for r, n in fanout.items()), (fanout, direct)
+    # Their pods, nodes, services... came from the cache, in protobuf, over HTTP/2.
+    cached = [e for entries in out["requests"].values() for e in entries if e["route"] == "cache"]
+    assert {(e["verb"], e["resource"]) for e in cached} >= {
+        ("watch", "pods"), ("watch", "nodes"), ("watch", "services"), ("watch", "configmaps"),
+        ("watch", "endpointslices.discovery.k8s.io"), ("watch", "csidrivers.storage.k8s.io"),
+        ("watch", "runtimeclasses.node.k8s.io"), ("watch", "servicecidrs.networking.k8s.io")}
+    assert {e["protocol"] for entries in out["requests"].values() for e in entries} == {"h2"}
+    assert out["metrics"]["protobuf"][""] == len(cached)
