@@ -46,6 +46,8 @@ CONTROLLERS = ("deployment-controller", "replicaset-controller", "daemonset-cont
 COMPONENTS = {"kube-scheduler": ("system:kube-scheduler",),
               "kube-controller-manager": ("system:kube-controller-manager",)}
 LEASE_RENEW_S = 5
+# The scheduler's profile, named in this test's pods: it leaves other tests' pending pods alone.
+SCHEDULER_NAME = "kf-cp-scheduler"
 SETTLE_TIMEOUT_S = 60   # components start, nodes lose their taint, pods are created and bound
 
 
@@ -122,15 +124,24 @@ def write_kubeconfig(path, server, ca, cert):
 
 def start_components(cluster, bins, server, directory, how):
     ca = cluster.env["KF_CA_FILE"]
-    common = ["--leader-elect=false", "--secure-port=0", "--v=1", *how["args"]]
+    common = ["--secure-port=0", "--v=1", *how["args"]]
     started = []
     for name, subject in COMPONENTS.items():
         cert = issue_cert(cluster, name, *subject)
         kubeconfig = write_kubeconfig(directory / f"{name}.kubeconfig", server, ca, cert)
-        args = [f"--kubeconfig={kubeconfig}", *common]
-        if name == "kube-controller-manager":
-            args += [f"--controllers={','.join(CONTROLLERS)}",
-                     "--use-service-account-credentials=true", "--node-monitor-period=1s"]
+        if name == "kube-scheduler":
+            config = directory / "kube-scheduler.config"
+            config.write_text(json.dumps({
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "clientConnection": {"kubeconfig": str(kubeconfig)},
+                "leaderElection": {"leaderElect": False},
+                "profiles": [{"schedulerName": SCHEDULER_NAME}]}))
+            args = [f"--config={config}", *common]
+        else:
+            args = [f"--kubeconfig={kubeconfig}", "--leader-elect=false", *common,
+                    f"--controllers={','.join(CONTROLLERS)}",
+                    "--use-service-account-credentials=true", "--node-monitor-period=1s"]
         started.append(Component(name, bins / name, args, directory / f"{name}.log", how["env"]))
     return started
 
@@ -216,6 +227,7 @@ def workload(api, ns, run):
     def template(app):
         return {"metadata": {"labels": {"app": app}},
                 "spec": {"nodeSelector": selector, "terminationGracePeriodSeconds": 0,
+                         "schedulerName": SCHEDULER_NAME,
                          "containers": [{"name": "c", "image": "registry.invalid/none:1",
                                          "resources": {"requests": {"cpu": "10m"}}}]}}
 
@@ -636,7 +648,7 @@ def hollow_deployment(api, cluster, ns, run, replicas):
         "metadata": {"name": "web"},
         "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
                  "template": {"metadata": {"labels": labels}, "spec": {
-                     "nodeSelector": {"kf-cp-run": run},
+                     "nodeSelector": {"kf-cp-run": run}, "schedulerName": SCHEDULER_NAME,
                      "affinity": {"podAntiAffinity": {
                          "requiredDuringSchedulingIgnoredDuringExecution": [{
                              "labelSelector": {"matchLabels": labels},
