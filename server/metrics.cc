@@ -327,6 +327,24 @@ std::string RenderReviewMetrics(const ReviewStats& authentication,
   return w.Take();
 }
 
+std::string RenderServingCertificateMetrics(uint64_t reloads, uint64_t failures,
+                                            int64_t not_after) {
+  Writer w;
+  w.Family("kube_fanout_serving_certificate_reloads_total", "counter",
+           "Times the --tls-cert-file/--tls-private-key-file pair changed on disk, by result "
+           "(success: new connections get it; failure: it did not load, the previous pair "
+           "stays).");
+  w.Sample("kube_fanout_serving_certificate_reloads_total", "result=\"success\"",
+           static_cast<double>(reloads));
+  w.Sample("kube_fanout_serving_certificate_reloads_total", "result=\"failure\"",
+           static_cast<double>(failures));
+  w.Family("kube_fanout_serving_certificate_expiration_timestamp_seconds", "gauge",
+           "The served certificate's notAfter, Unix seconds.");
+  w.Sample("kube_fanout_serving_certificate_expiration_timestamp_seconds", "",
+           static_cast<double>(not_after));
+  return w.Take();
+}
+
 std::string RenderProcessMetrics() {
   // /proc/self/stat: the fields after the command's closing parenthesis, numbered from 3
   // (proc(5)): 14 utime, 15 stime, 22 starttime (clock ticks), 24 rss (pages).

@@ -40,6 +40,9 @@ std::string RenderReviewMetrics(const ReviewStats& authentication,
 // cannot be read.
 std::string RenderProcessMetrics();
 
+// --secure-listen's certificate: reloads, rejected new files, the served one's expiry.
+std::string RenderServingCertificateMetrics(uint64_t reloads, uint64_t failures, int64_t not_after);
+
 }  // namespace kf
 
 #endif  // KUBE_FANOUT_SERVER_METRICS_H_

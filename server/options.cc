@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/strings.h"
+#include "edge/tls_config.h"
 #include "server/config_file.h"
 
 namespace kf {
@@ -47,7 +48,16 @@ po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
     ("tls-cert-file", po::value(&o->tls_cert_file)->value_name("PATH"),
      "PEM certificate (chain) served on --secure-listen.")
     ("tls-private-key-file", po::value(&o->tls_private_key_file)->value_name("PATH"),
-     "PEM private key matching --tls-cert-file.")
+     "PEM private key matching --tls-cert-file. Both files are re-read when they change: new "
+     "connections get the new pair; one that does not load is refused and the old one kept.")
+    ("tls-cipher-suites", po::value(&o->tls_cipher_suites)->value_name("LIST")->composing(),
+     "Comma-separated cipher suites for --secure-listen, named as Go's crypto/tls (and the "
+     "apiserver's flag) names them, e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256. They govern "
+     "TLS 1.2; TLS 1.3 always offers its AEAD suites. Default: the forward-secret AEAD suites "
+     "(ECDHE with AES-GCM or ChaCha20-Poly1305).")
+    ("tls-min-version", po::value(&o->tls_min_version)->value_name("VERSION"),
+     "Minimum TLS version on --secure-listen: VersionTLS10, VersionTLS11, VersionTLS12 or "
+     "VersionTLS13. Default VersionTLS12.")
     ("client-ca-file", po::value(&o->client_ca_file)->value_name("PATH"),
      "PEM CA bundle: --secure-listen asks clients for a certificate and a request with one "
      "that chains to it is the certificate's user (CommonName) and groups (Organization), as "
@@ -201,8 +211,9 @@ struct Topic {
 const std::vector<Topic>& Topics() {
   static const auto* topics = new std::vector<Topic>{
       {"Listener",
-       {"listen", "secure-listen", "tls-cert-file", "tls-private-key-file", "metrics-listen",
-        "allow-insecure-listen", "http2-max-streams-per-connection"}},
+       {"listen", "secure-listen", "tls-cert-file", "tls-private-key-file", "tls-cipher-suites",
+        "tls-min-version", "metrics-listen", "allow-insecure-listen",
+        "http2-max-streams-per-connection"}},
       {"Client authentication and authorization",
        {"client-ca-file", "requestheader-client-ca-file", "requestheader-allowed-names",
         "proxy-client-cert-file", "proxy-client-key-file", "requestheader-username-headers",
@@ -309,7 +320,7 @@ absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv) {
   // Lists accept commas too (--requestheader-group-headers=X-A,X-B), as pflag's string slices.
   for (auto* list : {&o.requestheader_username_headers, &o.requestheader_group_headers,
                      &o.requestheader_uid_headers, &o.requestheader_extra_headers_prefix,
-                     &o.requestheader_allowed_names}) {
+                     &o.requestheader_allowed_names, &o.tls_cipher_suites}) {
     std::vector<std::string> split;
     for (const std::string& item : *list) {
       for (absl::string_view v : absl::StrSplit(item, ',', absl::SkipWhitespace())) {
@@ -378,6 +389,10 @@ absl::Status Validate(const ProxyOptions& o) {
     return absl::InvalidArgumentError(
         "--tls-cert-file/--tls-private-key-file need --secure-listen");
   }
+  if (auto ciphers = OpenSslCipherList(o.tls_cipher_suites); !ciphers.ok()) {
+    return ciphers.status();
+  }
+  if (auto version = TlsVersion(o.tls_min_version); !version.ok()) return version.status();
   if (!o.client_ca_file.empty() && o.secure_listen.empty()) {
     return absl::InvalidArgumentError("--client-ca-file needs --secure-listen");
   }

@@ -29,6 +29,8 @@ struct ProxyOptions {
   std::string config_file;             // --config: the YAML file the flags were read from.
   std::string tls_cert_file;
   std::string tls_private_key_file;
+  std::vector<std::string> tls_cipher_suites;  // Go's names; empty: forward-secret AEAD only.
+  std::string tls_min_version;                 // "VersionTLS12" …; empty: TLS 1.2.
   std::string client_ca_file;  // Verify client certificates on --secure-listen against it.
   // Front proxies in front of kube-fanout (a lower kube-fanout tier, kube-aggregator-like
   // proxies): their CA and the names (CNs) allowed.

@@ -80,6 +80,7 @@ absl::Status Server::Start() {
   BuildSharedStages();
   if (absl::Status s = StartWorkers(); !s.ok()) return s;
   LogServing();
+  WarnInsecureUpstream();
   return absl::OkStatus();
 }
 
@@ -181,17 +182,16 @@ absl::Status Server::MakeServerTls() {
   if (!options_.secure_listen.empty()) {
     server_tls_ = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
     server_tls_->set_options(asio::ssl::context::default_workarounds |
-                             asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3 |
-                             asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
-    beast::error_code ec;
-    server_tls_->use_certificate_chain_file(options_.tls_cert_file, ec);
-    if (ec)
-      return absl::InvalidArgumentError(
-          absl::StrCat("--tls-cert-file ", options_.tls_cert_file, ": ", ec.message()));
-    server_tls_->use_private_key_file(options_.tls_private_key_file, asio::ssl::context::pem, ec);
-    if (ec)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--tls-private-key-file ", options_.tls_private_key_file, ": ", ec.message()));
+                             asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3);
+    if (auto s = ConfigureServerTls(server_tls_->native_handle(), options_.tls_cipher_suites,
+                                    options_.tls_min_version);
+        !s.ok()) {
+      return s;
+    }
+    serving_cert_ =
+        std::make_unique<ServingCertificate>(options_.tls_cert_file, options_.tls_private_key_file);
+    if (auto s = serving_cert_->Load(); !s.ok()) return s;
+    serving_cert_->Install(server_tls_->native_handle());
     if (!options_.client_ca_file.empty() || !options_.requestheader_client_ca_file.empty()) {
       ClientCertConfig certs{options_.client_ca_file, options_.requestheader_client_ca_file,
                              options_.requestheader_allowed_names};
@@ -267,6 +267,7 @@ absl::Status Server::StartWorkers() {
     delegation_checked_ = true;
   }
   if (admission_) asio::co_spawn(main_ioc_, AdmissionLoop(), asio::detached);
+  if (serving_cert_) asio::co_spawn(main_ioc_, ServingCertificateLoop(), asio::detached);
   if (plain_acceptor_.is_open()) {
     asio::co_spawn(main_ioc_, AcceptLoop(plain_acceptor_, false), asio::detached);
   }
@@ -341,6 +342,10 @@ std::string Server::RenderAllMetrics() const {
   }
   out += RenderFilterMetrics(coalescer_.get(), event_filter_.get());
   out += RenderReviewMetrics(authentication_stats_, authorization_stats_);
+  if (serving_cert_) {
+    out += RenderServingCertificateMetrics(
+        serving_cert_->reloads(), serving_cert_->reload_failures(), serving_cert_->not_after());
+  }
   out += RenderProcessMetrics();
   return out;
 }
@@ -487,6 +492,50 @@ asio::awaitable<void> Server::AdmissionLoop() {
     }
     admission_->Reconfigure(*std::move(parsed));
     log_.Info("admission config reloaded", {{"file", options_.admission_config}});
+  }
+}
+
+asio::awaitable<void> Server::ServingCertificateLoop() {
+  asio::steady_timer timer(main_ioc_);
+  while (!shutting_down_) {
+    timer.expires_after(std::chrono::seconds(1));
+    co_await timer.async_wait(use_nothrow);
+    std::string error;
+    switch (serving_cert_->ReloadIfChanged(&error)) {
+      case ServingCertificate::Change::kNone:
+        break;
+      case ServingCertificate::Change::kReloaded:
+        log_.Info(
+            "serving certificate reloaded; new connections get it",
+            {{"cert_file", options_.tls_cert_file}, {"not_after", serving_cert_->not_after()}});
+        break;
+      case ServingCertificate::Change::kRejected:
+        log_.Error("serving certificate rejected; keeping the previous one",
+                   {{"cert_file", options_.tls_cert_file},
+                    {"key_file", options_.tls_private_key_file},
+                    {"error", error}});
+        break;
+    }
+  }
+}
+
+void Server::WarnInsecureUpstream() const {
+  for (const UpstreamConfig* config :
+       {&upstream_, events_upstream_ ? &*events_upstream_ : nullptr}) {
+    if (config == nullptr) continue;
+    for (const auto& ep : config->endpoints) {
+      if (!ep.tls) {
+        log_.Warning(
+            "INSECURE UPSTREAM: plain HTTP; clients' bearer tokens and every object cross the "
+            "network unencrypted and the apiserver is not authenticated",
+            {{"upstream", ep.Url()}});
+      } else if (config->insecure_skip_tls_verify) {
+        log_.Warning(
+            "INSECURE UPSTREAM: its certificate is not verified (insecure-skip-tls-verify); "
+            "anyone on the path can impersonate the apiserver and read clients' bearer tokens",
+            {{"upstream", ep.Url()}});
+      }
+    }
   }
 }
 

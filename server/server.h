@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "common/log.h"
+#include "edge/tls_config.h"
 #include "filters/admission_filter.h"
 #include "filters/continue_filter.h"
 #include "filters/event_spam_gate.h"
@@ -66,6 +67,10 @@ class Server {
   asio::awaitable<void> Drain();
   // Expires queued requests; re-reads --admission-config when it changes.
   asio::awaitable<void> AdmissionLoop();
+  // Re-reads the serving certificate and key every second; swaps them in when they change.
+  asio::awaitable<void> ServingCertificateLoop();
+  // Warns loudly about an upstream that is plain HTTP or whose certificate is not verified.
+  void WarnInsecureUpstream() const;
   // Warns when kube-fanout's own identity may not make TokenReviews or SubjectAccessReviews.
   asio::awaitable<void> CheckDelegation(UpstreamPool& own_pool);
   std::atomic<bool> delegation_checked_{false};
@@ -112,6 +117,7 @@ class Server {
   asio::ip::tcp::acceptor tls_acceptor_{main_ioc_};
   asio::ip::tcp::acceptor metrics_acceptor_{main_ioc_};
   std::unique_ptr<asio::ssl::context> server_tls_;
+  std::unique_ptr<ServingCertificate> serving_cert_;  // --secure-listen's, reloaded on change.
   std::unique_ptr<asio::ssl::context> passthrough_tls_;
   std::unique_ptr<asio::ssl::context> own_tls_;
   std::unique_ptr<asio::ssl::context> front_proxy_tls_;  // --proxy-client-cert-file, or null.

@@ -9,32 +9,13 @@
 #include <filesystem>
 #include <string>
 
+#include "tests/edge/test_support.h"
+
 namespace kf {
 namespace {
 
 // A self-signed CA certificate written to a PEM file in the temporary directory.
-std::string WriteCa(const std::string& name) {
-  EVP_PKEY* key = EVP_EC_gen("P-256");
-  X509* cert = X509_new();
-  REQUIRE((key != nullptr && cert != nullptr));
-  X509_set_version(cert, 2);
-  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
-  X509_gmtime_adj(X509_getm_notBefore(cert), 0);
-  X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
-  X509_NAME_add_entry_by_txt(X509_get_subject_name(cert), "CN", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char*>(name.c_str()), -1, -1, 0);
-  X509_set_issuer_name(cert, X509_get_subject_name(cert));
-  X509_set_pubkey(cert, key);
-  REQUIRE(X509_sign(cert, key, EVP_sha256()) > 0);
-  const std::string path = (std::filesystem::temp_directory_path() / (name + ".crt")).string();
-  FILE* f = std::fopen(path.c_str(), "w");
-  REQUIRE(f != nullptr);
-  PEM_write_X509(f, cert);
-  std::fclose(f);
-  X509_free(cert);
-  EVP_PKEY_free(key);
-  return path;
-}
+std::string WriteCa(const std::string& name) { return test::WriteSelfSigned(name).first; }
 
 }  // namespace
 

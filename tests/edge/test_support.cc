@@ -1,5 +1,9 @@
 #include "tests/edge/test_support.h"
 
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
 #include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -8,7 +12,9 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 
 namespace kf::test {
@@ -201,6 +207,35 @@ asio::awaitable<void> FakeUpstream::ServeOne(FakeUpstream* up) {
 
 asio::awaitable<void> ServeEach(Filter& filter, std::vector<FilterCall*> calls) {
   for (FilterCall* call : calls) co_await filter.Serve(call->x, call->next);
+}
+
+std::pair<std::string, std::string> WriteSelfSigned(const std::string& name) {
+  EVP_PKEY* key = EVP_EC_gen("P-256");
+  X509* cert = X509_new();
+  REQUIRE((key != nullptr && cert != nullptr));
+  X509_set_version(cert, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+  X509_gmtime_adj(X509_getm_notBefore(cert), 0);
+  X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
+  X509_NAME_add_entry_by_txt(X509_get_subject_name(cert), "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>(name.c_str()), -1, -1, 0);
+  X509_set_issuer_name(cert, X509_get_subject_name(cert));
+  X509_set_pubkey(cert, key);
+  REQUIRE(X509_sign(cert, key, EVP_sha256()) > 0);
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string crt_path = (dir / (name + ".crt")).string();
+  const std::string key_path = (dir / (name + ".key")).string();
+  FILE* f = std::fopen(crt_path.c_str(), "w");
+  REQUIRE(f != nullptr);
+  PEM_write_X509(f, cert);
+  std::fclose(f);
+  f = std::fopen(key_path.c_str(), "w");
+  REQUIRE(f != nullptr);
+  PEM_write_PrivateKey(f, key, nullptr, nullptr, 0, nullptr, nullptr);
+  std::fclose(f);
+  X509_free(cert);
+  EVP_PKEY_free(key);
+  return {crt_path, key_path};
 }
 
 }  // namespace kf::test

@@ -209,6 +209,10 @@ struct WireCall {
   Exchange x{r.request, &resp, r.stop};
 };
 
+// A self-signed certificate (P-256, CN `name`, valid for an hour) and its key, in PEM, written
+// to `<temp dir>/<name>.crt` and `.key`; returns the two paths.
+std::pair<std::string, std::string> WriteSelfSigned(const std::string& name);
+
 }  // namespace kf::test
 
 #endif  // KUBE_FANOUT_TESTS_EDGE_TEST_SUPPORT_H_

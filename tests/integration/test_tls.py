@@ -1,0 +1,186 @@
+"""TLS on --secure-listen as the apiserver configures it, checked with real clients.
+
+- The default: TLS 1.2 and 1.3, forward-secret AEAD suites only. A TLS 1.1 client and a TLS 1.2
+  client offering only a CBC suite are refused with the alert OpenSSL sends (protocol_version,
+  handshake_failure); the apiserver refuses the same TLS 1.1 client.
+- --tls-cipher-suites and --tls-min-version with the apiserver's names; an unknown name stops
+  kube-fanout at start with the name in the message.
+- The serving certificate replaced on disk: a new connection gets the new one, a connection
+  made before keeps working; a bad new file leaves the last good certificate in place, with a
+  log line and a metric.
+- A loud warning for an upstream that is not verified or not encrypted.
+"""
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+
+from kfrig import BINARY, Proxy, free_port, metric_values, scaled
+
+OPENSSL = shutil.which("openssl")
+
+
+def s_client(port, *args):
+    """One handshake with `openssl s_client`; (negotiated protocol, cipher) or the error text."""
+    out = subprocess.run(
+        [OPENSSL, "s_client", "-connect", f"127.0.0.1:{port}", "-servername", "localhost",
+         *args],
+        input="", capture_output=True, text=True, timeout=scaled(20))
+    text = out.stdout + out.stderr
+    for line in text.splitlines():
+        if line.startswith("New, ") and "Cipher is" in line:
+            proto, cipher = line[len("New, "):].split(", Cipher is ")
+            if cipher.strip() != "(NONE)":
+                return proto.strip(), cipher.strip()
+    return text
+
+
+def refused_with(port, alert, *args):
+    got = s_client(port, *args)
+    assert isinstance(got, str), f"handshake {args} succeeded: {got}"
+    assert alert in got, got
+
+
+def served_cert(cluster, port):
+    """The DER certificate a new TLS connection to `port` gets (verified against the CA)."""
+    ctx = cluster.ssl_context()
+    with socket.create_connection(("127.0.0.1", port), timeout=scaled(10)) as raw:
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            return tls.getpeercert(binary_form=True)
+
+
+def metrics(cluster, proxy):
+    return cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
+
+
+def test_the_default_is_tls12_and_up_with_forward_secret_aead_suites(cluster, tmp_path):
+    proxy = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources="])
+    try:
+        port = proxy.secure_port
+        # TLS 1.1 (the client's security level lowered so that it offers it at all).
+        refused_with(port, "alert protocol version", "-tls1_1", "-cipher", "DEFAULT@SECLEVEL=0")
+        refused_with(cluster.port, "alert protocol version", "-tls1_1", "-cipher",
+                     "DEFAULT@SECLEVEL=0")
+        # TLS 1.2 without forward secrecy, and with a CBC suite: refused.
+        refused_with(port, "alert handshake failure", "-tls1_2", "-cipher", "AES128-GCM-SHA256")
+        refused_with(port, "alert handshake failure", "-tls1_2", "-cipher",
+                     "ECDHE-RSA-AES128-SHA")
+        # The AEAD suites the certificate (RSA) can use, and TLS 1.3.
+        for cipher in ("ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES256-GCM-SHA384",
+                       "ECDHE-RSA-CHACHA20-POLY1305"):
+            assert s_client(port, "-tls1_2", "-cipher", cipher) == ("TLSv1.2", cipher)
+        assert s_client(port, "-tls1_3")[0] == "TLSv1.3"
+        # The API is served over it.
+        got = cluster.request("GET", "/api/v1/namespaces/default", port=port)
+        assert got.status == 200
+    finally:
+        assert proxy.stop() == 0
+
+
+def test_cipher_suites_and_min_version_flags_take_the_apiservers_names(cluster, tmp_path):
+    proxy = Proxy.start(cluster, tmp_path, extra_args=[
+        "--cache-resources=",
+        "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,TLS_AES_128_GCM_SHA256"])
+    try:
+        port = proxy.secure_port
+        assert s_client(port, "-tls1_2") == ("TLSv1.2", "ECDHE-RSA-AES256-GCM-SHA384")
+        refused_with(port, "alert handshake failure", "-tls1_2", "-cipher",
+                     "ECDHE-RSA-AES128-GCM-SHA256")
+        assert s_client(port, "-tls1_3")[0] == "TLSv1.3"
+    finally:
+        assert proxy.stop() == 0
+    proxy = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=",
+                                                       "--tls-min-version=VersionTLS13"])
+    try:
+        refused_with(proxy.secure_port, "alert protocol version", "-tls1_2")
+        assert s_client(proxy.secure_port, "-tls1_3")[0] == "TLSv1.3"
+    finally:
+        assert proxy.stop() == 0
+
+
+def test_an_unknown_suite_or_version_name_stops_kube_fanout_with_the_name(tmp_path):
+    for flag, message in (
+            ("--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,ECDHE-RSA-AES128-SHA",
+             "cipher suite ECDHE-RSA-AES128-SHA not supported or doesn't exist"),
+            ("--tls-min-version=TLS1.3", 'unknown tls version "TLS1.3"')):
+        out = subprocess.run([str(BINARY), f"--listen=127.0.0.1:{free_port()}",
+                              "--upstream=https://127.0.0.1:1", flag],
+                             capture_output=True, text=True, timeout=scaled(10))
+        assert out.returncode == 2, out.stderr
+        assert message in out.stderr, out.stderr
+
+
+def test_a_replaced_certificate_is_served_to_new_connections(cluster, tmp_path):
+    proxy = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources="])
+    try:
+        port = proxy.secure_port
+        crt, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+        first = served_cert(cluster, port)
+        assert first == ssl.PEM_cert_to_DER_cert(crt.read_text())
+        kept = cluster.connection(port)  # Made before the change, kept alive across it.
+        kept.request("GET", "/version", headers={"Authorization":
+                                                 f"Bearer {cluster.token('admin')}"})
+        assert kept.getresponse().read() and kept.sock is not None
+
+        # A new pair from the same CA, written over the old files.
+        new_dir = tmp_path / "new"
+        new_dir.mkdir()
+        new_crt, new_key = cluster.issue_serving_cert(new_dir)
+        shutil.copy(new_key, key)
+        shutil.copy(new_crt, crt)
+        second = ssl.PEM_cert_to_DER_cert(new_crt.read_text())
+        assert second != first
+        deadline = time.monotonic() + scaled(10)
+        while served_cert(cluster, port) != second:
+            assert time.monotonic() < deadline, "the new certificate was not served"
+            time.sleep(0.2)
+        kept.request("GET", "/version", headers={"Authorization":
+                                                 f"Bearer {cluster.token('admin')}"})
+        assert kept.getresponse().status == 200
+        kept.close()
+        m = metrics(cluster, proxy)
+        assert metric_values(m, "kube_fanout_serving_certificate_reloads_total") == {
+            '{result="success"}': 1.0, '{result="failure"}': 0.0}
+
+        # A broken certificate file: refused, the last good one still served.
+        crt.write_text("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")
+        deadline = time.monotonic() + scaled(10)
+        while not any("serving certificate rejected" in line for line in proxy.log_lines()):
+            assert time.monotonic() < deadline, f"no rejection logged:\n{proxy.log_tail()}"
+            time.sleep(0.2)
+        assert served_cert(cluster, port) == second
+        assert cluster.request("GET", "/version", port=port).status == 200
+        m = metrics(cluster, proxy)
+        assert metric_values(m, "kube_fanout_serving_certificate_reloads_total") == {
+            '{result="success"}': 1.0, '{result="failure"}': 1.0}
+        expiry = metric_values(m, "kube_fanout_serving_certificate_expiration_timestamp_seconds")
+        assert time.time() < expiry[""] < time.time() + 3 * 86400  # issue_serving_cert: 2 days
+    finally:
+        assert proxy.stop() == 0
+
+
+def test_an_unverified_or_plain_http_upstream_is_warned_about_loudly(cluster, tmp_path):
+    token = tmp_path / "token"
+    token.write_text(cluster.token("admin"))
+    for name, upstream_args, warning in (
+            ("unverified", [f"--upstream={cluster.url}", "--upstream-insecure-skip-tls-verify",
+                            f"--upstream-token-file={token}"],
+             "its certificate is not verified (insecure-skip-tls-verify)"),
+            ("plain", [f"--upstream=http://127.0.0.1:{free_port()}",
+                       f"--upstream-token-file={token}"],
+             "plain HTTP; clients' bearer tokens"),
+            ("verified", None, None)):
+        directory = tmp_path / name
+        directory.mkdir()
+        proxy = Proxy.start(cluster, directory, extra_args=["--cache-resources="],
+                            upstream_args=upstream_args)
+        try:
+            warnings = [line for line in proxy.log_lines()
+                        if '"level":"warning"' in line and "INSECURE UPSTREAM" in line]
+            if warning is None:
+                assert warnings == []
+            else:
+                assert len(warnings) == 1 and warning in warnings[0], proxy.log_tail()
+        finally:
+            assert proxy.stop() == 0
