@@ -4,7 +4,9 @@ Requests go out with Python's http.client so status, headers and body bytes can 
 exactly between the apiserver and kube-fanout.
 """
 import dataclasses
+import gzip
 import http.client
+import json
 import os
 import pathlib
 import shlex
@@ -46,6 +48,42 @@ def metric_values(text, name):
             key, _, value = line.rpartition(" ")
             out[key[len(name):]] = float(value)
     return out
+
+
+def answer_rv(resp):
+    """The resourceVersion a 200 answer reflects (a list's, or an object's); None otherwise."""
+    if resp.status != 200:
+        return None
+    body = resp.body
+    if resp.headers.get("content-encoding") == "gzip":
+        body = gzip.decompress(body)
+    try:
+        return json.loads(body)["metadata"].get("resourceVersion")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def same_snapshot(cluster, proxy, get, path):
+    """(direct, ours): `get(port)` asked of the apiserver and of kube-fanout at the same
+    resourceVersion.
+
+    An answer reflecting "what the cache has" (resourceVersion=0, NotOlderThan) is taken at
+    whatever RV each cache reached, and kube-fanout's may be behind the apiserver's (or ahead)
+    for a moment after writes, longer under a sanitizer. While the two RVs differ, a consistent
+    LIST (limit=1) of the collection through each brings both caches up to the upstream's current
+    RV (the way a client would), and both are asked again, for at most scaled(15) s. Answers at
+    the same RV, or without one (errors), are returned at once for the caller to compare: only
+    freshness is waited for, never a different answer at the same RV."""
+    collection = path.split("?", 1)[0]
+    deadline = time.monotonic() + scaled(15)
+    while True:
+        direct, ours = get(None), get(proxy.secure_port)
+        rv_direct, rv_ours = answer_rv(direct), answer_rv(ours)
+        if rv_direct == rv_ours or None in (rv_direct, rv_ours) or time.monotonic() > deadline:
+            return direct, ours
+        for port in (None, proxy.secure_port):
+            cluster.request("GET", f"{collection}?limit=1", port=port)
+        time.sleep(0.2)
 
 
 @dataclasses.dataclass

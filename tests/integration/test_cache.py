@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from kfrig import Proxy, metric_values
+from kfrig import Proxy, metric_values, same_snapshot
 
 # Headers only the apiserver sends (per-request audit and priority-and-fairness identifiers).
 ALLOWED_HEADER_DIFFERENCES = {"audit-id", "x-kubernetes-pf-flowschema-uid",
@@ -36,9 +36,9 @@ def compare(cluster, proxy, path, identity="admin", expect_route="cache"):
     sep = "&" if "?" in path else "?"
     marked = f"{path}{sep}{marker}"
     headers = {"User-Agent": "kube-fanout-tests"}
-    direct = cluster.request("GET", marked, identity=identity, headers=headers)
-    cached = cluster.request("GET", marked, identity=identity, headers=headers,
-                             port=proxy.secure_port)
+    direct, cached = same_snapshot(
+        cluster, proxy, lambda port: cluster.request("GET", marked, identity=identity,
+                                                     headers=headers, port=port), path)
     assert cached.status == direct.status, (path, cached.body[:300], direct.body[:300])
     assert cached.body == direct.body, path
     strip = lambda h: {k: v for k, v in h.items()

@@ -19,7 +19,7 @@ import h2.exceptions
 import h2.settings
 import pytest
 
-from kfrig import Proxy, metric_values
+from kfrig import Proxy, metric_values, same_snapshot
 from test_cache import ALLOWED_HEADER_DIFFERENCES, routed
 
 UA = "kube-fanout-tests-h2"
@@ -446,9 +446,9 @@ def test_large_cached_answers_are_gzipped_as_the_apiserver_does(cluster, cached_
              f"/api/v1/namespaces/{big_ns}/configmaps/cm3?resourceVersion=0"]  # small
     for i, path in enumerate(paths):
         marker = f"kfgz={accept}-{i}".replace(" ", "").replace(",", "")
-        direct = cluster.request("GET", f"{path}&{marker}", headers=token_headers)
-        ours = cluster.request("GET", f"{path}&{marker}", headers=token_headers,
-                               port=cached_proxy.secure_port)
+        direct, ours = same_snapshot(
+            cluster, cached_proxy, lambda port: cluster.request(
+                "GET", f"{path}&{marker}", headers=token_headers, port=port), path)
         assert ours.status == direct.status == 200
         assert routed(cached_proxy, marker) == "cache", path
         assert strip(ours.headers) == strip(direct.headers), path

@@ -117,16 +117,18 @@ def test_a_thousand_pollers_cost_the_apiserver_close_to_nothing(cluster, cached_
         for c in conns.values():
             c.close()
 
+    began = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(max_workers=40) as ex:
         list(ex.map(run, range(0, pollers, 25)))
+    took = time.monotonic() - began  # `seconds`, or more when kube-fanout is slower (sanitizers)
     upstream = delta(apiserver_requests(cluster, "pods"), before)
     sent = sum(codes.values())
-    print(f"pollers: {sent} requests {codes}; upstream pods requests: {upstream}")
+    print(f"pollers: {sent} requests {codes} in {took:.1f}s; upstream pods requests: {upstream}")
     assert codes.get(200, 0) == sent >= pollers * seconds * 0.9
     # No GET or full LIST of pods reached the apiserver: at most the consistent reads' coalesced
-    # probes (LIST limit=1, at most 20 per second) and short progress watches.
+    # probes (LIST limit=1, at most 20 per second of the run) and short progress watches.
     assert upstream.get("GET", 0) == 0
-    assert upstream.get("LIST", 0) <= 20 * (seconds + 5)
+    assert upstream.get("LIST", 0) <= 20 * (took + 5)
     assert sum(upstream.values()) <= 0.05 * sent
 
 
