@@ -1,11 +1,15 @@
 // Http1Body: the body of an HTTP/1.1 request as a BodySource, read through the session's
-// parser (Content-Length or chunked; Beast removes the framing). Each read has a deadline.
+// parser (Content-Length or chunked; Beast removes the framing). Each read has a deadline, and
+// the whole body one (60 s from the head, the apiserver's request timeout): past either the read
+// fails with beast::error::timeout.
 //
 // Owned by the session for one request; used on its thread only.
 #ifndef KUBE_FANOUT_EDGE_HTTP1_BODY_H_
 #define KUBE_FANOUT_EDGE_HTTP1_BODY_H_
 
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <chrono>
 
 #include "common/any_stream.h"
 #include "edge/request.h"
@@ -15,8 +19,10 @@ namespace kf {
 
 class Http1Body : public BodySource {
  public:
-  Http1Body(AnyStream& stream, beast::flat_buffer& buffer, RequestParser& parser)
-      : stream_(stream), buffer_(buffer), parser_(parser) {}
+  Http1Body(AnyStream& stream, beast::flat_buffer& buffer, RequestParser& parser);
+  ~Http1Body() override;
+  Http1Body(const Http1Body&) = delete;
+  Http1Body& operator=(const Http1Body&) = delete;
 
   bool done() const override { return parser_.is_done(); }
   bool chunked() const override { return parser_.chunked(); }
@@ -26,6 +32,9 @@ class Http1Body : public BodySource {
   AnyStream& stream_;
   beast::flat_buffer& buffer_;
   RequestParser& parser_;
+  asio::steady_timer deadline_;  // The whole body's; armed by the first read.
+  bool deadline_armed_ = false;
+  bool timed_out_ = false;
 };
 
 }  // namespace kf

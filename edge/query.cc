@@ -1,5 +1,7 @@
 #include "edge/query.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_split.h"
 #include "common/strings.h"
 
@@ -41,6 +43,9 @@ std::optional<std::string> PathUnescape(std::string_view s) { return Unescape(s,
 
 Query Query::Parse(std::string_view raw) {
   Query q;
+  // Go's url.ParseQuery (the apiserver's) gives up on more than 10,000 parameters and the
+  // apiserver then reads the query as empty: so does kube-fanout (the count bounded as well).
+  if (std::count(raw.begin(), raw.end(), '&') + 1 > kMaxParams) return q;
   for (absl::string_view piece_absl : absl::StrSplit(ToAbsl(raw), '&')) {
     const std::string_view piece = ToStd(piece_absl);
     if (piece.empty() || piece.find(';') != std::string_view::npos) continue;

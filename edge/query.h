@@ -8,6 +8,7 @@
 #ifndef KUBE_FANOUT_EDGE_QUERY_H_
 #define KUBE_FANOUT_EDGE_QUERY_H_
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,6 +19,9 @@ namespace kf {
 
 class Query {
  public:
+  // Go's url.ParseQuery limit (defaultMaxParams): a query of more parameters reads as empty.
+  static constexpr std::ptrdiff_t kMaxParams = 10000;
+
   // Parses the part of a request target after '?' (without the '?').
   static Query Parse(std::string_view raw);
 

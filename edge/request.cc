@@ -7,12 +7,16 @@
 
 namespace kf {
 
-asio::awaitable<std::optional<std::string>> ReadWholeBody(BodySource& body, size_t limit) {
+asio::awaitable<std::optional<std::string>> ReadWholeBody(BodySource& body, size_t limit,
+                                                          beast::error_code* error) {
   std::string whole;
   std::array<char, 16384> piece;
   while (!body.done()) {
     auto [ec, n] = co_await body.ReadSome(piece);
-    if (ec) co_return std::nullopt;
+    if (ec) {
+      if (error != nullptr) *error = ec;
+      co_return std::nullopt;
+    }
     whole.append(piece.data(), n);
     if (whole.size() > limit) co_return std::nullopt;
   }

@@ -88,8 +88,10 @@ struct Request {
 // authenticator reads it; empty when there is none.
 std::string_view BearerToken(const beast::http::fields& headers);
 
-// Reads the rest of the body whole; nullopt past `limit` bytes or on a read error.
-asio::awaitable<std::optional<std::string>> ReadWholeBody(BodySource& body, size_t limit);
+// Reads the rest of the body whole; nullopt past `limit` bytes or on a read error (then in
+// *error when given; beast::error::timeout for a body too slow).
+asio::awaitable<std::optional<std::string>> ReadWholeBody(BodySource& body, size_t limit,
+                                                          beast::error_code* error = nullptr);
 
 }  // namespace kf
 

@@ -89,7 +89,9 @@ std::string EncodeStatusJson(const KubeStatus& status) {
     absl::StrAppend(&details, details.empty() ? "" : ",",
                     "\"retryAfterSeconds\":", *status.retry_after_seconds);
   }
-  if (!details.empty()) absl::StrAppend(&out, ",\"details\":{", details, "}");
+  if (!details.empty() || status.details_even_if_empty) {
+    absl::StrAppend(&out, ",\"details\":{", details, "}");
+  }
   absl::StrAppend(&out, ",\"code\":", status.code, "}");
   return out;
 }

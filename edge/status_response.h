@@ -19,6 +19,7 @@ struct KubeStatus {
   std::optional<int> retry_after_seconds;  // details.retryAfterSeconds and Retry-After.
   // details.name, .group, .kind (metav1.StatusDetails), each omitted when empty.
   std::string details_name, details_group, details_kind;
+  bool details_even_if_empty = false;  // "details":{} (Go: a non-nil, zero StatusDetails).
 };
 
 // The apiserver's NotFound for an object of a resource (errors.NewNotFound):

@@ -13,7 +13,19 @@ asio::awaitable<void> EventSpamGate::Serve(Exchange& x, const Next& next) {
     co_await next(x);
     co_return;
   }
-  auto body = co_await ReadWholeBody(x.request.body, kMaxEventBody);
+  beast::error_code error;
+  auto body = co_await ReadWholeBody(x.request.body, kMaxEventBody, &error);
+  if (!body && error == beast::error::timeout) {
+    // The apiserver's answer when its request timeout passes while the body is read
+    // (filters/timeout.go: NewTimeoutError(..., 0)).
+    x.response->CloseAfter();
+    KubeStatus status{504, "Timeout",
+                      "Timeout: request did not complete within the allotted timeout",
+                      std::nullopt};
+    status.details_even_if_empty = true;
+    co_await x.Reject(status, "event body not sent in time");
+    co_return;
+  }
   if (!body) {
     x.response->CloseAfter();
     const KubeStatus status{413, "RequestEntityTooLarge", "Request entity too large", std::nullopt};

@@ -327,6 +327,19 @@ std::string RenderReviewMetrics(const ReviewStats& authentication,
   return w.Take();
 }
 
+std::string RenderConnectionsRefusedMetrics(uint64_t fd_headroom, uint64_t accept_errors) {
+  Writer w;
+  w.Family("kube_fanout_connections_refused_total", "counter",
+           "New client connections closed at once, by reason (fd_headroom: the process is near "
+           "its descriptor limit, existing connections keep being served; accept_error: the "
+           "accept itself failed, e.g. EMFILE).");
+  w.Sample("kube_fanout_connections_refused_total", "reason=\"fd_headroom\"",
+           static_cast<double>(fd_headroom));
+  w.Sample("kube_fanout_connections_refused_total", "reason=\"accept_error\"",
+           static_cast<double>(accept_errors));
+  return w.Take();
+}
+
 std::string RenderServingCertificateMetrics(uint64_t reloads, uint64_t failures,
                                             int64_t not_after) {
   Writer w;

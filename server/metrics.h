@@ -40,6 +40,9 @@ std::string RenderReviewMetrics(const ReviewStats& authentication,
 // cannot be read.
 std::string RenderProcessMetrics();
 
+// New connections refused at accept: descriptor headroom, failed accepts.
+std::string RenderConnectionsRefusedMetrics(uint64_t fd_headroom, uint64_t accept_errors);
+
 // --secure-listen's certificate: reloads, rejected new files, the served one's expiry.
 std::string RenderServingCertificateMetrics(uint64_t reloads, uint64_t failures, int64_t not_after);
 

@@ -1,5 +1,8 @@
 #include "server/server.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -9,6 +12,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <csignal>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -205,6 +209,13 @@ absl::Status Server::MakeServerTls() {
 }
 
 absl::Status Server::ListenAll() {
+  // Headroom kept below the descriptor limit for the connections already open (their upstream
+  // connections, files): 5% of the limit, at least 64, at most 4096.
+  if (rlimit nofile{}; getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY) {
+    const auto limit = static_cast<int64_t>(nofile.rlim_cur);
+    fd_refuse_at_ = static_cast<int>(
+        std::max<int64_t>(limit - std::clamp<int64_t>(limit / 20, 64, 4096), limit / 2));
+  }
   if (!options_.listen.empty()) {
     if (auto s = Listen(options_.listen, plain_acceptor_, &listen_port_); !s.ok()) return s;
   }
@@ -346,6 +357,8 @@ std::string Server::RenderAllMetrics() const {
     out += RenderServingCertificateMetrics(
         serving_cert_->reloads(), serving_cert_->reload_failures(), serving_cert_->not_after());
   }
+  out += RenderConnectionsRefusedMetrics(connections_refused_[0].load(),
+                                         connections_refused_[1].load());
   out += RenderProcessMetrics();
   return out;
 }
@@ -407,9 +420,25 @@ asio::awaitable<void> Server::AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
     if (ec) {
       // Out of descriptors and the like: say so, pause briefly, keep serving.
+      worker.sessions().RemoveConnection();
+      connections_refused_[1].fetch_add(1, std::memory_order_relaxed);
       log_.Warning("accept failed", {{"error", ec.message()}});
       backoff.expires_after(std::chrono::milliseconds(100));
       co_await backoff.async_wait(use_nothrow);
+      continue;
+    }
+    // Descriptors are handed out lowest first, so this one's number is a floor on those open:
+    // past the headroom, refuse the connection at once (existing ones keep theirs, and the
+    // upstream connections they need) rather than run out mid-request.
+    if (socket.native_handle() >= fd_refuse_at_) {
+      worker.sessions().RemoveConnection();
+      beast::error_code ignored;
+      socket.close(ignored);
+      if (connections_refused_[0].fetch_add(1, std::memory_order_relaxed) % 1000 == 0) {
+        log_.Warning("file descriptors nearly exhausted; refusing new connections",
+                     {{"open_fds_at_least", static_cast<int64_t>(fd_refuse_at_)},
+                      {"refused_so_far", static_cast<int64_t>(connections_refused_[0].load())}});
+      }
       continue;
     }
     beast::error_code ignored;

@@ -11,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -131,6 +132,10 @@ class Server {
   uint16_t secure_listen_port_ = 0;
   uint16_t metrics_listen_port_ = 0;
   std::atomic<bool> shutting_down_{false};  // Set on the main thread, read by the workers.
+  // A new connection whose descriptor is at or past this is refused (file-descriptor headroom).
+  int fd_refuse_at_ = std::numeric_limits<int>::max();
+  // New connections refused: [0] for descriptor headroom, [1] failed accepts (EMFILE and such).
+  std::atomic<uint64_t> connections_refused_[2] = {0, 0};
 };
 
 }  // namespace kf

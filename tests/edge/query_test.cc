@@ -32,5 +32,15 @@ TEST_CASE("ParseGoBool accepts exactly strconv.ParseBool's spellings") {
   for (const char* bad : {"", "yes", "tRUE", "2"}) CHECK_FALSE(ParseGoBool(bad).has_value());
 }
 
+TEST_CASE("Query of more than 10,000 parameters reads as empty, as Go's url.ParseQuery") {
+  std::string raw = "labelSelector=a%3Db";
+  for (int i = 1; i < 10000; ++i) raw += "&p=1";
+  CHECK(Query::Parse(raw).pairs().size() == 10000);
+  CHECK(Query::Parse(raw).First("labelSelector") == "a=b");
+  raw += "&q=1";
+  CHECK(Query::Parse(raw).pairs().empty());
+  CHECK_FALSE(Query::Parse(raw).Has("labelSelector"));
+}
+
 }  // namespace
 }  // namespace kf

@@ -207,7 +207,7 @@ class Proxy:
     log_path: pathlib.Path
 
     @classmethod
-    def start(cls, cluster, directory, extra_args=(), upstream_args=None):
+    def start(cls, cluster, directory, extra_args=(), upstream_args=None, preexec_fn=None):
         crt, key = cluster.issue_serving_cert(directory)
         port, secure_port = free_port(), free_port()
         log_path = directory / "kube-fanout.log"
@@ -218,7 +218,8 @@ class Proxy:
             f"--kubeconfig={cluster.env['KF_KUBECONFIG']}"]
         args += list(extra_args)
         log = open(log_path, "wb")
-        process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
+                                   preexec_fn=preexec_fn)
         proxy = cls(process, port, secure_port, log_path)
         proxy.wait_ready(cluster)
         return proxy

@@ -1,0 +1,132 @@
+"""Limits of docs/limits.md that kube-fanout enforces itself, against the real apiserver.
+
+- More than 10,000 query parameters: the query reads as empty, as Go's url.ParseQuery makes the
+  apiserver read it (a cached LIST then ignores its selector as the apiserver does).
+- File descriptors: near the process's limit new connections are refused at once (and counted)
+  while the connections already open keep being served, passthrough included.
+- A request body trickled in: the whole body has the apiserver's 60 s request timeout; an Event
+  body kube-fanout reads itself gets the apiserver's 504 Timeout Status past it.
+"""
+import json
+import resource
+import socket
+import time
+
+from kfrig import Proxy, metric_values, scaled
+from test_cache import compare
+
+
+def test_more_than_ten_thousand_query_parameters_read_as_empty(cluster, cached_proxy, namespace):
+    cluster.kubectl("create", "configmap", "kept", "-n", namespace, "--from-literal=a=b")
+    base = f"/api/v1/namespaces/{namespace}/configmaps?labelSelector=app%3Dnone"
+    # compare() adds one parameter (its marker): 10,000 in all, then 10,001.
+    under = json.loads(compare(cluster, cached_proxy, base + "&p=1" * 9998).body)
+    assert under["items"] == []  # The selector applies.
+    over = json.loads(compare(cluster, cached_proxy, base + "&p=1" * 9999).body)
+    assert [i["metadata"]["name"] for i in over["items"]] == ["kept"]  # The query is ignored.
+
+
+def _limit_fds(n):
+    return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+
+
+def _get(conn, path, token):
+    conn.request("GET", path, headers={"Authorization": f"Bearer {token}"})
+    resp = conn.getresponse()
+    resp.read()
+    return resp.status
+
+
+def test_near_the_descriptor_limit_new_connections_are_refused_and_old_ones_served(
+        cluster, tmp_path):
+    # 256 descriptors: new connections are refused from descriptor 192 (256 less 64 of headroom).
+    proxy = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources="],
+                        preexec_fn=_limit_fds(256))
+    token = cluster.token("admin")
+    conns = []
+    try:
+        refused = 0
+        for _ in range(260):
+            conn = cluster.connection(proxy.port, tls=False, timeout=scaled(10))
+            try:
+                assert _get(conn, "/healthz", token) == 200
+                conns.append(conn)
+            except (ConnectionError, OSError, AssertionError):
+                conn.close()
+                refused += 1
+                if refused >= 5:
+                    break
+        print(f"accepted {len(conns)} connections, then {refused} refused")
+        assert refused == 5 and 100 <= len(conns) < 192
+        # Every connection already open is still served, passthrough (an upstream connection
+        # each) included.
+        for conn in conns[:: max(1, len(conns) // 20)]:
+            assert _get(conn, "/api/v1/namespaces/default", token) == 200
+        text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
+        # (That scrape's connection came past the headroom too: it may be refused; retry below.)
+    except ConnectionError:
+        text = None
+    finally:
+        for conn in conns[: len(conns) // 2]:
+            conn.close()
+        conns = conns[len(conns) // 2:]
+    try:
+        # With half of them closed, new connections are served again.
+        deadline = time.monotonic() + scaled(10)
+        while True:
+            try:
+                text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
+                break
+            except (ConnectionError, OSError):
+                assert time.monotonic() < deadline, "no new connection served after closing"
+                time.sleep(0.2)
+        refused_total = metric_values(text, "kube_fanout_connections_refused_total")
+        assert refused_total['{reason="fd_headroom"}'] >= 5
+        assert refused_total['{reason="accept_error"}'] == 0
+        assert metric_values(text, "process_max_fds")[""] == 256
+        assert any("refusing new connections" in line for line in proxy.log_lines())
+    finally:
+        for conn in conns:
+            conn.close()
+        assert proxy.stop() == 0
+
+
+def test_an_event_body_trickled_in_gets_the_apiservers_timeout(cluster, cached_proxy, namespace):
+    event = json.dumps({
+        "apiVersion": "v1", "kind": "Event", "metadata": {"name": "slow", "namespace": namespace},
+        "involvedObject": {"kind": "Pod", "namespace": namespace, "name": "p0"},
+        "reason": "Slow", "message": "a body sent a byte at a time",
+        "source": {"component": "slowpoke"}, "type": "Normal"}).encode()
+    head = (f"POST /api/v1/namespaces/{namespace}/events HTTP/1.1\r\nHost: x\r\n"
+            f"Authorization: Bearer {cluster.token('admin')}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(event)}\r\n\r\n").encode()
+    sock = socket.create_connection(("127.0.0.1", cached_proxy.port), timeout=5)
+    start = time.monotonic()
+    sock.sendall(head + event[:10])
+    sent, answer = 10, b""
+    # One byte every 5 s: each read is well within the 120 s idle timeout; the whole is not.
+    while sent < len(event) - 1 and time.monotonic() - start < 120:
+        try:
+            answer = sock.recv(65536)
+            break
+        except socket.timeout:
+            pass
+        sock.sendall(event[sent:sent + 1])
+        sent += 1
+    took = time.monotonic() - start
+    sock.settimeout(10)
+    while b"\r\n\r\n" not in answer or not answer.endswith(b"\n"):
+        more = sock.recv(65536)
+        if not more:
+            break
+        answer += more
+    sock.close()
+    print(f"answered after {took:.1f}s, {sent} of {len(event)} bytes sent")
+    status_line, _, rest = answer.partition(b"\r\n")
+    assert status_line == b"HTTP/1.1 504 Gateway Timeout", answer[:300]
+    body = json.loads(rest.partition(b"\r\n\r\n")[2])
+    assert body == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": "Timeout: request did not complete within the allotted timeout",
+                    "reason": "Timeout", "details": {}, "code": 504}
+    assert 58 <= took <= 70
+    assert cluster.request("GET", f"/api/v1/namespaces/{namespace}/events/slow").status == 404
