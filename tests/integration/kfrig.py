@@ -91,6 +91,7 @@ class Response:
     status: int
     headers: dict
     body: bytes
+    raw: object = None  # What the client gave, when it is not http.client (HTTP/2 tests).
 
     def comparable_headers(self):
         return {k: v for k, v in self.headers.items() if k not in VOLATILE_HEADERS}
