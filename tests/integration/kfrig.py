@@ -253,7 +253,9 @@ class Proxy:
             return self.process.wait()
 
     def log_lines(self):
-        return self.log_path.read_text(errors="replace").splitlines()
+        """The complete lines of kube-fanout's log (not one it is still writing)."""
+        text = self.log_path.read_text(errors="replace")
+        return text[:text.rfind("\n") + 1].splitlines()
 
     def log_tail(self, n=30):
         return "\n".join(self.log_lines()[-n:])
