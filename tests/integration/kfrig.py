@@ -57,10 +57,55 @@ def answer_rv(resp):
     body = resp.body
     if resp.headers.get("content-encoding") == "gzip":
         body = gzip.decompress(body)
+    if body.startswith(b"k8s\0"):
+        return _protobuf_rv(body)
     try:
         return json.loads(body)["metadata"].get("resourceVersion")
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _protobuf_fields(message):
+    """{number: first bytes value} of a protobuf message's length-delimited fields."""
+    out, i = {}, 0
+    try:
+        while i < len(message):
+            key, i = _varint(message, i)
+            wire = key & 7
+            if wire == 0:
+                _, i = _varint(message, i)
+                continue
+            if wire != 2:
+                return out
+            n, i = _varint(message, i)
+            out.setdefault(key >> 3, message[i:i + n])
+            i += n
+    except IndexError:
+        pass
+    return out
+
+
+def _varint(data, i):
+    shift = value = 0
+    while True:
+        b = data[i]
+        i += 1
+        value |= (b & 0x7f) << shift
+        shift += 7
+        if b < 0x80:
+            return value, i
+
+
+def _protobuf_rv(body):
+    """The resourceVersion of a protobuf answer: a list's (ListMeta field 2) or an object's
+    (ObjectMeta field 6); None for a Status."""
+    envelope = _protobuf_fields(body[4:])
+    kind = _protobuf_fields(envelope.get(1, b"")).get(2, b"").decode(errors="replace")
+    meta = _protobuf_fields(_protobuf_fields(envelope.get(2, b"")).get(1, b""))
+    if kind == "Status":
+        return None
+    rv = meta.get(2 if kind.endswith("List") else 6)
+    return rv.decode() if rv else None
 
 
 def same_snapshot(cluster, proxy, get, path):

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from kfrig import metric_values, scaled
+from kfrig import metric_values, same_snapshot, scaled
 from test_cache import (ALLOWED_HEADER_DIFFERENCES, namespace_factory, objects,  # noqa: F401
                         routed)
 
@@ -113,10 +113,11 @@ def marked(path):
 
 
 def compare(cluster, proxy, path, accept=PROTO):
-    """The apiserver's and the cache's answer, asserted equal and routed to the cache."""
+    """The apiserver's and the cache's answer at the same resourceVersion (kfrig.same_snapshot),
+    asserted equal and routed to the cache."""
     p, m = marked(path)
-    direct = get(cluster, p, accept=accept)
-    cached = get(cluster, p, port=proxy.secure_port, accept=accept)
+    direct, cached = same_snapshot(cluster, proxy,
+                                   lambda port: get(cluster, p, port=port, accept=accept), p)
     assert cached.status == direct.status, (path, cached.body[:200], direct.body[:200])
     assert cached.body == direct.body, path
     strip = lambda h: {k: v for k, v in h.items() if k not in ALLOWED_HEADER_DIFFERENCES}
