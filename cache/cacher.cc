@@ -125,6 +125,44 @@ void Cacher::Replace(std::vector<ObjectPtr> objects, uint64_t list_rv) {
   Finish(notify, ready);
 }
 
+std::optional<Cacher::State> Cacher::ExportState() const {
+  absl::MutexLock lock(&mu_);
+  if (!synced_) return std::nullopt;
+  State s;
+  s.resource_version = rv_;
+  s.bookmark_template = bookmark_template_;
+  s.objects.reserve(store_.size());
+  for (const auto& [key, obj] : store_) s.objects.push_back(obj);
+  s.window_start_rv = ring_.oldest_resumable_rv();
+  if (auto events = ring_.Since(s.window_start_rv); events.ok()) s.events = *std::move(events);
+  return s;
+}
+
+absl::Status Cacher::ImportState(State state) {
+  uint64_t last = state.window_start_rv;
+  for (const EventPtr& e : state.events) {
+    if (e->resource_version() <= last || e->resource_version() > state.resource_version) {
+      return absl::InvalidArgumentError("snapshot events out of order");
+    }
+    last = e->resource_version();
+  }
+  if (state.window_start_rv > state.resource_version) {
+    return absl::InvalidArgumentError("snapshot window starts after its resourceVersion");
+  }
+  absl::MutexLock lock(&mu_);
+  if (synced_) return absl::FailedPreconditionError("cache already synced");
+  store_.clear();
+  for (ObjectPtr& o : state.objects) store_.insert_or_assign(o->key(), std::move(o));
+  ring_.Reset(state.window_start_rv);
+  const Clock::time_point now = now_();
+  for (EventPtr& e : state.events) ring_.Push(std::move(e), now);
+  if (!state.bookmark_template.empty()) bookmark_template_ = std::move(state.bookmark_template);
+  rv_ = state.resource_version;
+  synced_ = true;
+  last_update_ = now;
+  return absl::OkStatus();
+}
+
 void Cacher::Apply(EventType type, ObjectPtr object) {
   std::vector<CacheWatcher*> notify;
   std::vector<std::function<void()>> ready;

@@ -73,6 +73,24 @@ class Cacher {
   // A consistent snapshot of the counters (walks the watchers: for scrapes, not hot paths).
   Stats GetStats() const;
 
+  // --- Warm restart (cache/snapshot.h) ------------------------------------------------------
+  // What a snapshot keeps: the objects at `resource_version` and the event window after
+  // `window_start_rv`, oldest first, sharing the cache's objects (copied pointers, no bytes).
+  struct State {
+    uint64_t resource_version = 0;
+    uint64_t window_start_rv = 0;
+    std::vector<ObjectPtr> objects;  // By key.
+    std::vector<EventPtr> events;
+    std::string bookmark_template;
+  };
+  // The state of a synced cache (nullopt before its first list). Holds the lock only to copy
+  // pointers.
+  std::optional<State> ExportState() const;
+  // Installs a snapshot's state in a cache that has not synced yet, which then is synced and
+  // serves at once; the events are kept as received now. FailedPrecondition when already
+  // synced, InvalidArgument when the events do not follow the window start in RV order.
+  absl::Status ImportState(State state);
+
   // --- Readers --------------------------------------------------------------------------------
   struct ListResult {
     uint64_t resource_version = 0;

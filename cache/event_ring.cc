@@ -33,8 +33,7 @@ void EventRing::Reset(uint64_t since_rv) {
 absl::StatusOr<std::vector<EventPtr>> EventRing::Since(uint64_t rv) const {
   // Mirrors the apiserver's watch cache (watch_cache.go, getAllEventsSinceLocked): once events
   // were evicted, the oldest resumable RV is the oldest kept event's RV minus one.
-  const uint64_t oldest_minus_one =
-      evicted_ && !events_.empty() ? events_.front()->resource_version() - 1 : start_rv_;
+  const uint64_t oldest_minus_one = oldest_resumable_rv();
   if (rv < oldest_minus_one) {
     return absl::OutOfRangeError(
         absl::StrCat("too old resource version: ", rv, " (", oldest_minus_one, ")"));

@@ -40,6 +40,10 @@ class EventRing {
   // then covers every change after its start RV.
   bool complete() const { return !evicted_; }
   uint64_t start_rv() const { return start_rv_; }
+  // The oldest RV a watch may start after (Since succeeds from it on).
+  uint64_t oldest_resumable_rv() const {
+    return evicted_ && !events_.empty() ? events_.front()->resource_version() - 1 : start_rv_;
+  }
   size_t size() const { return events_.size(); }
   size_t bytes() const { return bytes_; }
 

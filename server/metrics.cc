@@ -156,6 +156,28 @@ constexpr ResourceFamily kResourceFamilies[] = {
      }},
 };
 
+// Warm restart (--cache-snapshot-dir).
+void RenderSnapshots(Writer& w, const SnapshotStats& s) {
+  w.Family("kube_fanout_cache_snapshot_loads_total", "counter",
+           "Snapshots read at start, by result (loaded, or why one was ignored).");
+  for (int i = 0; i < SnapshotStats::kCount; ++i) {
+    w.Sample("kube_fanout_cache_snapshot_loads_total",
+             Label("result", SnapshotStats::ResultName(i)), static_cast<double>(s.loads[i].load()));
+  }
+  const std::pair<const char*, const std::atomic<uint64_t>*> counters[] = {
+      {"kube_fanout_cache_snapshot_writes_total", &s.writes},
+      {"kube_fanout_cache_snapshot_write_failures_total", &s.write_failures},
+      {"kube_fanout_cache_snapshot_bytes_written_total", &s.bytes_written},
+  };
+  for (const auto& [name, value] : counters) {
+    w.Family(name, "counter", "Cache snapshots written (files, failures, bytes).");
+    w.Sample(name, "", static_cast<double>(value->load()));
+  }
+  w.Family("kube_fanout_cache_snapshot_disabled", "gauge",
+           "1 when --cache-snapshot-dir was refused (its mode, or not a directory).");
+  w.Sample("kube_fanout_cache_snapshot_disabled", "", s.disabled.load() ? 1 : 0);
+}
+
 }  // namespace
 
 std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& serve,
@@ -196,6 +218,8 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
   w.Sample("kube_fanout_cache_bytes_written_total", "",
            static_cast<double>(serve.bytes_written.load()));
 
+  if (cache != nullptr && cache->snapshots() != nullptr)
+    RenderSnapshots(w, cache->snapshots()->stats());
   if (cache == nullptr || !cache->started()) return w.Take();
   const auto now = std::chrono::steady_clock::now();
   std::vector<ResourceRow> rows;

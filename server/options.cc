@@ -24,6 +24,7 @@ namespace {
 // Flag values parsed after Boost (durations).
 struct RawFlags {
   std::string grace, dial, bookmark;
+  std::string snapshot_interval, snapshot_max_age;
   std::string authn_ttl, authn_negative_ttl, authz_ttl, authz_negative_ttl;
 };
 
@@ -168,6 +169,25 @@ po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
     ("watch-bookmark-interval", po::value(bookmark)->value_name("DURATION")->default_value("1m"),
      "How often watches that allow bookmarks get one (the apiserver's cadence is 1m); one also "
      "goes 2s before a watch's timeout.")
+    ("cache-snapshot-dir", po::value(&o->cache_snapshot_dir)->value_name("PATH"),
+     "Warm restart: keep each cached resource's objects and event window in this directory "
+     "(created 0700; refused if group or others may access it) and, on start, serve from them "
+     "at once and watch the upstream from their resourceVersion instead of listing. Secrets "
+     "are not written unless --cache-snapshot-secrets. See docs/snapshot.md.")
+    ("cache-snapshot-max-bytes", po::value(&o->cache_snapshot_max_bytes)->value_name("BYTES")
+         ->default_value(256u << 20),
+     "Per resource, the largest snapshot written: past it the window's oldest events are left "
+     "out, and a resource whose objects alone exceed it is not written.")
+    ("cache-snapshot-interval",
+     po::value(&raw->snapshot_interval)->value_name("DURATION")->default_value("10s"),
+     "At most one snapshot write per resource per interval (only of resources that changed); "
+     "one more on a graceful stop.")
+    ("cache-snapshot-max-age",
+     po::value(&raw->snapshot_max_age)->value_name("DURATION")->default_value("10m"),
+     "A snapshot written longer ago than this is ignored at start (the resource lists).")
+    ("cache-snapshot-secrets",
+     po::value(&o->cache_snapshot_secrets)->value_name("BOOL")->default_value(false),
+     "Write snapshots of Secrets too (when secrets are in --cache-resources).")
     ("enable-admission", po::value(&o->enable_admission)->value_name("BOOL")->default_value(true),
      "Admit requests by flow and priority level (fair queues, token buckets for polling "
      "clients; over the limits: 429 with Retry-After), as configured by --admission-config.")
@@ -228,7 +248,8 @@ const std::vector<Topic>& Topics() {
         "upstream-token-file", "upstream-insecure-skip-tls-verify", "upstream-dial-timeout"}},
       {"Cache",
        {"cache-resources", "watch-cache-window-bytes", "watcher-max-queue-bytes",
-        "watch-bookmark-interval"}},
+        "watch-bookmark-interval", "cache-snapshot-dir", "cache-snapshot-max-bytes",
+        "cache-snapshot-interval", "cache-snapshot-max-age", "cache-snapshot-secrets"}},
       {"Admission and passthrough",
        {"enable-admission", "admission-config", "max-passthrough-in-flight", "event-spam-filter",
         "coalesce-reads"}},
@@ -306,6 +327,8 @@ absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv) {
       {"shutdown-grace-period", {&raw.grace, &o.shutdown_grace_period}},
       {"upstream-dial-timeout", {&raw.dial, &o.upstream_dial_timeout}},
       {"watch-bookmark-interval", {&raw.bookmark, &o.watch_bookmark_interval}},
+      {"cache-snapshot-interval", {&raw.snapshot_interval, &o.cache_snapshot_interval}},
+      {"cache-snapshot-max-age", {&raw.snapshot_max_age, &o.cache_snapshot_max_age}},
       {"authentication-token-webhook-cache-ttl", {&raw.authn_ttl, &o.authentication_cache_ttl}},
       {"authentication-token-webhook-cache-unauthorized-ttl",
        {&raw.authn_negative_ttl, &o.authentication_cache_unauthorized_ttl}},
@@ -331,6 +354,9 @@ absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv) {
   }
   if (o.watch_bookmark_interval < absl::Milliseconds(100)) {
     return absl::InvalidArgumentError("--watch-bookmark-interval must be at least 100ms");
+  }
+  if (o.cache_snapshot_interval < absl::Seconds(1)) {
+    return absl::InvalidArgumentError("--cache-snapshot-interval must be at least 1s");
   }
   if (o.listen.empty() && o.secure_listen.empty()) o.listen = "127.0.0.1:8001";
   return o;

@@ -71,6 +71,12 @@ struct ProxyOptions {
   uint64_t watcher_max_queue_bytes = 8u << 20;
   uint32_t http2_max_streams_per_connection = 0;  // 0: the apiserver's 100.
   absl::Duration watch_bookmark_interval = absl::Minutes(1);
+  // Warm restart (sync/snapshot_store.h): the directory ("" = off) and its bounds.
+  std::string cache_snapshot_dir;
+  uint64_t cache_snapshot_max_bytes = 256u << 20;
+  absl::Duration cache_snapshot_interval = absl::Seconds(10);
+  absl::Duration cache_snapshot_max_age = absl::Minutes(10);
+  bool cache_snapshot_secrets = false;
   bool enable_admission = true;
   std::string admission_config;         // YAML file; empty: the defaults.
   int max_passthrough_in_flight = 400;  // 0: unlimited.

@@ -151,11 +151,30 @@ absl::Status Server::MakeCache() {
     EventRingLimits limits;
     limits.max_bytes = options_.watch_cache_window_bytes;
     cache_ = std::make_unique<CachedResources>(std::move(specs), limits, log_);
+    if (!options_.cache_snapshot_dir.empty()) UseSnapshots();
     health_.Add("cache-sync", {HealthChecks::Endpoint::kReadyz}, [this] {
       return cache_->AllSynced() ? absl::OkStatus() : absl::UnavailableError("caches not synced");
     });
   }
   return absl::OkStatus();
+}
+
+void Server::UseSnapshots() {
+  SnapshotOptions snap;
+  snap.dir = options_.cache_snapshot_dir;
+  snap.max_bytes = options_.cache_snapshot_max_bytes;
+  snap.interval = std::chrono::seconds(absl::ToInt64Seconds(options_.cache_snapshot_interval));
+  snap.max_age = std::chrono::seconds(absl::ToInt64Seconds(options_.cache_snapshot_max_age));
+  snap.include_secrets = options_.cache_snapshot_secrets;
+  // A snapshot belongs to the upstream it was taken from (its endpoints, in order).
+  const auto identity = [](const UpstreamConfig& c) {
+    std::string id;
+    for (const UpstreamEndpoint& ep : c.endpoints)
+      absl::StrAppend(&id, id.empty() ? "" : ",", ep.Url());
+    return id;
+  };
+  cache_->UseSnapshots(std::make_unique<SnapshotStore>(std::move(snap), log_), identity(upstream_),
+                       identity(events_upstream_ ? *events_upstream_ : upstream_));
 }
 
 absl::Status Server::MakeAdmission() {

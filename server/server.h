@@ -80,6 +80,7 @@ class Server {
   absl::Status MakeUpstreamTls();
   absl::Status MakeEventsUpstream();
   absl::Status MakeCache();
+  void UseSnapshots();  // --cache-snapshot-dir, on the cache MakeCache built.
   absl::Status MakeAdmission();
   absl::Status MakeServerTls();
   absl::Status ListenAll();

@@ -54,8 +54,25 @@ CachedResources::CachedResources(std::vector<ResourceSpec> specs, EventRingLimit
                                  const Logger& log)
     : specs_(std::move(specs)), limits_(limits), log_(log) {}
 
+void CachedResources::UseSnapshots(std::unique_ptr<SnapshotStore> store, std::string upstream,
+                                   std::string events_upstream) {
+  snapshots_ = std::move(store);
+  snapshot_upstream_ = std::move(upstream);
+  snapshot_events_upstream_ = std::move(events_upstream);
+}
+
 void CachedResources::Start(asio::io_context& ioc, UpstreamPool& pool, UpstreamPool& events_pool,
                             std::function<std::string()> credentials) {
+  // Snapshots are read before any upstream contact.
+  restored_.resize(specs_.size());
+  if (snapshots_ && snapshots_->Open()) {
+    for (size_t i = 0; i < specs_.size(); ++i) {
+      const ResourceSpec& s = specs_[i];
+      const bool events = RequestInfo::IsEventsResource(s.group, s.resource);
+      restored_[i] = snapshots_->Load(s.group, s.version, s.resource,
+                                      events ? snapshot_events_upstream_ : snapshot_upstream_);
+    }
+  }
   ioc_ = &ioc;
   events_pool_ = &events_pool;
   asio::co_spawn(ioc, DiscoverAndRun(pool, std::move(credentials)), asio::detached);
@@ -74,16 +91,52 @@ void CachedResources::Stop() {
     e->cacher->CloseAll();
     if (e->proto_cacher) e->proto_cacher->CloseAll();
   }
+  if (snapshots_) snapshots_->Stop();
 }
 
 namespace {
 constexpr auto kMaxWait = std::chrono::milliseconds(5000);
 }  // namespace
 
+std::unique_ptr<CachedResources::Entry> CachedResources::MakeEntry(
+    const ResourceType& type, UpstreamPool& pool, std::function<std::string()> cred,
+    asio::any_io_executor executor) const {
+  auto e = std::make_unique<Entry>();
+  e->cacher =
+      std::make_unique<Cacher>(type, limits_, [] { return std::chrono::steady_clock::now(); });
+  e->reflector = std::make_unique<Reflector>(*e->cacher, pool, cred, log_, executor);
+  if (!type.list_items_have_type_meta && type.Fields().ProtoPathsKnown()) {
+    e->proto_cacher = std::make_unique<Cacher>(
+        type, limits_, [] { return std::chrono::steady_clock::now(); }, Encoding::kProtobuf);
+    e->proto_reflector =
+        std::make_unique<Reflector>(*e->proto_cacher, pool, std::move(cred), log_, executor);
+  }
+  return e;
+}
+
 asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
                                                       std::function<std::string()> cred) {
+  const asio::any_io_executor executor = co_await asio::this_coro::executor;
   std::vector<std::unique_ptr<Entry>> entries;
-  for (const ResourceSpec& spec : specs_) {
+  std::vector<SnapshotStore::Target> targets;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    const ResourceSpec& spec = specs_[i];
+    const bool events = RequestInfo::IsEventsResource(spec.group, spec.resource);
+    if (restored_[i]) {
+      // Warm: the snapshot knows the type; its state serves until the watch catches up.
+      UpstreamPool& own = events ? *events_pool_ : pool;
+      entries.push_back(MakeEntry(restored_[i]->type, own, cred, executor));
+      if (absl::Status s = entries.back()->cacher->ImportState(std::move(restored_[i]->state));
+          !s.ok()) {
+        log_.Warning("cache snapshot not usable", {{"resource", restored_[i]->type.GroupResource()},
+                                                   {"error", ToStd(s.message())}});
+        entries.back() = MakeEntry(restored_[i]->type, own, cred, executor);
+      }
+      restored_[i].reset();
+      targets.push_back(
+          {entries.back()->cacher.get(), events ? snapshot_events_upstream_ : snapshot_upstream_});
+      continue;
+    }
     const std::string path = spec.group.empty()
                                  ? absl::StrCat("/api/", spec.version)
                                  : absl::StrCat("/apis/", spec.group, "/", spec.version);
@@ -140,26 +193,16 @@ asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
                  {{"resource", absl::StrCat(spec.resource, ".", spec.group, "/", spec.version)}});
       continue;
     }
-    auto e = std::make_unique<Entry>();
-    e->cacher =
-        std::make_unique<Cacher>(type, limits_, [] { return std::chrono::steady_clock::now(); });
     // Events list and watch from the events upstream when there is one.
-    const bool events = RequestInfo::IsEventsResource(spec.group, spec.resource);
-    e->reflector = std::make_unique<Reflector>(*e->cacher, events ? *events_pool_ : pool, cred,
-                                               log_, co_await asio::this_coro::executor);
-    if (!type.list_items_have_type_meta && type.Fields().ProtoPathsKnown()) {
-      e->proto_cacher = std::make_unique<Cacher>(
-          type, limits_, [] { return std::chrono::steady_clock::now(); }, Encoding::kProtobuf);
-      e->proto_reflector =
-          std::make_unique<Reflector>(*e->proto_cacher, events ? *events_pool_ : pool, cred, log_,
-                                      co_await asio::this_coro::executor);
-    }
-    entries.push_back(std::move(e));
+    entries.push_back(MakeEntry(type, events ? *events_pool_ : pool, cred, executor));
+    targets.push_back(
+        {entries.back()->cacher.get(), events ? snapshot_events_upstream_ : snapshot_upstream_});
   }
   entries_ = std::move(entries);
   started_.store(true);
+  if (snapshots_) snapshots_->Start(std::move(targets));
   for (auto& e : entries_) {
-    asio::co_spawn(co_await asio::this_coro::executor, e->reflector->Run(), asio::detached);
+    asio::co_spawn(executor, e->reflector->Run(), asio::detached);
   }
 }
 

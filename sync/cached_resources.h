@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "common/log.h"
 #include "edge/request_info.h"
 #include "sync/reflector.h"
+#include "sync/snapshot_store.h"
 
 namespace kf {
 
@@ -46,6 +48,13 @@ class CachedResources {
 
   CachedResources(std::vector<ResourceSpec> specs, EventRingLimits limits, const Logger& log);
 
+  // Warm restart (before Start): resources with a valid snapshot taken from `upstream` (or,
+  // for Events, `events_upstream`) are served from it at once, skip discovery and their first
+  // LIST, and watch from its RV; all are written back while running.
+  void UseSnapshots(std::unique_ptr<SnapshotStore> store, std::string upstream,
+                    std::string events_upstream);
+  const SnapshotStore* snapshots() const { return snapshots_.get(); }
+
   // Discovers each resource's kind and scope, then runs its reflector, all on `ioc` with
   // `pool` (kube-fanout's own identity).
   // `events_pool`: where Events' reflectors list and watch (the same pool, or the events
@@ -65,9 +74,15 @@ class CachedResources {
   bool started() const { return started_.load(); }
 
  private:
+  std::unique_ptr<Entry> MakeEntry(const ResourceType& type, UpstreamPool& pool,
+                                   std::function<std::string()> cred,
+                                   asio::any_io_executor executor) const;
   asio::awaitable<void> DiscoverAndRun(UpstreamPool& pool, std::function<std::string()> cred);
 
   std::vector<ResourceSpec> specs_;
+  std::unique_ptr<SnapshotStore> snapshots_;
+  std::string snapshot_upstream_, snapshot_events_upstream_;
+  std::vector<std::optional<SnapshotStore::Loaded>> restored_;  // Per spec; read once.
   EventRingLimits limits_;
   const Logger& log_;
   std::vector<std::unique_ptr<Entry>> entries_;  // Fixed once started_ is true.

@@ -70,7 +70,15 @@ asio::awaitable<void> Reflector::Backoff() {
 
 asio::awaitable<void> Reflector::Run() {
   co_await ProbeBookmarkTemplate();
-  bool need_list = true;
+  // A cache restored from a snapshot is synced already: it watches from the snapshot's RV, and
+  // lists only if the upstream answers 410.
+  bool need_list = !cacher_.synced();
+  listed_once_ = !need_list;
+  if (!need_list) {
+    log_.Info("resuming the upstream watch from the snapshot",
+              {{"resource", cacher_.type().GroupResource()},
+               {"resourceVersion", static_cast<int64_t>(cacher_.resource_version())}});
+  }
   while (!stopped_) {
     if (need_list) {
       absl::Status s = co_await ListAll();
