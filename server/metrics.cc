@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -164,13 +165,16 @@ void RenderSnapshots(Writer& w, const SnapshotStats& s) {
     w.Sample("kube_fanout_cache_snapshot_loads_total",
              Label("result", SnapshotStats::ResultName(i)), static_cast<double>(s.loads[i].load()));
   }
-  const std::pair<const char*, const std::atomic<uint64_t>*> counters[] = {
-      {"kube_fanout_cache_snapshot_writes_total", &s.writes},
-      {"kube_fanout_cache_snapshot_write_failures_total", &s.write_failures},
-      {"kube_fanout_cache_snapshot_bytes_written_total", &s.bytes_written},
+  const std::tuple<const char*, const char*, const std::atomic<uint64_t>*> counters[] = {
+      {"kube_fanout_cache_snapshot_writes_total", "Snapshot files written.", &s.writes},
+      {"kube_fanout_cache_snapshot_write_failures_total",
+       "Snapshots not written (too large for --cache-snapshot-max-bytes, or I/O errors).",
+       &s.write_failures},
+      {"kube_fanout_cache_snapshot_bytes_written_total", "Bytes of snapshot files written.",
+       &s.bytes_written},
   };
-  for (const auto& [name, value] : counters) {
-    w.Family(name, "counter", "Cache snapshots written (files, failures, bytes).");
+  for (const auto& [name, help, value] : counters) {
+    w.Family(name, "counter", help);
     w.Sample(name, "", static_cast<double>(value->load()));
   }
   w.Family("kube_fanout_cache_snapshot_disabled", "gauge",

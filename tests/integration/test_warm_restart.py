@@ -1,0 +1,332 @@
+"""Warm restart (--cache-snapshot-dir; issue: "Beyond one replica", item 3) on the real control
+plane. Many watchers follow kube-fanout; kube-fanout is killed with SIGKILL while the apiserver
+takes more writes, and started again on the same ports:
+
+- with a snapshot, every watcher resumes from its last resourceVersion without a 410 and sees
+  every event once and in order, and the apiserver serves no LIST of any cached resource;
+- without one (the comparison), the restart costs a LIST per cached resource and every
+  watcher a 410 (a relist);
+- a corrupt, stale or wrong-version snapshot, and a directory others may read, are refused
+  with one log line and a metric, and the resource lists as before.
+
+Each test checks its setup (objects created, events seen, snapshots written) before it
+compares. WATCHERS sets the number of watch streams (default 5,000).
+"""
+import asyncio
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+
+from kfrig import Proxy, metric_values, scaled
+
+WATCHERS = int(os.environ.get("KF_WARM_RESTART_WATCHERS", "5000"))
+CACHED = ("pods", "nodes", "services", "namespaces", "configmaps", "endpointslices", "events")
+
+
+def apiserver_lists(cluster):
+    """LISTs the apiserver has served of the resources kube-fanout caches, by resource."""
+    text = cluster.request("GET", "/metrics").body.decode()
+    out = {}
+    for labels, v in metric_values(text, "apiserver_request_total").items():
+        if 'verb="LIST"' not in labels:
+            continue
+        for r in CACHED:
+            if f'resource="{r}"' in labels:
+                out[r] = out.get(r, 0) + v
+    return out
+
+
+def lists_delta(before, after):
+    return {r: after.get(r, 0) - before.get(r, 0) for r in CACHED
+            if after.get(r, 0) != before.get(r, 0)}
+
+
+def proxy_metric(cluster, proxy, name):
+    text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
+    return metric_values(text, name)
+
+
+def kill_hard(proxy):
+    proxy.process.send_signal(signal.SIGKILL)
+    proxy.process.wait()
+
+
+def restart(proxy, cluster):
+    """The same command line again: same ports, same flags; returns when it is ready."""
+    log = open(proxy.log_path, "ab")
+    process = subprocess.Popen(proxy.process.args, stdout=log, stderr=subprocess.STDOUT)
+    again = Proxy(process, proxy.port, proxy.secure_port, proxy.log_path)
+    started = time.monotonic()
+    again.wait_ready(cluster)
+    return again, time.monotonic() - started
+
+
+class Watcher:
+    """One watch stream over plain HTTP/1.1 that resumes from its last RV when cut."""
+
+    def __init__(self, port, path, token, rv):
+        self.port, self.path, self.token, self.rv = port, path, token, rv
+        self.events = []     # (type, name)
+        self.rvs = []
+        self.gone = 0        # 410s (ERROR events with code 410)
+        self.connects = 0
+        self.passed_through = 0  # Streams the apiserver served (its APF header), not the cache.
+        self.target = None   # Stop after this many events.
+        self.done = asyncio.Event()
+        self.progress = None  # Set by the pool: called on every event.
+
+    async def run(self, connect_gate, stop_on_gone):
+        while not self.done.is_set():
+            try:
+                async with connect_gate:
+                    reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+                self.connects += 1
+                try:
+                    ended = await self._stream(reader, writer)
+                finally:
+                    writer.close()
+                if ended == "gone" and stop_on_gone:
+                    self.done.set()
+                    return
+            except (OSError, asyncio.IncompleteReadError, ValueError):
+                pass
+            if not self.done.is_set():
+                await asyncio.sleep(random.uniform(0.05, 0.3))  # Reconnect, from self.rv.
+
+    async def _stream(self, reader, writer):
+        writer.write((f"GET {self.path}?watch=1&resourceVersion={self.rv}&timeoutSeconds=600 "
+                      f"HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {self.token}\r\n"
+                      "Accept: application/json\r\nUser-Agent: warm-restart-test\r\n\r\n")
+                     .encode())
+        await writer.drain()
+        status = (await reader.readline()).split(b" ")
+        if len(status) < 2 or status[1] != b"200":
+            raise ValueError(f"watch answered {status}")
+        while (header := await reader.readline()) not in (b"\r\n", b""):
+            if header.lower().startswith(b"x-kubernetes-pf-flowschema-uid:"):
+                self.passed_through += 1
+        buf = b""
+        while not self.done.is_set():
+            size = int((await reader.readline()).strip() or b"0", 16)
+            if size == 0:
+                return "ended"
+            buf += await reader.readexactly(size + 2)
+            buf = buf[:-2]
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                event = json.loads(line)
+                if event["type"] == "ERROR":
+                    if event["object"].get("code") == 410:
+                        self.gone += 1
+                        return "gone"
+                    raise ValueError(f"watch error {event}")
+                meta = event["object"]["metadata"]
+                self.rv = meta["resourceVersion"]
+                if event["type"] == "BOOKMARK":
+                    continue
+                self.events.append((event["type"], meta["name"]))
+                self.rvs.append(int(self.rv))
+                if self.target is not None and len(self.events) >= self.target:
+                    self.done.set()
+        return "done"
+
+
+async def wait_for(predicate, timeout, what):
+    deadline = time.monotonic() + scaled(timeout)
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.1)
+
+
+def create_configmap(cluster, namespace, name):
+    body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": name}, "data": {"k": name}})
+    r = cluster.request("POST", f"/api/v1/namespaces/{namespace}/configmaps", body=body,
+                        headers={"Content-Type": "application/json"})
+    assert r.status == 201, r.body
+    return ("ADDED", name)
+
+
+def label_configmap(cluster, namespace, name):
+    r = cluster.request("PATCH", f"/api/v1/namespaces/{namespace}/configmaps/{name}",
+                        body=json.dumps({"metadata": {"labels": {"round": "2"}}}),
+                        headers={"Content-Type": "application/merge-patch+json"})
+    assert r.status == 200, r.body
+    return ("MODIFIED", name)
+
+
+def delete_configmap(cluster, namespace, name):
+    r = cluster.request("DELETE", f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+    assert r.status == 200, r.body
+    return ("DELETED", name)
+
+
+async def restart_scenario(cluster, namespace, proxy, watchers, stop_on_gone):
+    """Watchers follow `proxy`; 10 creates; SIGKILL; 7 writes while it is down; restart.
+    Returns (proxy, writes, LISTs at the apiserver during the restart, seconds to ready,
+    seconds until every watcher resumed or was refused)."""
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    listed = cluster.request("GET", f"{path}?resourceVersion=0", port=proxy.port, tls=False)
+    assert listed.status == 200, listed.body
+    rv0 = json.loads(listed.body)["metadata"]["resourceVersion"]
+    pool = [Watcher(proxy.port, path, cluster.token("admin"), rv0) for _ in range(watchers)]
+    gate = asyncio.Semaphore(200)
+    tasks = [asyncio.create_task(w.run(gate, stop_on_gone)) for w in pool]
+    try:
+        await wait_for(lambda: sum(w.connects for w in pool) == len(pool), 120,
+                       "watchers connected")
+        await asyncio.sleep(0.5)
+        writes = [await asyncio.to_thread(create_configmap, cluster, namespace, f"cm-{i}")
+                  for i in range(10)]
+        await wait_for(lambda: all(len(w.events) >= 10 for w in pool), 120,
+                       "the first 10 events at every watcher")
+        assert all(w.events == writes for w in pool)  # Setup: every watcher saw the creates.
+        await asyncio.sleep(2.5)  # A snapshot interval (1 s) after the last event, when used.
+
+        before = await asyncio.to_thread(apiserver_lists, cluster)
+        kill_hard(proxy)
+        for i in range(10, 15):
+            writes.append(await asyncio.to_thread(create_configmap, cluster, namespace,
+                                                  f"cm-{i}"))
+        writes.append(await asyncio.to_thread(label_configmap, cluster, namespace, "cm-0"))
+        writes.append(await asyncio.to_thread(delete_configmap, cluster, namespace, "cm-1"))
+        assert len(writes) == 17
+        for w in pool:
+            w.target = len(writes)
+        started = time.monotonic()
+        proxy, ready_seconds = await asyncio.to_thread(restart, proxy, cluster)
+        await wait_for(lambda: all(w.done.is_set() for w in pool), 180,
+                       "every watcher resumed (or refused)")
+        resumed_seconds = time.monotonic() - started
+        await asyncio.sleep(2)  # Anything the restart would still list has started by now.
+        after = await asyncio.to_thread(apiserver_lists, cluster)
+    finally:
+        for w in pool:
+            w.done.set()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return proxy, writes, pool, lists_delta(before, after), ready_seconds, resumed_seconds
+
+
+def test_warm_restart_resumes_every_watcher_without_410_or_apiserver_list(
+        cluster, namespace, tmp_path):
+    snapshots = tmp_path / "snapshots"
+    proxy = Proxy.start(cluster, tmp_path, extra_args=[
+        f"--cache-snapshot-dir={snapshots}", "--cache-snapshot-interval=1s"])
+    try:
+        proxy, writes, pool, lists, ready, resumed = asyncio.run(
+            restart_scenario(cluster, namespace, proxy, WATCHERS, stop_on_gone=True))
+        # The snapshots were written and loaded: one per cached resource.
+        assert len(list(snapshots.glob("*.snap"))) == 8
+        loads = proxy_metric(cluster, proxy, "kube_fanout_cache_snapshot_loads_total")
+        assert loads['{result="loaded"}'] == 8, loads
+        resumed_lines = [l for l in proxy.log_lines()
+                         if "resuming the upstream watch from the snapshot" in l]
+        assert len(resumed_lines) >= 8
+        # Every watcher: no 410, every event once, in the order written, across the restart.
+        assert sum(w.gone for w in pool) == 0
+        bad = [w.events for w in pool if w.events != writes]
+        assert not bad, f"{len(bad)} watchers saw {bad[0]}, want {writes}"
+        assert all(w.rvs == sorted(set(w.rvs)) for w in pool)
+        assert all(w.connects >= 2 for w in pool)  # Each was cut and resumed.
+        assert sum(w.passed_through for w in pool) == 0  # All from the cache, before and after.
+        # The apiserver listed nothing kube-fanout caches.
+        assert lists == {}, lists
+        relists = proxy_metric(cluster, proxy, "kube_fanout_upstream_relists_total")
+        assert sum(relists.values()) == 0, relists
+        print(f"\nwarm restart: {len(pool)} watchers, ready {ready:.2f}s after start, all "
+              f"resumed {resumed:.2f}s after start; apiserver LISTs {lists}; 410s 0")
+    finally:
+        proxy.stop()
+
+
+def test_cold_restart_costs_a_list_per_resource_and_each_watcher_a_410_or_an_apiserver_watch(
+        cluster, namespace, tmp_path):
+    """The comparison: the same restart without --cache-snapshot-dir."""
+    proxy = Proxy.start(cluster, tmp_path)
+    try:
+        proxy, writes, pool, lists, ready, resumed = asyncio.run(
+            restart_scenario(cluster, namespace, proxy, WATCHERS, stop_on_gone=True))
+        gone = sum(w.gone for w in pool)
+        # A watcher back before the caches synced was passed through to the apiserver (a watch
+        # there for as long as it lasts); one back after got a 410 (its RV is before the new
+        # cache's window) and would relist.
+        passed = sum(1 for w in pool if w.passed_through)
+        assert all(w.gone or w.passed_through for w in pool)
+        assert set(lists) == set(CACHED), lists  # Each cached resource listed again upstream.
+        print(f"\ncold restart: {len(pool)} watchers, ready {ready:.2f}s after start; apiserver "
+              f"LISTs {lists}; 410s {gone}, passed through to the apiserver {passed}")
+    finally:
+        proxy.stop()
+
+
+def corrupt_first_byte_after_header(path):
+    data = bytearray(path.read_bytes())
+    data[40] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_corrupt_stale_or_wrong_version_snapshots_are_ignored_with_a_log_line(
+        cluster, tmp_path):
+    snapshots = tmp_path / "snapshots"
+    args = [f"--cache-snapshot-dir={snapshots}", "--cache-snapshot-interval=1s",
+            "--cache-resources=configmaps,namespaces,services"]
+    proxy = Proxy.start(cluster, tmp_path, extra_args=args)
+    deadline = time.monotonic() + scaled(10)
+    while len(list(snapshots.glob("*.snap"))) < 3:
+        assert time.monotonic() < deadline, "snapshots not written"
+        time.sleep(0.1)
+    proxy.stop()
+    assert (snapshots.stat().st_mode & 0o777) == 0o700
+    assert all((f.stat().st_mode & 0o777) == 0o600 for f in snapshots.glob("*.snap"))
+    corrupt_first_byte_after_header(snapshots / "configmaps_v1.snap")
+    version = bytearray((snapshots / "namespaces_v1.snap").read_bytes())
+    version[8] = 99
+    (snapshots / "namespaces_v1.snap").write_bytes(bytes(version))
+    before = apiserver_lists(cluster)
+    again = Proxy.start(cluster, tmp_path, extra_args=args + ["--cache-snapshot-max-age=1h"])
+    try:
+        loads = proxy_metric(cluster, again, "kube_fanout_cache_snapshot_loads_total")
+        assert loads['{result="corrupt"}'] == 1 and loads['{result="version"}'] == 1, loads
+        assert loads['{result="loaded"}'] == 1, loads  # services
+        ignored = [json.loads(l) for l in again.log_lines() if "cache snapshot ignored" in l]
+        assert sorted(e["why"] for e in ignored) == ["corrupt", "version"], ignored
+        time.sleep(1)
+        lists = lists_delta(before, apiserver_lists(cluster))
+        assert set(lists) == {"configmaps", "namespaces"}, lists  # Listed; services not.
+        listed = cluster.request("GET", "/api/v1/configmaps?resourceVersion=0", port=again.port,
+                                 tls=False)
+        assert listed.status == 200 and json.loads(listed.body)["items"]
+    finally:
+        again.stop()
+    # Stale: older than --cache-snapshot-max-age.
+    time.sleep(2.2)
+    stale = Proxy.start(cluster, tmp_path, extra_args=args + ["--cache-snapshot-max-age=1s"])
+    try:
+        loads = proxy_metric(cluster, stale, "kube_fanout_cache_snapshot_loads_total")
+        assert loads['{result="stale"}'] == 3, loads
+    finally:
+        stale.stop()
+
+
+def test_a_snapshot_directory_others_may_read_is_refused(cluster, tmp_path):
+    snapshots = tmp_path / "open"
+    snapshots.mkdir(mode=0o755)
+    snapshots.chmod(0o755)
+    proxy = Proxy.start(cluster, tmp_path, extra_args=[
+        f"--cache-snapshot-dir={snapshots}", "--cache-snapshot-interval=1s",
+        "--cache-resources=configmaps"])
+    try:
+        time.sleep(1.5)
+        assert proxy_metric(cluster, proxy, "kube_fanout_cache_snapshot_disabled")[""] == 1
+        assert any("accessible to group or others" in l for l in proxy.log_lines())
+        assert not list(snapshots.iterdir())
+        r = cluster.request("GET", "/api/v1/configmaps?resourceVersion=0", port=proxy.port,
+                            tls=False)
+        assert r.status == 200  # Serving as without snapshots.
+    finally:
+        proxy.stop()
