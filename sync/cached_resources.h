@@ -80,12 +80,13 @@ class CachedResources {
   asio::awaitable<void> DiscoverAndRun(UpstreamPool& pool, std::function<std::string()> cred);
 
   std::vector<ResourceSpec> specs_;
-  std::unique_ptr<SnapshotStore> snapshots_;
-  std::string snapshot_upstream_, snapshot_events_upstream_;
-  std::vector<std::optional<SnapshotStore::Loaded>> restored_;  // Per spec; read once.
   EventRingLimits limits_;
   const Logger& log_;
   std::vector<std::unique_ptr<Entry>> entries_;  // Fixed once started_ is true.
+  // After entries_: its writer thread reads their cachers, so it stops (destroyed) first.
+  std::unique_ptr<SnapshotStore> snapshots_;
+  std::string snapshot_upstream_, snapshot_events_upstream_;
+  std::vector<std::optional<SnapshotStore::Loaded>> restored_;  // Per spec; read once.
   std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};
   asio::io_context* ioc_ = nullptr;

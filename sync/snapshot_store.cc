@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -51,6 +53,12 @@ absl::Status WriteAtomically(const std::string& dir, const std::string& path,
   return absl::OkStatus();
 }
 
+std::string OctalMode(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof(text), "%03o", static_cast<unsigned>(mode & 0777));
+  return text;
+}
+
 int64_t NowUnix() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -88,13 +96,19 @@ bool SnapshotStore::Open() {
     stats_.disabled = true;
     return false;
   }
+  if (st.st_uid != ::geteuid()) {
+    log_.Error("cache snapshots off: --cache-snapshot-dir belongs to another user",
+               {{"dir", options_.dir}, {"owner", static_cast<int64_t>(st.st_uid)}});
+    stats_.disabled = true;
+    return false;
+  }
   if ((st.st_mode & 077) != 0) {
     // The files hold every cached object; a directory others may read (or plant files in)
     // is refused rather than quietly used.
     log_.Error(
         "cache snapshots off: --cache-snapshot-dir is accessible to group or others; chmod 700 "
         "it",
-        {{"dir", options_.dir}, {"mode", absl::StrCat(absl::Hex(st.st_mode & 0777))}});
+        {{"dir", options_.dir}, {"mode", OctalMode(st.st_mode)}});
     stats_.disabled = true;
     return false;
   }
@@ -123,14 +137,22 @@ std::optional<SnapshotStore::Loaded> SnapshotStore::Load(const std::string& grou
     ++stats_.loads[SnapshotStats::kMissing];
     return std::nullopt;
   }
-  std::stringstream bytes;
-  bytes << in.rdbuf();
   auto ignore = [&](SnapshotStats::Result why, std::string_view reason) {
     ++stats_.loads[why];
     log_.Warning("cache snapshot ignored; the resource lists from the upstream",
                  {{"file", path}, {"why", SnapshotStats::ResultName(why)}, {"detail", reason}});
     return std::nullopt;
   };
+  // Never larger than the writer's bound: a bigger file is not read into memory.
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<uint64_t>(std::max<std::streamoff>(0, in.tellg()));
+  in.seekg(0);
+  if (size > options_.max_bytes) {
+    return ignore(SnapshotStats::kInvalid,
+                  absl::StrCat(size, " bytes, more than --cache-snapshot-max-bytes"));
+  }
+  std::stringstream bytes;
+  bytes << in.rdbuf();
   auto decoded = DecodeSnapshot(bytes.str());
   if (!decoded.ok()) {
     return ignore(absl::IsFailedPrecondition(decoded.status()) ? SnapshotStats::kVersion

@@ -21,6 +21,7 @@ import subprocess
 import time
 
 from kfrig import Proxy, metric_values, scaled
+from test_compaction import compact_etcd
 
 WATCHERS = int(os.environ.get("KF_WARM_RESTART_WATCHERS", "5000"))
 CACHED = ("pods", "nodes", "services", "namespaces", "configmaps", "endpointslices", "events")
@@ -209,7 +210,7 @@ async def restart_scenario(cluster, namespace, proxy, watchers, stop_on_gone):
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    return proxy, writes, pool, lists_delta(before, after), ready_seconds, resumed_seconds
+    return proxy, writes, pool, lists_delta(before, after), ready_seconds, resumed_seconds, rv0
 
 
 def test_warm_restart_resumes_every_watcher_without_410_or_apiserver_list(
@@ -218,8 +219,20 @@ def test_warm_restart_resumes_every_watcher_without_410_or_apiserver_list(
     proxy = Proxy.start(cluster, tmp_path, extra_args=[
         f"--cache-snapshot-dir={snapshots}", "--cache-snapshot-interval=1s"])
     try:
-        proxy, writes, pool, lists, ready, resumed = asyncio.run(
+        proxy, writes, pool, lists, ready, resumed, rv0 = asyncio.run(
             restart_scenario(cluster, namespace, proxy, WATCHERS, stop_on_gone=True))
+        # A new watch from before the first create replays the restored window, then the
+        # writes made while kube-fanout was down (a cold cache would answer 410).
+        late = Watcher(proxy.port, f"/api/v1/namespaces/{namespace}/configmaps",
+                       cluster.token("admin"), rv0)
+        late.target = len(writes)
+
+        async def follow():
+            task = asyncio.create_task(late.run(asyncio.Semaphore(1), stop_on_gone=True))
+            await wait_for(late.done.is_set, 30, "the late watcher")
+            task.cancel()
+        asyncio.run(follow())
+        assert late.gone == 0 and late.events == writes and late.connects == 1, late.events
         # The snapshots were written and loaded: one per cached resource.
         assert len(list(snapshots.glob("*.snap"))) == 8
         loads = proxy_metric(cluster, proxy, "kube_fanout_cache_snapshot_loads_total")
@@ -234,10 +247,12 @@ def test_warm_restart_resumes_every_watcher_without_410_or_apiserver_list(
         assert all(w.rvs == sorted(set(w.rvs)) for w in pool)
         assert all(w.connects >= 2 for w in pool)  # Each was cut and resumed.
         assert sum(w.passed_through for w in pool) == 0  # All from the cache, before and after.
-        # The apiserver listed nothing kube-fanout caches.
-        assert lists == {}, lists
+        # kube-fanout did not relist (no 410 from the apiserver), and the apiserver listed
+        # nothing kube-fanout caches.
         relists = proxy_metric(cluster, proxy, "kube_fanout_upstream_relists_total")
-        assert sum(relists.values()) == 0, relists
+        assert sum(relists.values()) == 0, (relists, [l for l in proxy.log_lines()
+                                                      if "relisting" in l or "refused" in l])
+        assert lists == {}, (lists, proxy.log_tail(40))
         print(f"\nwarm restart: {len(pool)} watchers, ready {ready:.2f}s after start, all "
               f"resumed {resumed:.2f}s after start; apiserver LISTs {lists}; 410s 0")
     finally:
@@ -249,7 +264,7 @@ def test_cold_restart_costs_a_list_per_resource_and_each_watcher_a_410_or_an_api
     """The comparison: the same restart without --cache-snapshot-dir."""
     proxy = Proxy.start(cluster, tmp_path)
     try:
-        proxy, writes, pool, lists, ready, resumed = asyncio.run(
+        proxy, writes, pool, lists, ready, resumed, _ = asyncio.run(
             restart_scenario(cluster, namespace, proxy, WATCHERS, stop_on_gone=True))
         gone = sum(w.gone for w in pool)
         # A watcher back before the caches synced was passed through to the apiserver (a watch
@@ -330,3 +345,54 @@ def test_a_snapshot_directory_others_may_read_is_refused(cluster, tmp_path):
         assert r.status == 200  # Serving as without snapshots.
     finally:
         proxy.stop()
+
+
+def test_a_snapshot_older_than_the_apiserver_window_relists_and_turns_the_difference_into_events(
+        cluster, namespace, tmp_path):
+    """The snapshot's RV is compacted away (and the apiserver's watch cache restarted) while
+    kube-fanout is down: its resumed upstream watch gets 410, it relists once, and its cache
+    holds exactly the apiserver's objects."""
+    snapshots = tmp_path / "snapshots"
+    args = [f"--cache-snapshot-dir={snapshots}", "--cache-snapshot-interval=1s",
+            "--cache-resources=configmaps"]
+    for name in ("keep", "change", "gone"):
+        create_configmap(cluster, namespace, name)
+    proxy = Proxy.start(cluster, tmp_path, extra_args=args)
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    listed = json.loads(cluster.request("GET", f"{path}?resourceVersion=0", port=proxy.port,
+                                        tls=False).body)
+    assert sorted(i["metadata"]["name"] for i in listed["items"]) == ["change", "gone", "keep"]
+    assert proxy.stop() == 0  # A graceful stop writes the snapshot.
+    assert (snapshots / "configmaps_v1.snap").exists()
+    label_configmap(cluster, namespace, "change")
+    delete_configmap(cluster, namespace, "gone")
+    create_configmap(cluster, namespace, "new")
+    compact_etcd(cluster)
+    cluster.restart_apiserver()
+    before = apiserver_lists(cluster)
+    again = Proxy.start(cluster, tmp_path, extra_args=args)
+    try:
+        loads = proxy_metric(cluster, again, "kube_fanout_cache_snapshot_loads_total")
+        assert loads['{result="loaded"}'] == 1, loads
+        deadline = time.monotonic() + scaled(30)
+        while proxy_metric(cluster, again, "kube_fanout_upstream_relists_total").get(
+                '{resource="configmaps"}', 0) < 1:
+            assert time.monotonic() < deadline, again.log_tail()
+            time.sleep(0.1)
+        assert any("upstream watch expired, relisting" in l for l in again.log_lines())
+        assert lists_delta(before, apiserver_lists(cluster)).get("configmaps", 0) >= 1
+        direct = json.loads(cluster.request("GET", path).body)
+        names = [(i["metadata"]["name"], i["metadata"]["resourceVersion"])
+                 for i in direct["items"]]
+        assert [n for n, _ in names] == ["change", "keep", "new"]
+        while True:  # The relist counts before its result is installed.
+            cached = json.loads(cluster.request("GET", f"{path}?resourceVersion=0",
+                                                port=again.port, tls=False).body)
+            got = [(i["metadata"]["name"], i["metadata"]["resourceVersion"])
+                   for i in cached["items"]]
+            if got == names or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert got == names
+    finally:
+        again.stop()

@@ -22,6 +22,29 @@ TEST_CASE("Flags parse in Kubernetes style, with --upstream repeatable") {
   CHECK(o->verbosity == 4);
 }
 
+TEST_CASE("The snapshot flags parse with their defaults and bounds") {
+  auto d = Parse({});
+  REQUIRE(d.ok());
+  CHECK(d->cache_snapshot_dir.empty());
+  CHECK(d->cache_snapshot_interval == absl::Seconds(10));
+  CHECK(d->cache_snapshot_max_age == absl::Minutes(10));
+  CHECK(d->cache_snapshot_max_bytes == 256u << 20);
+  CHECK_FALSE(d->cache_snapshot_secrets);
+  auto o = Parse({"--cache-snapshot-dir=/var/lib/kf", "--cache-snapshot-interval=30s",
+                  "--cache-snapshot-max-age=1h", "--cache-snapshot-max-bytes=1000",
+                  "--cache-snapshot-secrets=true"});
+  REQUIRE(o.ok());
+  CHECK(o->cache_snapshot_dir == "/var/lib/kf");
+  CHECK(o->cache_snapshot_interval == absl::Seconds(30));
+  CHECK(o->cache_snapshot_max_age == absl::Hours(1));
+  CHECK(o->cache_snapshot_max_bytes == 1000);
+  CHECK(o->cache_snapshot_secrets);
+  CHECK_FALSE(Parse({"--cache-snapshot-interval=100ms"}).ok());
+  const std::string help = HelpText();
+  CHECK(help.find("--cache-snapshot-dir") > help.find("Cache flags:"));
+  CHECK(help.find("--cache-snapshot-dir") < help.find("Admission and passthrough flags:"));
+}
+
 TEST_CASE("Without any listener flag kube-fanout listens on 127.0.0.1:8001") {
   auto o = Parse({});
   REQUIRE(o.ok());
