@@ -10,7 +10,8 @@ takes more writes, and started again on the same ports:
   with one log line and a metric, and the resource lists as before.
 
 Each test checks its setup (objects created, events seen, snapshots written) before it
-compares. WATCHERS sets the number of watch streams (default 5,000).
+compares. KF_WARM_RESTART_WATCHERS sets the number of watch streams (default 5,000; 500
+under a sanitizer).
 """
 import asyncio
 import json
@@ -19,11 +20,12 @@ import signal
 import subprocess
 import time
 
-from kfrig import Proxy, metric_values, scaled
+from kfrig import SANITIZER, Proxy, metric_values, scaled
 from kfwatch import Watcher, wait_for
 from test_compaction import compact_etcd
 
-WATCHERS = int(os.environ.get("KF_WARM_RESTART_WATCHERS", "5000"))
+# Fewer under a sanitizer (tests/sanitize), whose build is several times slower.
+WATCHERS = int(os.environ.get("KF_WARM_RESTART_WATCHERS", "500" if SANITIZER else "5000"))
 CACHED = ("pods", "nodes", "services", "namespaces", "configmaps", "endpointslices", "events")
 
 
