@@ -18,6 +18,7 @@ class Watcher:
         self.gone = 0        # 410s (ERROR events with code 410)
         self.connects = 0
         self.passed_through = 0  # Streams the apiserver served (its APF header), not the cache.
+        self.passed_before = 0  # For the caller: passed_through at some earlier point.
         self.target = None   # Stop after this many events.
         self.done = asyncio.Event()
         self.progress = None  # Set by the pool: called on every event.
