@@ -274,7 +274,10 @@ class Proxy:
     def server(self):
         return f"https://127.0.0.1:{self.secure_port}"
 
-    def wait_ready(self, cluster, timeout=10):
+    def wait_ready(self, cluster, timeout=30):
+        # A bound, not a wait: a cold start lists eleven resources (pods, nodes, configmaps,
+        # ...) before it is ready, which on a loaded 2-core machine with a cluster full of
+        # other tests' objects took more than 10 s.
         timeout = scaled(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
