@@ -70,14 +70,14 @@ def _protobuf_fields(message):
     out, i = {}, 0
     try:
         while i < len(message):
-            key, i = _varint(message, i)
+            key, i = varint(message, i)
             wire = key & 7
             if wire == 0:
-                _, i = _varint(message, i)
+                _, i = varint(message, i)
                 continue
             if wire != 2:
                 return out
-            n, i = _varint(message, i)
+            n, i = varint(message, i)
             out.setdefault(key >> 3, message[i:i + n])
             i += n
     except IndexError:
@@ -85,7 +85,8 @@ def _protobuf_fields(message):
     return out
 
 
-def _varint(data, i):
+def varint(data, i):
+    """A protobuf varint at data[i]: (value, index after it)."""
     shift = value = 0
     while True:
         b = data[i]

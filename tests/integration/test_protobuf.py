@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from kfrig import metric_values, same_snapshot, scaled
+from kfrig import metric_values, same_snapshot, scaled, varint
 from test_cache import (ALLOWED_HEADER_DIFFERENCES, namespace_factory, objects,  # noqa: F401
                         routed)
 
@@ -45,17 +45,6 @@ def fields(message):
             raise ValueError(f"wire type {wire}")
         out.append((number, wire, value))
     return out
-
-
-def varint(data, i):
-    shift = value = 0
-    while True:
-        b = data[i]
-        i += 1
-        value |= (b & 0x7f) << shift
-        shift += 7
-        if b < 0x80:
-            return value, i
 
 
 def field(message, number, default=b""):
