@@ -109,7 +109,7 @@ def _protobuf_rv(body):
     return rv.decode() if rv else None
 
 
-def same_snapshot(cluster, proxy, get, path):
+def same_snapshot(cluster, proxy, get, path, headers=None):
     """(direct, ours): `get(port)` asked of the apiserver and of kube-fanout at the same
     resourceVersion.
 
@@ -128,7 +128,9 @@ def same_snapshot(cluster, proxy, get, path):
         if rv_direct == rv_ours or None in (rv_direct, rv_ours) or time.monotonic() > deadline:
             return direct, ours
         for port in (None, proxy.secure_port):
-            cluster.request("GET", f"{collection}?limit=1", port=port)
+            # `headers`: the Accept of the answers compared, so the consistent LIST goes to the
+            # same cache (kube-fanout keeps a protobuf cache beside the JSON one).
+            cluster.request("GET", f"{collection}?limit=1", port=port, headers=headers)
         time.sleep(0.2)
 
 

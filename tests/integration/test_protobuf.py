@@ -106,7 +106,8 @@ def compare(cluster, proxy, path, accept=PROTO):
     asserted equal and routed to the cache."""
     p, m = marked(path)
     direct, cached = same_snapshot(cluster, proxy,
-                                   lambda port: get(cluster, p, port=port, accept=accept), p)
+                                   lambda port: get(cluster, p, port=port, accept=accept), p,
+                                   headers={"Accept": accept})
     assert cached.status == direct.status, (path, cached.body[:200], direct.body[:200])
     assert cached.body == direct.body, path
     strip = lambda h: {k: v for k, v in h.items() if k not in ALLOWED_HEADER_DIFFERENCES}
