@@ -292,6 +292,8 @@ class Proxy:
             except OSError:
                 pass
             time.sleep(0.05)
+        self.process.kill()  # Not left running by the test that gives up on it.
+        self.process.wait()
         raise RuntimeError(f"kube-fanout not ready in {timeout}s:\n{self.log_tail()}")
 
     def stop(self, timeout=20):
