@@ -8,18 +8,14 @@ twice at once, against the apiserver and against kube-fanout, with WatchList on 
 reads KUBE_FEATURE_WatchListClient), changes pods, EndpointSlices and Nodes, and compares what
 the two informers saw.
 
-The program is built once per version of its sources into
+The program is built once per version of its sources (tests/clients/build-informer) into
 ${KUBE_FANOUT_CACHE:-~/.cache/kube-fanout}/bin/informer-<hash>/informer (never into the tree).
 """
-import fcntl
-import hashlib
 import json
 import os
 import pathlib
-import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 
@@ -28,8 +24,7 @@ import pytest
 from kfrig import metric_values
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SOURCE = ROOT / "tests/clients/informer"
-SOURCE_FILES = ("go.mod", "go.sum", "main.go")
+BUILD_SCRIPT = ROOT / "tests/clients/build-informer"
 RUN_LIMIT_S = 45        # --duration: the informer stops by itself after this at the latest
 SYNC_TIMEOUT_S = 15
 EVENTS_TIMEOUT_S = 15
@@ -39,50 +34,15 @@ PROXY_NAME = "service.kubernetes.io/service-proxy-name"
 SERVICE_NAME = "kubernetes.io/service-name"
 
 
-def cache_root():
-    return pathlib.Path(os.environ.get("KUBE_FANOUT_CACHE") or
-                        pathlib.Path.home() / ".cache/kube-fanout")
-
-
 @pytest.fixture(scope="session")
 def informer_binary():
-    """The informer program, built (go build -mod=readonly) or reused from the cache."""
-    digest = hashlib.sha256()
-    for name in SOURCE_FILES:
-        digest.update(name.encode() + b"\0" + (SOURCE / name).read_bytes() + b"\0")
-    bin_root = cache_root() / "bin"
-    final = bin_root / f"informer-{digest.hexdigest()[:16]}"
-    binary = final / "informer"
-    if binary.is_file():
-        return binary
-    go = shutil.which("go")
-    if go is None:
-        pytest.fail(f"Go is not on PATH and {binary} is not built; install Go 1.26+ "
-                    "(deploy/install-deps lists it)")
-    bin_root.mkdir(parents=True, exist_ok=True)
-    with open(bin_root / ".informer.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # One builder; a second caller then finds it built.
-        if binary.is_file():
-            return binary
-        tmp = pathlib.Path(tempfile.mkdtemp(prefix=".build-informer.", dir=bin_root))
-        try:
-            start = time.monotonic()
-            # Modules come from the module cache or GOPROXY; go.sum is committed (-mod=readonly),
-            # the build cache is Go's own; nothing is written into the source tree.
-            build = subprocess.run(
-                [go, "build", "-mod=readonly", "-trimpath", "-buildvcs=false",
-                 "-o", str(tmp / "informer"), "."],
-                cwd=SOURCE, env={**os.environ, "GOWORK": "off"}, capture_output=True,
-                text=True, timeout=1800)
-            if build.returncode != 0:
-                pytest.fail(f"go build in {SOURCE} failed:\n{build.stdout}{build.stderr}")
-            print(f"built {binary} in {time.monotonic() - start:.0f}s")
-            tmp.chmod(0o755)
-            shutil.rmtree(final, ignore_errors=True)  # Only an incomplete leftover can be here.
-            tmp.rename(final)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return binary
+    """The informer program, built by tests/clients/build-informer or reused from its cache."""
+    build = subprocess.run([str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=1800)
+    if build.returncode != 0:
+        pytest.fail(f"{BUILD_SCRIPT} failed:\n{build.stdout}{build.stderr}")
+    if build.stderr:
+        print(build.stderr.strip())
+    return pathlib.Path(build.stdout.strip())
 
 
 class InformerRun:

@@ -20,6 +20,9 @@
 //	{"requests":{"list":N,"watch":N,"watchlist":N,...},"log":[...]}
 //	                                                   at the end: the requests the informers sent
 //
+// With --decode-cost it runs no informer: it measures what decoding watch events costs a
+// client-go agent in JSON and in protobuf (decode.go).
+//
 // WatchList: client-go v0.36.3 enables its WatchListClient feature by default (beta, default on
 // since 1.35; k8s.io/client-go/features/known_features.go) and, unless a program replaces
 // client-go's feature gates, reads every gate once from the environment variable
@@ -188,8 +191,17 @@ func main() {
 	namespace := flag.String("namespace", "", "limit pods and EndpointSlices to this namespace (default: all, as kubelet and kube-proxy do)")
 	userAgent := flag.String("user-agent", "kf-informer", "User-Agent header (to find this run's requests in a proxy log)")
 	http1 := flag.Bool("http1.1", false, "offer only http/1.1 by ALPN (client-go negotiates HTTP/2 over TLS by default)")
+	decodeCost := flag.Bool("decode-cost", false, "measure what decoding watch events costs, JSON vs protobuf (decode.go), instead of running informers")
+	decodeResources := flag.String("decode-resources", "pods,nodes,endpointslices", "--decode-cost: the resources whose watch streams are measured")
+	decodeRuns := flag.Int("decode-runs", 5, "--decode-cost: runs per resource and encoding (the median is reported)")
+	decodeMinCPU := flag.Duration("decode-min-cpu", 300*time.Millisecond, "--decode-cost: CPU time each run spends decoding at least")
 	klog.InitFlags(nil) // -v for client-go's own logging, on stderr
 	flag.Parse()
+	if *decodeCost && *server != "" && *decodeRuns > 0 {
+		cfg := &rest.Config{Host: *server, BearerToken: *token, UserAgent: *userAgent,
+			TLSClientConfig: rest.TLSClientConfig{CAFile: *caFile, NextProtos: nextProtos(*http1)}}
+		os.Exit(runDecodeCost(cfg, strings.Split(*decodeResources, ","), *namespace, *decodeRuns, *decodeMinCPU))
+	}
 	if *server == "" || *node == "" || *duration <= 0 {
 		fmt.Fprintln(os.Stderr, "usage: informer --server=URL --node=NAME [--ca-file=PATH] [--token=T] [--duration=S] [--namespace=NS]")
 		os.Exit(1)
