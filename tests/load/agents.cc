@@ -1,6 +1,7 @@
 #include "tests/load/agents.h"
 
 #include <netinet/in.h>
+#include <nghttp2/nghttp2.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
@@ -18,6 +20,7 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <optional>
 #include <random>
 #include <thread>
@@ -47,6 +50,9 @@ constexpr auto kWatchGrace = seconds(30);  // Past the watch's own timeoutSecond
 constexpr auto kShortWatch = seconds(1);   // A watch that ends sooner backs off first.
 constexpr int kMaxListPages = 100000;
 constexpr size_t kMaxFailureKinds = 32;
+// client-go's HTTP/2 windows (Go's transport defaults): 4 MiB per stream, 1 GiB per connection.
+constexpr int32_t kH2StreamWindow = 4 << 20;
+constexpr int32_t kH2ConnectionWindow = 1 << 30;
 
 void Bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
   // Single writer (the shard's thread): a plain load and store, no locked instruction.
@@ -138,8 +144,10 @@ class AgentPool::Task {
 
   virtual asio::awaitable<void> Run() = 0;
 
-  // Closes the connection under whatever the coroutine is waiting on; it sees an error.
+  // Closes the connection (or the HTTP/2 stream) under whatever the coroutine is waiting on; it
+  // sees an error.
   void Abort(bool reset) {
+    if (h2_stream_ != nullptr) AbortStream();
     if (!conn_) return;
     boost::system::error_code ignored;
     tcp::socket& s = conn_->socket;
@@ -150,9 +158,13 @@ class AgentPool::Task {
     Abort(true);
     timer_.cancel();
   }
-  bool Overdue(Clock::time_point now) const { return conn_ && now > deadline_; }
+  bool Overdue(Clock::time_point now) const {
+    return (conn_ || h2_stream_ != nullptr) && now > deadline_;
+  }
   // The client certificate this agent's connections present (its requests then carry no token).
   void SetCredential(std::shared_ptr<const NodeCredential> c) { credential_ = std::move(c); }
+  // Requests go as streams on the agent's HTTP/2 connection.
+  void SetLink(H2Link* link) { link_ = link; }
 
  protected:
   struct Reply {
@@ -175,6 +187,9 @@ class AgentPool::Task {
   // its body handed to `scanner` when given; counted by verb and status, timed. A reused
   // connection the server had closed is replaced once, uncounted.
   asio::awaitable<Reply> Request(Verb verb, const std::string& target, ListScanner* scanner);
+  // The same as a stream on the agent's HTTP/2 connection.
+  asio::awaitable<Reply> RequestH2(Verb verb, const std::string& target, ListScanner* scanner);
+  void AbortStream();
   // False when the pool is stopping.
   asio::awaitable<bool> Sleep(Clock::duration d);
   std::string RequestText(std::string_view target) const {
@@ -187,6 +202,12 @@ class AgentPool::Task {
     Bump(shard_.requests);
   }
   void CountStatus(int status) { ++shard_.by_status[status]; }
+  void RecordLatency(Verb verb, Clock::time_point sent) {
+    const int64_t took =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - sent).count();
+    if (verb == kList) shard_.list_latency.RecordNanos(took);
+    if (verb == kGet) shard_.get_latency.RecordNanos(took);
+  }
   void CountError() {
     ++shard_.errors;
     Bump(shard_.failed_requests);
@@ -198,6 +219,9 @@ class AgentPool::Task {
   asio::steady_timer timer_;
   Clock::time_point deadline_ = Clock::time_point::max();
   std::shared_ptr<const NodeCredential> credential_;
+  H2Link* link_ = nullptr;         // The agent's HTTP/2 connection, when it speaks HTTP/2.
+  H2Stream* h2_stream_ = nullptr;  // This task's open stream on it.
+  bool alpn_h2_ = false;           // The TLS handshake offers h2 only (H2Link's).
 };
 
 asio::awaitable<bool> AgentPool::Task::Connect() {
@@ -255,6 +279,10 @@ asio::awaitable<std::string> AgentPool::Task::Handshake() {
                       SSL_use_PrivateKey(ssl, credential_->key) != 1)) {
     co_return SslErrorText("client certificate", nullptr, 0);
   }
+  static constexpr unsigned char kAlpnH2[] = {2, 'h', '2'};
+  if (alpn_h2_ && SSL_set_alpn_protos(ssl, kAlpnH2, sizeof(kAlpnH2)) != 0) {
+    co_return SslErrorText("ALPN", nullptr, 0);
+  }
   const std::string& host = pool_.target_.host;
   boost::system::error_code addr_ec;
   (void)asio::ip::make_address(host, addr_ec);
@@ -267,7 +295,14 @@ asio::awaitable<std::string> AgentPool::Task::Handshake() {
   for (;;) {
     ERR_clear_error();
     const int r = SSL_connect(ssl);
-    if (r == 1) co_return std::string();
+    if (r == 1) {
+      if (!alpn_h2_) co_return std::string();
+      const unsigned char* proto = nullptr;
+      unsigned int len = 0;
+      SSL_get0_alpn_selected(ssl, &proto, &len);
+      if (len == 2 && std::memcmp(proto, "h2", 2) == 0) co_return std::string();
+      co_return std::string("TLS handshake: the server did not select h2 by ALPN");
+    }
     const int e = SSL_get_error(ssl, r);
     if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
       co_return SslErrorText("TLS handshake", ssl, e);
@@ -382,6 +417,10 @@ asio::awaitable<AgentPool::Task::ReadEnd> AgentPool::Task::ReadUntil(Consume& co
 asio::awaitable<AgentPool::Task::Reply> AgentPool::Task::Request(Verb verb,
                                                                  const std::string& target,
                                                                  ListScanner* scanner) {
+  if (link_ != nullptr) {
+    Reply h2 = co_await RequestH2(verb, target, scanner);
+    co_return h2;
+  }
   Count(verb);
   const std::string request = RequestText(target);
   for (int attempt = 0;; ++attempt) {
@@ -429,10 +468,7 @@ asio::awaitable<AgentPool::Task::Reply> AgentPool::Task::Request(Verb verb,
       pool_.NoteFailure(absl::StrCat(ToAbsl(target), ": ", r.error));
       co_return r;
     }
-    const int64_t took =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - sent).count();
-    if (verb == kList) shard_.list_latency.RecordNanos(took);
-    if (verb == kGet) shard_.get_latency.RecordNanos(took);
+    RecordLatency(verb, sent);
     CountStatus(r.status);
     if (!r.keep_alive) conn_.reset();
     co_return r;
@@ -444,6 +480,303 @@ asio::awaitable<bool> AgentPool::Task::Sleep(Clock::duration d) {
   timer_.expires_after(d);
   co_await timer_.async_wait(use_nothrow);  // Cancelled only by the stop.
   co_return !stopping();
+}
+
+// One request on an HTTP/2 connection: what the link fills in while its task waits.
+struct AgentPool::H2Stream {
+  explicit H2Stream(asio::io_context& ioc) : wake(ioc) {}
+  ~H2Stream();
+  H2Stream(const H2Stream&) = delete;
+  H2Stream& operator=(const H2Stream&) = delete;
+
+  std::string target;
+  int status = 0;       // From :status; 0 while none came.
+  bool closed = false;  // Ended: completely (error empty) or not.
+  std::string error;
+  std::function<void()> on_headers;               // After :status.
+  std::function<bool(std::string_view)> on_data;  // Body bytes; false resets the stream.
+  asio::steady_timer wake;                        // Cancelled on every change.
+  H2Link* link = nullptr;
+  int32_t id = 0;  // While open on the connection.
+
+  void Wake() { wake.cancel(); }
+  // Until the stream has ended.
+  asio::awaitable<void> Wait() {
+    while (!closed) {
+      wake.expires_at(Clock::time_point::max());
+      co_await wake.async_wait(use_nothrow);
+    }
+  }
+};
+
+// A node agent's one HTTP/2 connection (nghttp2's client session): every LIST, GET and WATCH
+// of the agent is a stream on it, as client-go's transport multiplexes a process's requests.
+// Connected at the first stream, and again at the next stream after it ends; a connection that
+// ends ends all its streams (their reflectors then re-watch, as client-go's do). A Task only for
+// the shard's sweep and stop: its connect has a deadline, and the stop closes it.
+class AgentPool::H2Link : public AgentPool::Task {
+ public:
+  explicit H2Link(Shard& shard) : Task(shard) { alpn_h2_ = true; }
+  ~H2Link() override {
+    if (session_ != nullptr) nghttp2_session_del(session_);
+  }
+
+  // Connects, then reads until the connection ends; again while streams are waiting for one.
+  asio::awaitable<void> Run() override;
+
+  void Open(H2Stream& s) {
+    s.link = this;
+    if (session_ != nullptr && !goaway_) {
+      Submit(s);
+      Flush();
+      return;
+    }
+    waiting_.push_back(&s);
+    if (!running_ && !stopping()) {
+      running_ = true;
+      asio::co_spawn(shard_.ioc, Run(), asio::detached);
+    }
+  }
+
+  // The task gives up on the stream (deadline, stop): RST_STREAM CANCEL.
+  void Close(H2Stream& s, std::string_view why) {
+    std::erase(waiting_, &s);
+    if (s.id > 0 && session_ != nullptr) {
+      nghttp2_session_set_stream_user_data(session_, s.id, nullptr);
+      nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id, NGHTTP2_CANCEL);
+      Flush();
+    }
+    End(s, std::string(why));
+  }
+
+ private:
+  static void End(H2Stream& s, std::string error) {
+    if (s.closed) return;
+    s.closed = true;
+    s.id = 0;
+    if (s.error.empty()) s.error = std::move(error);
+    s.Wake();
+  }
+  static H2Stream* StreamOf(nghttp2_session* session, int32_t id) {
+    return static_cast<H2Stream*>(nghttp2_session_get_stream_user_data(session, id));
+  }
+  void Submit(H2Stream& s);
+  // Everything nghttp2 has to send, written by one writer at a time.
+  void Flush();
+  asio::awaitable<void> WriteOut();
+  void EndAll(const std::string& why);
+
+  static int OnHeader(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
+                      size_t namelen, const uint8_t* value, size_t valuelen, uint8_t, void* user);
+  static int OnData(nghttp2_session* session, uint8_t, int32_t id, const uint8_t* data, size_t len,
+                    void* user);
+  static int OnClose(nghttp2_session* session, int32_t id, uint32_t error_code, void* user);
+  static int OnFrame(nghttp2_session*, const nghttp2_frame* frame, void* user);
+
+  nghttp2_session* session_ = nullptr;
+  bool running_ = false, writing_ = false, goaway_ = false;
+  std::vector<H2Stream*> waiting_;  // For a connection.
+  std::string out_;
+};
+
+AgentPool::H2Stream::~H2Stream() {
+  if (link != nullptr && !closed) link->Close(*this, "abandoned");
+}
+
+asio::awaitable<void> AgentPool::H2Link::Run() {
+  while (!waiting_.empty() && !stopping()) {
+    goaway_ = false;
+    if (!co_await Connect()) {
+      EndAll("no connection");
+      break;
+    }
+    nghttp2_session_callbacks* cb = nullptr;
+    nghttp2_session_callbacks_new(&cb);
+    nghttp2_session_callbacks_set_on_header_callback(cb, &OnHeader);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, &OnData);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, &OnClose);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, &OnFrame);
+    nghttp2_session_client_new(&session_, cb, this);
+    nghttp2_session_callbacks_del(cb);
+    const nghttp2_settings_entry settings[] = {
+        {NGHTTP2_SETTINGS_ENABLE_PUSH, 0}, {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kH2StreamWindow}};
+    nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, 2);
+    nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0, kH2ConnectionWindow);
+    auto waiting = std::move(waiting_);
+    waiting_.clear();
+    for (H2Stream* s : waiting) Submit(*s);
+    Flush();
+    std::string error;
+    auto consume = [this, &error](std::string_view data) {
+      const ssize_t used = nghttp2_session_mem_recv(
+          session_, reinterpret_cast<const uint8_t*>(data.data()), data.size());
+      if (used < 0) {
+        error = absl::StrCat("HTTP/2: ", nghttp2_strerror(static_cast<int>(used)));
+        return false;
+      }
+      Flush();
+      return true;
+    };
+    const ReadEnd end = co_await ReadUntil(consume, &error);
+    if (end == ReadEnd::kEof && error.empty()) error = "connection closed";
+    Abort(true);
+    while (writing_) co_await asio::post(shard_.ioc, asio::use_awaitable);
+    EndAll(error);
+    nghttp2_session_del(session_);
+    session_ = nullptr;
+    conn_.reset();
+  }
+  running_ = false;
+}
+
+void AgentPool::H2Link::Submit(H2Stream& s) {
+  const std::string& host = pool_.target_.host;
+  const std::string authority = absl::StrCat(host, ":", pool_.target_.port);
+  const std::string auth = absl::StrCat("Bearer ", pool_.token_);
+  const bool with_token = !credential_ && !pool_.token_.empty();
+  auto nv = [](std::string_view n, std::string_view v) {
+    return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(n.data())),
+                      reinterpret_cast<uint8_t*>(const_cast<char*>(v.data())), n.size(), v.size(),
+                      NGHTTP2_NV_FLAG_NONE};
+  };
+  const nghttp2_nv headers[] = {
+      nv(":method", "GET"),        nv(":scheme", pool_.target_.tls ? "https" : "http"),
+      nv(":authority", authority), nv(":path", s.target),
+      nv("accept", pool_.accept_), nv("user-agent", "kf-load/0.1"),
+      nv("authorization", auth)};
+  const size_t n = sizeof(headers) / sizeof(headers[0]) - (with_token ? 0 : 1);
+  const int32_t id = nghttp2_submit_request(session_, nullptr, headers, n, nullptr, &s);
+  if (id < 0) {
+    End(s, absl::StrCat("HTTP/2 request: ", nghttp2_strerror(id)));
+    return;
+  }
+  s.id = id;
+}
+
+void AgentPool::H2Link::Flush() {
+  if (session_ == nullptr) return;
+  for (;;) {
+    const uint8_t* data = nullptr;
+    const ssize_t n = nghttp2_session_mem_send(session_, &data);
+    if (n <= 0) break;
+    out_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
+  }
+  if (!out_.empty() && !writing_) {
+    writing_ = true;
+    asio::co_spawn(shard_.ioc, WriteOut(), asio::detached);
+  }
+}
+
+asio::awaitable<void> AgentPool::H2Link::WriteOut() {
+  while (!out_.empty() && conn_) {
+    std::string chunk;
+    chunk.swap(out_);
+    const std::string error = co_await WriteAll(chunk);
+    if (!error.empty()) {
+      out_.clear();
+      Abort(true);  // The read loop sees it and ends the connection.
+      break;
+    }
+  }
+  out_.clear();
+  writing_ = false;
+}
+
+void AgentPool::H2Link::EndAll(const std::string& why) {
+  auto waiting = std::move(waiting_);
+  waiting_.clear();
+  for (H2Stream* s : waiting) End(*s, why);
+  // The open streams: nghttp2 keeps each one's H2Stream as its user data.
+  if (session_ == nullptr) return;
+  const uint32_t next = nghttp2_session_get_next_stream_id(session_);
+  for (uint32_t id = 1; id < next && id <= 0x7fffffffu; id += 2) {
+    if (H2Stream* s = StreamOf(session_, static_cast<int32_t>(id))) {
+      nghttp2_session_set_stream_user_data(session_, static_cast<int32_t>(id), nullptr);
+      End(*s, why);
+    }
+  }
+}
+
+int AgentPool::H2Link::OnHeader(nghttp2_session* session, const nghttp2_frame* frame,
+                                const uint8_t* name, size_t namelen, const uint8_t* value,
+                                size_t valuelen, uint8_t, void*) {
+  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+  H2Stream* s = StreamOf(session, frame->hd.stream_id);
+  if (s == nullptr || s->status != 0) return 0;
+  if (std::string_view(reinterpret_cast<const char*>(name), namelen) != ":status") return 0;
+  int status = 0;
+  for (size_t i = 0; i < valuelen && value[i] >= '0' && value[i] <= '9'; ++i) {
+    status = status * 10 + (value[i] - '0');
+  }
+  s->status = status;
+  if (s->on_headers) s->on_headers();
+  return 0;
+}
+
+int AgentPool::H2Link::OnData(nghttp2_session* session, uint8_t, int32_t id, const uint8_t* data,
+                              size_t len, void*) {
+  H2Stream* s = StreamOf(session, id);
+  if (s == nullptr || !s->on_data) return 0;
+  if (!s->on_data(std::string_view(reinterpret_cast<const char*>(data), len))) {
+    // The task has what it needs (an ERROR event, a broken stream): end it here.
+    nghttp2_session_set_stream_user_data(session, id, nullptr);
+    nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+    End(*s, "");
+  }
+  return 0;
+}
+
+int AgentPool::H2Link::OnClose(nghttp2_session* session, int32_t id, uint32_t error_code, void*) {
+  H2Stream* s = StreamOf(session, id);
+  if (s == nullptr) return 0;
+  nghttp2_session_set_stream_user_data(session, id, nullptr);
+  End(*s, error_code == NGHTTP2_NO_ERROR
+              ? std::string()
+              : absl::StrCat("stream reset: ", nghttp2_http2_strerror(error_code)));
+  return 0;
+}
+
+int AgentPool::H2Link::OnFrame(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+  // GOAWAY: the open streams run to their end; new ones wait for the next connection.
+  if (frame->hd.type == NGHTTP2_GOAWAY) static_cast<H2Link*>(user)->goaway_ = true;
+  return 0;
+}
+
+void AgentPool::Task::AbortStream() {
+  H2Stream* s = h2_stream_;
+  if (s != nullptr && s->link != nullptr) s->link->Close(*s, "closed");
+}
+
+asio::awaitable<AgentPool::Task::Reply> AgentPool::Task::RequestH2(Verb verb,
+                                                                   const std::string& target,
+                                                                   ListScanner* scanner) {
+  Count(verb);
+  Reply r;
+  if (stopping()) co_return r;
+  H2Stream s(shard_.ioc);
+  s.target = target;
+  s.on_data = [scanner, &s](std::string_view body) {
+    if (scanner != nullptr && s.status == 200) scanner->Feed(body);
+    return true;
+  };
+  const auto sent = Clock::now();
+  deadline_ = sent + kRequestTimeout;
+  h2_stream_ = &s;
+  link_->Open(s);
+  co_await s.Wait();
+  h2_stream_ = nullptr;
+  deadline_ = Clock::time_point::max();
+  if (stopping()) co_return r;
+  if (s.status == 0 || !s.error.empty()) {
+    r.error = s.error.empty() ? "no response" : s.error;
+    CountError();
+    pool_.NoteFailure(absl::StrCat(ToAbsl(target), ": ", r.error));
+    co_return r;
+  }
+  r.status = s.status;
+  RecordLatency(verb, sent);
+  CountStatus(r.status);
+  co_return r;
 }
 
 // One LIST+WATCH stream, as a client-go reflector runs it.
@@ -472,6 +805,9 @@ class AgentPool::Reflector : public AgentPool::Task {
   // read, paginated), as client-go relists after a 410.
   asio::awaitable<std::optional<uint64_t>> List(bool consistent);
   asio::awaitable<End> Watch(uint64_t rv);
+  asio::awaitable<End> WatchH2(const std::string& target, int timeout_s);
+  // The watch's end from its status, its ERROR event, and whether it ended cleanly.
+  End Conclude(int status, const WatchState& st, bool done, const std::string& broken);
   // False once the stream ended (cleanly or not).
   bool Feed(tools::EventStreamParser& parser, WatchState& st, std::string_view data);
   void OnLine(std::string_view line, WatchState& st);
@@ -565,6 +901,10 @@ asio::awaitable<AgentPool::Reflector::End> AgentPool::Reflector::Watch(uint64_t 
   params.emplace_back("timeoutSeconds", std::to_string(timeout_s));
   params.emplace_back("watch", "true");
   const std::string target = absl::StrCat(path_, Query(std::move(params)));
+  if (link_ != nullptr) {
+    const End end = co_await WatchH2(target, timeout_s);
+    co_return end;
+  }
   Count(kWatch);
   if (!conn_ && !co_await Connect()) {
     if (stopping()) co_return End::kStopped;
@@ -597,22 +937,69 @@ asio::awaitable<AgentPool::Reflector::End> AgentPool::Reflector::Watch(uint64_t 
         "WATCH ", path_, ": no response: ", write_error.empty() ? read_error : write_error));
     co_return End::kError;
   }
-  if (parser.status() != 200) {
-    CountStatus(parser.status());
-    if (parser.status() == 410) co_return End::kExpired;
-    pool_.NoteFailure(absl::StrCat("WATCH ", path_, ": HTTP ", parser.status()));
-    co_return End::kError;
+  const bool done = parser.state() == tools::EventStreamParser::State::kDone;
+  co_return Conclude(
+      parser.status(), st, done,
+      parser.state() == tools::EventStreamParser::State::kError ? parser.error() : read_error);
+}
+
+AgentPool::Reflector::End AgentPool::Reflector::Conclude(int status, const WatchState& st,
+                                                         bool done, const std::string& broken) {
+  if (status != 200) {
+    CountStatus(status);
+    if (status == 410) return End::kExpired;
+    pool_.NoteFailure(absl::StrCat("WATCH ", path_, ": HTTP ", status));
+    return End::kError;
   }
   if (st.error_code) {
-    if (*st.error_code == 410) co_return End::kExpired;
+    if (*st.error_code == 410) return End::kExpired;
     pool_.NoteFailure(absl::StrCat("WATCH ", path_, ": ERROR event, code ", *st.error_code));
+    return End::kError;
+  }
+  if (done) return End::kClean;
+  pool_.NoteFailure(absl::StrCat("WATCH ", path_, " broken off: ", broken));
+  return End::kError;  // Broken off mid-stream (or by its deadline).
+}
+
+asio::awaitable<AgentPool::Reflector::End> AgentPool::Reflector::WatchH2(const std::string& target,
+                                                                         int timeout_s) {
+  Count(kWatch);
+  if (stopping()) co_return End::kStopped;
+  tools::EventStreamParser parser;
+  parser.set_protobuf(pool_.options_.protobuf);
+  WatchState st;
+  H2Stream s(shard_.ioc);
+  s.target = target;
+  s.on_headers = [this, &s, &parser, &st] {
+    if (s.status != 200) return;
+    parser.StartBody();  // HTTP/2 frames the body: DATA is the event stream itself.
+    st.open = true;
+    attempt_ = 0;
+    CountStatus(200);
+    pool_.open_watches_.fetch_add(1, std::memory_order_relaxed);
+  };
+  s.on_data = [this, &s, &parser, &st](std::string_view data) {
+    if (s.status != 200) return true;
+    st.now = tools::UnixNanos();
+    return Feed(parser, st, data);
+  };
+  deadline_ = Clock::now() + seconds(timeout_s) + kWatchGrace;
+  h2_stream_ = &s;
+  link_->Open(s);
+  co_await s.Wait();
+  h2_stream_ = nullptr;
+  deadline_ = Clock::time_point::max();
+  if (st.open) pool_.open_watches_.fetch_sub(1, std::memory_order_relaxed);
+  if (stopping()) co_return End::kStopped;
+  if (s.status == 0) {
+    CountError();
+    pool_.NoteFailure(absl::StrCat("WATCH ", path_, ": no response: ", s.error));
     co_return End::kError;
   }
-  if (parser.state() == tools::EventStreamParser::State::kDone) co_return End::kClean;
-  pool_.NoteFailure(absl::StrCat(
-      "WATCH ", path_, " broken off: ",
-      parser.state() == tools::EventStreamParser::State::kError ? parser.error() : read_error));
-  co_return End::kError;  // Broken off mid-stream (or by its deadline).
+  // Ended by the server (END_STREAM), unless the stream was reset or its events were broken.
+  // A 200 was counted in on_headers; Conclude counts the others.
+  const bool broken = parser.state() == tools::EventStreamParser::State::kError;
+  co_return Conclude(s.status, st, s.error.empty() && !broken, broken ? parser.error() : s.error);
 }
 
 bool AgentPool::Reflector::Feed(tools::EventStreamParser& parser, WatchState& st,
@@ -736,10 +1123,10 @@ absl::Status AgentPool::Start() {
     SSL_CTX_set_options(ssl_->native_handle(), SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_TICKET);
     SSL_CTX_set_session_cache_mode(ssl_->native_handle(), SSL_SESS_CACHE_OFF);
   }
+  accept_ = options_.protobuf ? "application/vnd.kubernetes.protobuf,application/json"
+                              : "application/json";
   const std::string common =
-      absl::StrCat("Host: ", target_.host, ":", target_.port, "\r\nAccept: ",
-                   options_.protobuf ? "application/vnd.kubernetes.protobuf,application/json"
-                                     : "application/json",
+      absl::StrCat("Host: ", target_.host, ":", target_.port, "\r\nAccept: ", accept_,
                    "\r\nUser-Agent: kf-load/0.1\r\n");
   request_headers_ = absl::StrCat(
       common, token_.empty() ? "" : absl::StrCat("Authorization: Bearer ", token_, "\r\n"), "\r\n");
@@ -825,8 +1212,16 @@ void AgentPool::StartAgent(AgentType type, int index) {
     } else {
       tasks.push_back(std::make_unique<Poller>(shard));
     }
+    H2Link* link = nullptr;
+    if (options_.http2 && type != AgentType::kPoller) {
+      auto owned = std::make_unique<H2Link>(shard);
+      link = owned.get();
+      if (credential) link->SetCredential(credential);
+      shard.tasks.push_back(std::move(owned));  // Swept and stopped with the others; not run.
+    }
     for (auto& task : tasks) {
       if (credential) task->SetCredential(credential);
+      if (link != nullptr) task->SetLink(link);
       Task* t = task.get();
       shard.tasks.push_back(std::move(task));
       if (shard.stopping) {

@@ -10,7 +10,8 @@
 // bookmarks and a random 5-10 minute timeout from the list's resourceVersion, a re-watch from the
 // last resourceVersion seen when a watch ends, a relist (counted) after a 410, and a jittered,
 // bounded backoff after errors. Every watch has its own HTTP/1.1 connection (TLS when the target
-// is https), which its LIST used before it.
+// is https), which its LIST used before it; or, with `http2`, every stream of an agent is one
+// HTTP/2 stream on the agent's one connection (H2Link, nghttp2's client session).
 //
 // Threads: `threads` io_contexts, one thread each; an agent's connections all live on one of
 // them and are touched only there (coroutines, no thread per agent, no locks on the data path).
@@ -70,6 +71,10 @@ struct AgentOptions {
   // Ask for protobuf as client-go's typed clients do (kubelet's and kube-proxy's default):
   // lists and watch frames are then read in protobuf.
   bool protobuf = false;
+  // Each kubelet and kube-proxy multiplexes all its requests (LISTs, GETs, WATCHes) as streams
+  // on one HTTP/2 connection, as client-go's transport does (ALPN h2 over TLS, prior knowledge
+  // in plain HTTP); pollers keep HTTP/1.1.
+  bool http2 = false;
 };
 
 // Cumulative counters, summed over the threads; readable while the agents run.
@@ -119,11 +124,14 @@ class AgentPool {
 
  private:
   class Task;
+  class H2Link;
+  struct H2Stream;
   class Reflector;
   class Poller;
   struct Conn;
   struct Shard;
   friend class Task;
+  friend class H2Link;
   friend class Reflector;
   friend class Poller;
 
@@ -135,6 +143,7 @@ class AgentPool {
   const AgentOptions options_;
   std::string request_headers_;      // Host, Accept, Authorization: the same on every request.
   std::string certificate_headers_;  // The same without Authorization: certificate users'.
+  std::string accept_;               // The Accept header's value.
   std::unique_ptr<NodeCertificates> node_certs_;  // Kubelets' identities, when configured.
   asio::ip::tcp::endpoint address_;
   std::optional<asio::ssl::context> ssl_;

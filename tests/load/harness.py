@@ -83,7 +83,7 @@ def connections(s):
 
 
 def kf_load_command(binary, s, *, target, apiserver, ca_file, label, out=None, setup_only=False,
-                    progress=True, node_ca=None, wire="json"):
+                    progress=True, node_ca=None, wire="json", http2=False):
     """kf_load's argv for one mode (or for --setup-only) of scenario s (CONTRACT.md). The token
     travels in the environment (KF_ADMIN_TOKEN), never on the command line. `node_ca`: (cert,
     key) of the CA that signs each kubelet's own client certificate (--node-certs)."""
@@ -95,6 +95,8 @@ def kf_load_command(binary, s, *, target, apiserver, ca_file, label, out=None, s
         cmd += [f"--node-ca-cert={node_ca[0]}", f"--node-ca-key={node_ca[1]}"]
     if wire != "json" and not setup_only:
         cmd.append(f"--wire={wire}")
+    if http2 and not setup_only:
+        cmd.append("--http2")
     if setup_only:
         cmd.append("--setup-only")
     if out is not None:

@@ -43,6 +43,7 @@ struct Flags {
   std::string target, apiserver, ca_file, token_env = "KF_ADMIN_TOKEN", label, out;
   std::string node_ca_cert, node_ca_key;
   std::string wire = "json";
+  bool http2 = false;
   int kubelets = 1000, kube_proxies = 0, pollers = 0;
   int configmaps_per_kubelet = 2;
   double poll_interval = 5;
@@ -114,6 +115,10 @@ po::options_description Describe(Flags* f) {
     ("wire", po::value(&f->wire)->default_value("json"),
      "What the agents ask for: json, or protobuf (client-go's Accept for kubelet and "
      "kube-proxy).")
+    ("http2", po::bool_switch(&f->http2),
+     "Kubelets and kube-proxies multiplex all their requests on one HTTP/2 connection each, as "
+     "client-go does (ALPN h2 over TLS, prior knowledge in plain HTTP); pollers stay on "
+     "HTTP/1.1.")
     ("setup-only", po::bool_switch(&f->setup_only), "Create the scenario's objects and exit.")
     ("out", po::value(&f->out)->value_name("PATH"), "The JSON result (default: stdout).")
     ("progress", po::bool_switch(&f->progress), "One progress line per second on stderr.")
@@ -524,6 +529,7 @@ int Main(int argc, char** argv) {
   ao.node_ca_cert_file = f.node_ca_cert;
   ao.node_ca_key_file = f.node_ca_key;
   ao.protobuf = f.wire == "protobuf";
+  ao.http2 = f.http2;
   const double started_unix = static_cast<double>(tools::UnixNanos()) / 1e9;
   ao.measure_from_unix_ns = tools::UnixNanos();
   AgentPool pool(*target, token, ao);

@@ -107,6 +107,13 @@ def test_kf_load_command_follows_the_contract():
     setup = harness.kf_load_command("kf_load", s, target="t", apiserver="a", ca_file="c",
                                     label="setup", setup_only=True)
     assert "--setup-only" in setup and "--progress" not in setup
+    h2 = harness.kf_load_command("kf_load", s, target="t", apiserver="a", ca_file="c",
+                                 label="kube-fanout", wire="protobuf", http2=True)
+    assert "--http2" in h2 and "--wire=protobuf" in h2 and "--http2" not in cmd
+    assert "--http2" not in harness.kf_load_command("kf_load", s, target="t", apiserver="a",
+                                                    ca_file="c", label="setup", setup_only=True,
+                                                    http2=True)
+    cmd = cmd + h2[1:]
     flags = {a.split("=")[0] for a in cmd[1:]}
     contract = (HERE / "CONTRACT.md").read_text()
     for flag in flags:   # every flag run-load passes is one the contract defines
