@@ -21,7 +21,9 @@ WRITE_VERBS = {"POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY", "C
 # Reviews kube-fanout POSTs to authenticate and authorize the clients it serves from the cache.
 AUTH_RESOURCES = {"tokenreviews", "subjectaccessreviews", "selfsubjectaccessreviews",
                   "localsubjectaccessreviews", "selfsubjectrulesreviews", "selfsubjectreviews"}
-DEFAULT_CACHED = ["pods", "nodes", "services", "endpointslices", "configmaps"]
+# kube-fanout's own default set (sync/cached_resources.cc), for an empty --cache-resources.
+DEFAULT_CACHED = ["pods", "nodes", "services", "namespaces", "configmaps", "endpointslices",
+                  "events", "csidrivers", "runtimeclasses", "servicecidrs"]
 LATENCY_ORDER = ["pods", "nodes", "endpointslices", "services", "configmaps"]
 
 
@@ -181,6 +183,23 @@ def _agents(mode):
     return sum(parts), f"{sum(parts):,} ({' / '.join(f'{p:,}' for p in parts)})"
 
 
+def _hollow_ready(mode):
+    h = get(mode, "hollow")
+    if not h:
+        return "—"
+    return (f"{h.get('ready', 0)} of {h.get('nodes', 0)} / "
+            f"{h.get('pods_running', 0)} of {h.get('pods', 0)}")
+
+
+def _hollow_connections(mode):
+    h = get(mode, "hollow")
+    if not h:
+        return "—"
+    return " / ".join("{} ({})".format(fmt_num(get(h, f"{k}_connections", "mean")),
+                                       fmt_int(get(h, f"{k}_connections", "max")))
+                      for k in ("kubelet", "proxy"))
+
+
 def summary_rows(results):
     """[(label, [cell per mode], ratio cell)]: the terminal table and the HTML table. The ratio
     cell (direct / kube-fanout) is filled only when both modes ran and the row has one."""
@@ -207,6 +226,12 @@ def summary_rows(results):
 
     row("agents (kubelets / kube-proxies / pollers)", lambda lb, m: _agents(m))
     row("watch streams", number(lambda lb, m: watch_streams(m)))
+    if any(get(m, "hollow") for m in modes.values()):
+        row("hollow nodes: Ready / pods Running (of)", lambda lb, m: (None, _hollow_ready(m)))
+        row("hollow node connections: kubelet / kube-proxy (mean, max)",
+            lambda lb, m: (None, _hollow_connections(m)))
+        row("hollow node RSS MiB: kubelet / kube-proxy (mean)", lambda lb, m: (None, " / ".join(
+            fmt_num(get(m, "hollow", f"{k}_rss_mib_mean")) for k in ("kubelet", "proxy"))))
     row("connections: peak open / failed", lambda lb, m: (None, "{} / {}".format(
         fmt_int(get(m, "kf_load", "connections", "peak_open")),
         fmt_int(get(m, "kf_load", "connections", "failed")))))

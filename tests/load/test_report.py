@@ -433,3 +433,20 @@ def test_charts_render_and_handle_empty_data():
     ET.fromstring(bars)
     assert bars.count("<rect x=") == 3 + 2    # 3 non-zero bars + 2 legend swatches
     assert "no data" in svg.bar_chart("b", ["x"], [("d", "#f00", [0])])
+
+
+def test_hollow_node_rows_only_with_hollow_nodes():
+    assert not any(k.startswith("hollow") for k in rows_by_label(make_results()))
+    res = make_results()
+    res["modes"]["kube-fanout"]["hollow"] = {
+        "nodes": 3, "ready": 3, "pods": 9, "pods_running": 8,
+        "kubelet_connections": {"min": 1, "max": 1, "mean": 1.0},
+        "proxy_connections": {"min": 1, "max": 2, "mean": 1.33},
+        "kubelet_rss_mib_mean": 78.04, "proxy_rss_mib_mean": 66.0}
+    rows = rows_by_label(res)
+    assert rows["hollow nodes: Ready / pods Running (of)"][0] == ["—", "3 of 3 / 8 of 9"]
+    assert rows["hollow node connections: kubelet / kube-proxy (mean, max)"][0] == [
+        "—", "1.0 (1) / 1.3 (2)"]
+    assert rows["hollow node RSS MiB: kubelet / kube-proxy (mean)"][0] == ["— / —", "78.0 / 66.0"]
+    report.render_table(res)
+    report.render_html(res)
