@@ -30,6 +30,7 @@ import pathlib
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -37,6 +38,9 @@ import pytest
 
 from kfrig import ROOT, Proxy, free_port, metric_values, scaled
 from test_identity import issue_cert
+
+sys.path.insert(0, str(ROOT / "tests/load"))
+from hollow import remove_root_dir  # noqa: E402  (the load harness's hollow nodes)
 
 NODES = 3
 REPLICAS = 3        # Deployment web, selected by Service web
@@ -578,8 +582,9 @@ class HollowNode:
                                        issue_cert(cluster, name))
         proxy_cfg = write_kubeconfig(directory / "proxy.kubeconfig", server, ca,
                                      issue_cert(cluster, f"{name}-proxy", "system:kube-proxy"))
-        # The kubelet makes its root directory under TMPDIR.
-        env = {"TMPDIR": str(directory)}
+        # kubemark makes the kubelet's root directory in /tmp whatever TMPDIR says; stop()
+        # removes it.
+        env = {}
         self.kubelet = Component(f"hollow-kubelet {name}", bins / "kubemark", [
             "--morph=kubelet", f"--name={name}", f"--kubeconfig={kubelet_cfg}",
             f"--kubelet-port={free_port()}", "--kubelet-read-only-port=0",
@@ -609,6 +614,7 @@ class HollowNode:
     def stop(self, api):
         for c in self.components():
             c.stop()
+        remove_root_dir(self.kubelet.log_path)
         api.call("DELETE", f"/api/v1/nodes/{self.name}", expect=(200, 404))
         api.call("DELETE", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/"
                  f"{self.name}", expect=(200, 404))

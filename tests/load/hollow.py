@@ -15,6 +15,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import signal
 import socket
 import ssl
@@ -138,7 +139,7 @@ class Fleet:
             kubelet_cfg = self._kubeconfig(d / "kubelet.kubeconfig", self._cert(name))
             proxy_cfg = self._kubeconfig(d / "proxy.kubeconfig",
                                          self._cert(f"{name}-proxy", "system:kube-proxy"))
-            env = {**os.environ, "TMPDIR": str(d)}  # the kubelet's root directory goes there
+            env = dict(os.environ)
             for kind, args in (
                     ("kubelet", ["--morph=kubelet", f"--name={name}",
                                  f"--kubeconfig={kubelet_cfg}", f"--kubelet-port={free_port()}",
@@ -223,6 +224,9 @@ class Fleet:
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
+        for kind, name, _ in self.procs:
+            if kind == "kubelet":
+                remove_root_dir(self.work / name / "kubelet.log")
         self.procs = []
         for name in self.names:
             for path in (f"/api/v1/nodes/{name}",
@@ -235,6 +239,18 @@ class Fleet:
             self.api.call("DELETE", f"/api/v1/namespaces/{self.ns}", ok=(200, 404))
         except (OSError, RuntimeError) as e:
             self.log(f"hollow nodes: deleting namespace {self.ns}: {e}")
+
+
+def remove_root_dir(kubelet_log):
+    """Removes the root directory a stopped hollow kubelet made: kubemark makes it in /tmp
+    whatever TMPDIR says (test/utils.MakeTempDirOrDie), and names it in its log."""
+    try:
+        m = re.search(r"Using (/tmp/hollow-kubelet\.\d+) as root dir",
+                      kubelet_log.read_text(errors="replace"))
+    except OSError:
+        return
+    if m:
+        shutil.rmtree(m.group(1), ignore_errors=True)
 
 
 def free_port():
