@@ -130,6 +130,7 @@ asio::awaitable<void> ApiClient::Run(Attempt& a) {
   req.set(http::field::user_agent, "kf-fanout-bench/0.1");
   req.set(http::field::accept, "application/json, */*");
   if (!token_.empty()) req.set(http::field::authorization, absl::StrCat("Bearer ", token_));
+  for (const auto& [field, value] : headers_) req.set(field, value);
   if (a.make_body != nullptr && *a.make_body) {
     req.set(http::field::content_type, std::string(a.content_type));
     req.body() = (*a.make_body)();
@@ -173,6 +174,16 @@ asio::awaitable<void> ApiClient::Run(Attempt& a) {
   a.response.status = static_cast<int>(parser.get().result_int());
   a.response.body = std::move(parser.get().body());
   if (!parser.get().keep_alive()) Disconnect();
+}
+
+void ApiClient::SetHeader(http::field field, std::string value) {
+  for (auto& [f, v] : headers_) {
+    if (f == field) {
+      v = std::move(value);
+      return;
+    }
+  }
+  headers_.emplace_back(field, std::move(value));
 }
 
 absl::StatusOr<ApiClient::Response> ApiClient::Request(

@@ -11,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/field.hpp>
 #include <boost/beast/http/verb.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <chrono>
@@ -19,6 +20,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -58,6 +61,8 @@ class ApiClient {
   absl::StatusOr<Response> Get(std::string_view target) {
     return Request(beast::http::verb::get, target);
   }
+  // A header sent with every later request (replacing the default of that field, e.g. Accept).
+  void SetHeader(beast::http::field field, std::string value);
 
  private:
   struct Attempt;
@@ -68,6 +73,7 @@ class ApiClient {
 
   const Endpoint endpoint_;
   const std::string token_;
+  std::vector<std::pair<beast::http::field, std::string>> headers_;
   asio::io_context ioc_;
   std::optional<asio::ssl::context> ssl_ctx_;
   std::unique_ptr<beast::tcp_stream> plain_;
