@@ -277,6 +277,13 @@ int BenchRun::Run() {
   wo.threads = f.client_threads;
   wo.protobuf = f.wire == "protobuf";
   wo.streams_per_connection = f.streams_per_connection;
+  {
+    const int connections =
+        f.streams_per_connection > 0
+            ? (f.watchers + f.streams_per_connection - 1) / f.streams_per_connection
+            : f.watchers;
+    wo.source_ips = f.source_ips > 0 ? f.source_ips : connections / 25000 + 1;
+  }
   WatchClient watchers(wo);
   watchers.Start();
   const bool any = Ramp(watchers);

@@ -54,6 +54,8 @@ po::options_description Describe(BenchFlags* f) {
     ("http2-streams-per-connection", po::value(&f->streams_per_connection)->default_value(0),
      "0: HTTP/1.1, a connection per watcher. N: HTTP/2 with prior knowledge, N consecutive "
      "watchers (an agent's watches) multiplexed on one connection.")
+    ("source-ips", po::value(&f->source_ips)->default_value(0),
+     "Spread the connections over 127.0.0.1..N (0: one address per 25,000 connections).")
     ("wire", po::value(&f->wire)->default_value("json"),
      "What the watchers ask for: json, or protobuf (client-go's Accept for kubelet and "
      "kube-proxy).")

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "tests/tools/event_stream_parser.h"
+#include "tests/tools/loopback_source.h"
 #include "tests/tools/write_stamp.h"
 
 namespace kf::bench {
@@ -66,6 +67,7 @@ struct WatchClient::Conn {
   }
   asio::ip::tcp::socket socket;
   nghttp2_session* session = nullptr;
+  uint64_t number = 0;  // Its key in Shard::conns.
   bool connected = false;
   bool open = true;
   std::vector<Watch*> pending;        // Waiting for the connection.
@@ -160,6 +162,15 @@ void WatchClient::Connect(Shard& shard, Watch& w) {
       options_.protobuf ? "application/vnd.kubernetes.protobuf,application/json"
                         : "application/json",
       "\r\nUser-Agent: kf-fanout-bench/0.1\r\nAuthorization: Bearer ", options_.token, "\r\n\r\n");
+  if (options_.source_ips > 1) {
+    boost::system::error_code ec;
+    tools::OpenFromLoopbackSource(
+        w.socket, static_cast<uint64_t>(w.index) % static_cast<uint64_t>(options_.source_ips), ec);
+    if (ec) {
+      End(shard, w, "bind source address: " + ec.message());
+      return;
+    }
+  }
   w.socket.async_connect(options_.proxy, [this, &shard, &w](boost::system::error_code ec) {
     if (ec) {
       if (ec != asio::error::operation_aborted) End(shard, w, "connect: " + ec.message());
@@ -379,6 +390,7 @@ void WatchClient::OpenStream(Shard& shard, Watch& w) {
   auto [it, inserted] = shard.conns.emplace(n, nullptr);
   if (inserted) {
     it->second = std::make_unique<Conn>(shard.ioc);
+    it->second->number = static_cast<uint64_t>(n);
     it->second->client = this;
     it->second->shard = &shard;
     Bump(shard.connections);
@@ -399,6 +411,15 @@ void WatchClient::OpenStream(Shard& shard, Watch& w) {
 }
 
 void WatchClient::ConnectH2(Shard& shard, Conn& conn) {
+  if (options_.source_ips > 1) {
+    boost::system::error_code ec;
+    tools::OpenFromLoopbackSource(conn.socket,
+                                  conn.number % static_cast<uint64_t>(options_.source_ips), ec);
+    if (ec) {
+      EndConn(shard, conn, "bind source address: " + ec.message());
+      return;
+    }
+  }
   conn.socket.async_connect(options_.proxy, [this, &shard, &conn](boost::system::error_code ec) {
     if (ec) {
       if (ec != asio::error::operation_aborted) EndConn(shard, conn, "connect: " + ec.message());

@@ -51,6 +51,9 @@ class WatchClient {
     // consecutive watchers' streams on one connection, as client-go multiplexes an agent's
     // watches.
     int streams_per_connection = 0;
+    // > 1: connections spread over the source addresses 127.0.0.1..N (a loopback proxy only),
+    // since one source address reaches a port from about 28,000 ephemeral ports.
+    int source_ips = 1;
   };
 
   // Counters, summed over threads. "measured" events carry a write time at or after
