@@ -30,6 +30,7 @@
 #include "tests/load/list_scanner.h"
 #include "tests/load/wire.h"
 #include "tests/tools/event_stream_parser.h"
+#include "tests/tools/loopback_source.h"
 #include "tests/tools/resource_version.h"
 #include "tests/tools/response_reader.h"
 #include "tests/tools/write_stamp.h"
@@ -229,21 +230,21 @@ asio::awaitable<bool> AgentPool::Task::Connect() {
   conn_ = std::make_unique<Conn>(pool_, shard_.ioc);
   tcp::socket& s = conn_->socket;
   boost::system::error_code ec;
-  s.open(pool_.address_.protocol(), ec);
+  const tcp::endpoint& address =
+      pool_.addresses_[pool_.next_address_.fetch_add(1, std::memory_order_relaxed) %
+                       pool_.addresses_.size()];
+  s.open(address.protocol(), ec);
   if (!ec && pool_.options_.source_ips > 1) {
-    // The port is picked at connect time, per destination, not at bind time per source address.
-    const int one = 1;
-    (void)setsockopt(s.native_handle(), IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
     const uint64_t k = pool_.next_source_.fetch_add(1, std::memory_order_relaxed) %
                        static_cast<uint64_t>(pool_.options_.source_ips);
-    s.bind(tcp::endpoint(asio::ip::address_v4(static_cast<uint32_t>(0x7f000001u + k)), 0), ec);
+    tools::OpenFromLoopbackSource(s, k, ec);
   }
   std::string failure;
   if (ec) {
     failure = ErrorText("socket", ec);
   } else {
     deadline_ = Clock::now() + kConnectTimeout;
-    auto [cec] = co_await s.async_connect(pool_.address_, use_nothrow);
+    auto [cec] = co_await s.async_connect(address, use_nothrow);
     if (cec) {
       failure = ErrorText("connect", cec);
     } else {
@@ -1098,15 +1099,19 @@ absl::Status AgentPool::Start() {
   boost::system::error_code ec;
   asio::io_context resolver_ioc;
   tcp::resolver resolver(resolver_ioc);
-  auto results = resolver.resolve(target_.host, target_.port, ec);
-  if (ec || results.empty()) {
-    return absl::UnavailableError(
-        absl::StrCat("resolve ", target_.host, ":", target_.port, ": ", ec.message()));
-  }
-  address_ = results.begin()->endpoint();
-  if (options_.source_ips > 1 &&
-      !(address_.address().is_v4() && address_.address().is_loopback())) {
-    return absl::InvalidArgumentError("--source-ips needs an IPv4 loopback target");
+  std::vector<std::string> ports{target_.port};
+  ports.insert(ports.end(), options_.more_ports.begin(), options_.more_ports.end());
+  for (const std::string& port : ports) {
+    auto results = resolver.resolve(target_.host, port, ec);
+    if (ec || results.empty()) {
+      return absl::UnavailableError(
+          absl::StrCat("resolve ", target_.host, ":", port, ": ", ec.message()));
+    }
+    addresses_.push_back(results.begin()->endpoint());
+    if (options_.source_ips > 1 &&
+        !(addresses_.back().address().is_v4() && addresses_.back().address().is_loopback())) {
+      return absl::InvalidArgumentError("--source-ips needs an IPv4 loopback target");
+    }
   }
   if (target_.tls) {
     ssl_.emplace(asio::ssl::context::tls_client);

@@ -75,6 +75,8 @@ struct AgentOptions {
   // on one HTTP/2 connection, as client-go's transport does (ALPN h2 over TLS, prior knowledge
   // in plain HTTP); pollers keep HTTP/1.1.
   bool http2 = false;
+  // More replicas of the target: the same host and scheme on these ports.
+  std::vector<std::string> more_ports;
 };
 
 // Cumulative counters, summed over the threads; readable while the agents run.
@@ -145,7 +147,11 @@ class AgentPool {
   std::string certificate_headers_;  // The same without Authorization: certificate users'.
   std::string accept_;               // The Accept header's value.
   std::unique_ptr<NodeCertificates> node_certs_;  // Kubelets' identities, when configured.
-  asio::ip::tcp::endpoint address_;
+  // The target's address, and the other replicas' (same host and scheme, options_.more_ports):
+  // each new connection goes to the next one in turn, as a Service spreads connections over
+  // its endpoints; a refused one is retried on the next.
+  std::vector<asio::ip::tcp::endpoint> addresses_;
+  std::atomic<uint64_t> next_address_{0};
   std::optional<asio::ssl::context> ssl_;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::atomic<uint64_t> agents_{0}, streams_{0};

@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "tests/bench/proc_stats.h"
 #include "tests/bench/process_limits.h"
 #include "tests/load/agents.h"
@@ -66,7 +67,8 @@ po::options_description Describe(Flags* f) {
   // clang-format off
   d.add_options()
     ("target", po::value(&f->target)->value_name("URL"),
-     "Where the agents connect: https://HOST:PORT (apiserver, kube-fanout TLS) or http://HOST:PORT.")
+     "Where the agents connect: https://HOST:PORT (apiserver, kube-fanout TLS) or http://HOST:PORT; "
+     "several, comma-separated (same scheme and host): replicas, each new connection to the next.")
     ("apiserver", po::value(&f->apiserver)->value_name("URL"),
      "Where setup and churn writes go (always the apiserver), https://HOST:PORT.")
     ("ca-file", po::value(&f->ca_file)->value_name("PATH"), "CA for both URLs.")
@@ -450,7 +452,19 @@ int Main(int argc, char** argv) {
     return 2;
   }
   auto api = tools::Endpoint::Parse(f.apiserver);
-  auto target = tools::Endpoint::Parse(f.setup_only && f.target.empty() ? f.apiserver : f.target);
+  // --target=URL[,URL...]: replicas behind one name (same scheme and host, other ports).
+  std::vector<std::string> targets =
+      absl::StrSplit(f.setup_only && f.target.empty() ? f.apiserver : f.target, ',');
+  auto target = tools::Endpoint::Parse(targets[0]);
+  std::vector<std::string> more_ports;
+  for (size_t i = 1; i < targets.size() && target.ok(); ++i) {
+    auto more = tools::Endpoint::Parse(targets[i]);
+    if (!more.ok() || more->tls != target->tls || more->host != target->host) {
+      std::fprintf(stderr, "kf_load: the --target replicas must share scheme and host\n");
+      return 2;
+    }
+    more_ports.push_back(more->port);
+  }
   if (!api.ok() || !target.ok()) {
     std::fprintf(stderr, "kf_load: --apiserver and --target want [http[s]://]HOST:PORT\n");
     return 2;
@@ -530,6 +544,7 @@ int Main(int argc, char** argv) {
   ao.node_ca_key_file = f.node_ca_key;
   ao.protobuf = f.wire == "protobuf";
   ao.http2 = f.http2;
+  ao.more_ports = more_ports;
   const double started_unix = static_cast<double>(tools::UnixNanos()) / 1e9;
   ao.measure_from_unix_ns = tools::UnixNanos();
   AgentPool pool(*target, token, ao);
