@@ -1,6 +1,8 @@
 #include "serve/watch_stream.h"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -44,7 +46,15 @@ struct WatchParams {
   uint64_t rv = 0;
   bool bookmarks = false;
   bool initial_events_end = false;
+  bool progress_request = false;  // kProgressRequestHeader: a bookmark once proven current.
   Clock::time_point deadline;
+};
+
+// A progress request's proof: the cache brought up to its upstream's current RV (as for a
+// consistent read), run beside the watch.
+struct ProgressProof {
+  bool done = false;
+  bool proven = false;
 };
 
 // As the apiserver's cacher schedules bookmarks (cache_watcher.go, nextBookmarkTime): every
@@ -82,6 +92,9 @@ asio::awaitable<std::optional<WatchParams>> Plan(Exchange& x, Cacher& cacher,
   int64_t timeout_seconds = 0;
   if (auto t = q.First("timeoutSeconds")) (void)absl::SimpleAtoi(ToAbsl(*t), &timeout_seconds);
   p.deadline = WatchDeadline(Clock::now(), timeout_seconds);
+  p.progress_request =
+      p.bookmarks && x.request.headers.find(std::string(kProgressRequestHeader)) !=
+                         x.request.headers.end();
   if (q.Has("sendInitialEvents") || !rv || rv->empty()) {
     // WatchList, or "get state and start at most recent": the state must be at least the
     // requested RV (the upstream's current one for ""); a WatchList's end is a bookmark.
@@ -117,6 +130,7 @@ struct WatchRun {
   CacheServeStats& stats;
   uint64_t last_rv = 0;
   bool first = true;
+  std::shared_ptr<ProgressProof> proof;  // Set for a progress request until its bookmark.
 };
 
 // The bookmark due now, if one is.
@@ -126,6 +140,13 @@ std::shared_ptr<const std::string> DueBookmark(WatchRun& w, Clock::time_point no
   if (w.first && p.initial_events_end) {
     bookmark = w.cacher.BookmarkFrame(w.watcher->start_rv, /*initial_events_end=*/true);
     w.last_rv = std::max(w.last_rv, w.watcher->start_rv);
+  } else if (w.proof && w.proof->done) {
+    // Proven current (or not: then the scheduled bookmarks follow as usual).
+    if (w.proof->proven) {
+      w.last_rv = std::max(w.last_rv, w.cacher.resource_version());
+      bookmark = w.cacher.BookmarkFrame(w.last_rv);
+    }
+    w.proof.reset();
   } else if (p.bookmarks && now >= w.bookmarks.next) {
     w.last_rv = std::max(w.last_rv, w.cacher.resource_version());
     bookmark = w.cacher.BookmarkFrame(w.last_rv);
@@ -245,6 +266,19 @@ asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflect
                stats};
   run.last_rv = std::max(run.watcher->start_rv, params->rv);
   run.bookmarks.next = run.bookmarks.After(Clock::now());
+  if (params->progress_request) {
+    run.proof = std::make_shared<ProgressProof>();
+    asio::co_spawn(
+        co_await asio::this_coro::executor,
+        [](Cacher& c, Reflector& r, std::shared_ptr<ProgressProof> proof,
+           std::weak_ptr<Wakeup> weak) -> asio::awaitable<void> {
+          const auto current = co_await RequiredVersion(c, r, std::string_view());
+          proof->proven = current.has_value();
+          proof->done = true;
+          if (auto w = weak.lock()) w->Wake();
+        }(cacher, reflector, run.proof, wake),
+        asio::detached);
+  }
   auto result = co_await (RunWatch(run) || x.response->ClientGone());
   if (result.index() == 1) x.error = "client closed";
   co_return true;

@@ -325,7 +325,8 @@ asio::awaitable<bool> Reflector::ProgressWatch() {
       "&timeoutSeconds=3&watch=true");
   ++stats_.progress_watches;
   auto opened = co_await UpstreamWatch::Open(pool_, target, credentials_(),
-                                             std::chrono::seconds(10), Accept());
+                                             std::chrono::seconds(10), Accept(),
+                                             /*progress_request=*/true);
   if (!opened.ok() || opened->index() != 0) co_return false;
   std::unique_ptr<UpstreamWatch> watch = std::move(std::get<0>(*opened));
   progress_active_ = watch.get();

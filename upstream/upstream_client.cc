@@ -71,7 +71,8 @@ asio::awaitable<absl::StatusOr<UpstreamResponse>> UpstreamCall(
 
 asio::awaitable<absl::StatusOr<std::variant<std::unique_ptr<UpstreamWatch>, UpstreamResponse>>>
 UpstreamWatch::Open(UpstreamPool& pool, std::string target, std::string authorization,
-                    std::chrono::seconds idle_timeout, std::string_view accept) {
+                    std::chrono::seconds idle_timeout, std::string_view accept,
+                    bool progress_request) {
   // A watch holds its connection for minutes: always a fresh one, never returned to the pool.
   auto lease = co_await pool.Acquire(/*allow_reuse=*/false);
   if (!lease.ok()) co_return lease.status();
@@ -80,6 +81,7 @@ UpstreamWatch::Open(UpstreamPool& pool, std::string target, std::string authoriz
   AnyStream& s = *watch->stream_;
   auto req = MakeRequest(pool.endpoint(lease->endpoint), http::verb::get, target, authorization, "",
                          accept);
+  if (progress_request) req.set(std::string(kProgressRequestHeader), "1");
   s.tcp().expires_after(std::chrono::seconds(30));
   auto [wec, wn] = co_await http::async_write(s, req, use_nothrow);
   if (wec) co_return absl::UnavailableError(absl::StrCat("upstream watch: ", wec.message()));

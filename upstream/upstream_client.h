@@ -26,6 +26,13 @@ namespace kf {
 
 namespace http = beast::http;
 
+// A watch with this request header (and allowWatchBookmarks) asks kube-fanout to prove its
+// cache current against its own upstream (as a consistent read does) and then send a bookmark
+// at once, instead of at its next scheduled time. Tiers use it so a lower tier's consistent
+// read is not held back by what the tier above has not proven yet. Unknown to the apiserver,
+// which ignores it.
+inline constexpr std::string_view kProgressRequestHeader = "X-Kube-Fanout-Progress-Request";
+
 struct UpstreamResponse {
   int status = 0;
   std::string body;
@@ -42,10 +49,13 @@ asio::awaitable<absl::StatusOr<UpstreamResponse>> UpstreamCall(
 class UpstreamWatch {
  public:
   // Opens `target` (a watch URL). A non-200 answer comes back as a response, not a watch.
+  // `progress_request`: asks an upstream kube-fanout (a tier above) for a bookmark as soon as
+  // it has proven itself current (kProgressRequestHeader); the apiserver ignores the field.
   static asio::awaitable<
       absl::StatusOr<std::variant<std::unique_ptr<UpstreamWatch>, UpstreamResponse>>>
   Open(UpstreamPool& pool, std::string target, std::string authorization,
-       std::chrono::seconds idle_timeout, std::string_view accept = "application/json");
+       std::chrono::seconds idle_timeout, std::string_view accept = "application/json",
+       bool progress_request = false);
 
   // The next line (without '\n'); NotFound at the clean end of the stream.
   asio::awaitable<absl::StatusOr<std::string>> NextLine();

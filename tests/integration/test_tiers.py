@@ -86,3 +86,59 @@ def test_three_tiers_deliver_every_event_once_in_order_from_one_apiserver_watch(
     finally:
         for t in reversed(tiers):
             assert t.stop() == 0, t.log_tail()
+
+
+def first_bookmark_rv(cluster, port, path, rv, headers, wait):
+    """The RV of the first BOOKMARK on a watch from `rv`, or None if none comes within `wait`."""
+    conn = cluster.connection(port, tls=False, timeout=wait)
+    try:
+        conn.request("GET", f"{path}?watch=1&allowWatchBookmarks=true&resourceVersion={rv}"
+                            "&timeoutSeconds=120",
+                     headers={"Authorization": f"Bearer {cluster.token('admin')}",
+                              "Accept": "application/json", **headers})
+        resp = conn.getresponse()
+        assert resp.status == 200, resp.read()[:300]
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                line = resp.readline()
+            except TimeoutError:
+                return None
+            if not line:
+                return None
+            event = json.loads(line)
+            if event["type"] == "BOOKMARK":
+                return int(event["object"]["metadata"]["resourceVersion"])
+        return None
+    except TimeoutError:
+        return None
+    finally:
+        conn.close()
+
+
+def test_a_progress_request_gets_a_bookmark_as_soon_as_the_cache_is_proven_current(
+        cluster, namespace, tmp_path):
+    """What a lower tier's progress watch asks of the tier above: with the request field, a
+    bookmark at an RV at least the apiserver's current one, at once; without it, the watch's
+    schedule (a minute, or 2 s before its deadline) gives none for a long while."""
+    (tmp_path / "kf").mkdir()
+    proxy = Proxy.start(cluster, tmp_path / "kf", extra_args=["--cache-resources=configmaps"])
+    try:
+        path = f"/api/v1/namespaces/{namespace}/configmaps"
+        cluster.kubectl("create", "configmap", "before", "-n", namespace)
+        listed = cluster.request("GET", f"{path}?resourceVersion=0", port=proxy.port, tls=False)
+        assert listed.status == 200, listed.body
+        start_rv = json.loads(listed.body)["metadata"]["resourceVersion"]
+        # Writes elsewhere move the apiserver's RV past anything this resource's cache saw.
+        for i in range(3):
+            cluster.kubectl("create", "secret", "generic", f"elsewhere-{i}", "-n", namespace)
+        current = int(json.loads(cluster.request("GET", "/api/v1/namespaces?limit=1").body)
+                      ["metadata"]["resourceVersion"])
+        asked = first_bookmark_rv(cluster, proxy.port, path, start_rv,
+                                  {"X-Kube-Fanout-Progress-Request": "1"}, wait=10)
+        assert asked is not None, "no bookmark within 10 s of a progress request"
+        assert asked >= current, (asked, current)
+        plain = first_bookmark_rv(cluster, proxy.port, path, start_rv, {}, wait=5)
+        assert plain is None, plain
+    finally:
+        assert proxy.stop() == 0, proxy.log_tail()
