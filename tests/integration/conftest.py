@@ -38,13 +38,50 @@ def proxy(cluster, tmp_path_factory):
     assert code == 0, f"kube-fanout exited with {code}; log:\n{p.log_tail()}"
 
 
+def fidelity_tiers():
+    """KF_FIDELITY_TIERS=N (N > 1): the differential suite runs against the bottom of N tiers."""
+    value = os.environ.get("KF_FIDELITY_TIERS", "1")
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"KF_FIDELITY_TIERS must be a positive whole number, got {value!r}")
+    return int(value)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Against a chain of tiers only the tests of cached_proxy run (the others start their own)."""
+    if fidelity_tiers() == 1:
+        return
+    keep = [item for item in items if "cached_proxy" in getattr(item, "fixturenames", ())]
+    dropped = [item for item in items if item not in keep]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
 @pytest.fixture(scope="session")
 def cached_proxy(cluster, tmp_path_factory):
-    """kube-fanout with its default cached resources."""
-    p = Proxy.start(cluster, tmp_path_factory.mktemp("cached-proxy"))
-    yield p
-    code = p.stop()
-    assert code == 0, f"kube-fanout exited with {code}; log:\n{p.log_tail()}"
+    """kube-fanout with its default cached resources.
+
+    With KF_FIDELITY_TIERS=N (N > 1) it is the bottom of a chain of N kube-fanouts, each the
+    upstream of the next (the top one's is the apiserver), all with the default cached
+    resources: what a client of the bottom tier sees must be what the apiserver answers.
+    """
+    chain = []
+    try:
+        for i in range(fidelity_tiers()):
+            directory = tmp_path_factory.mktemp(f"cached-proxy-tier{i}")
+            upstream = None
+            if chain:
+                token_file = directory / "upstream-token"
+                token_file.write_text(cluster.token("admin"))
+                upstream = [f"--upstream=https://127.0.0.1:{chain[-1].secure_port}",
+                            f"--upstream-ca-file={cluster.env['KF_CA_FILE']}",
+                            f"--upstream-token-file={token_file}"]
+            chain.append(Proxy.start(cluster, directory, upstream_args=upstream))
+        yield chain[-1]
+    finally:
+        codes = [(p.stop(), p) for p in reversed(chain)]
+        for code, p in codes:
+            assert code == 0, f"kube-fanout exited with {code}; log:\n{p.log_tail()}"
 
 
 @pytest.fixture
