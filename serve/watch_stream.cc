@@ -92,9 +92,8 @@ asio::awaitable<std::optional<WatchParams>> Plan(Exchange& x, Cacher& cacher,
   int64_t timeout_seconds = 0;
   if (auto t = q.First("timeoutSeconds")) (void)absl::SimpleAtoi(ToAbsl(*t), &timeout_seconds);
   p.deadline = WatchDeadline(Clock::now(), timeout_seconds);
-  p.progress_request =
-      p.bookmarks && x.request.headers.find(std::string(kProgressRequestHeader)) !=
-                         x.request.headers.end();
+  p.progress_request = p.bookmarks && x.request.headers.find(std::string(kProgressRequestHeader)) !=
+                                          x.request.headers.end();
   if (q.Has("sendInitialEvents") || !rv || rv->empty()) {
     // WatchList, or "get state and start at most recent": the state must be at least the
     // requested RV (the upstream's current one for ""); a WatchList's end is a bookmark.
