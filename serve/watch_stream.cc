@@ -132,8 +132,11 @@ struct WatchRun {
   std::shared_ptr<ProgressProof> proof;  // Set for a progress request until its bookmark.
 };
 
-// The bookmark due now, if one is.
-std::shared_ptr<const std::string> DueBookmark(WatchRun& w, Clock::time_point now) {
+// The bookmark due now, if one is. `cache_rv` is the cache's RV read before the batch just
+// written was taken: every event at or below it for this watcher was in that batch (the cache
+// queues an event and advances its RV under one lock), so a bookmark at it never overtakes one.
+std::shared_ptr<const std::string> DueBookmark(WatchRun& w, Clock::time_point now,
+                                               uint64_t cache_rv) {
   const WatchParams& p = w.params;
   std::shared_ptr<const std::string> bookmark;
   if (w.first && p.initial_events_end) {
@@ -142,12 +145,12 @@ std::shared_ptr<const std::string> DueBookmark(WatchRun& w, Clock::time_point no
   } else if (w.proof && w.proof->done) {
     // Proven current (or not: then the scheduled bookmarks follow as usual).
     if (w.proof->proven) {
-      w.last_rv = std::max(w.last_rv, w.cacher.resource_version());
+      w.last_rv = std::max(w.last_rv, cache_rv);
       bookmark = w.cacher.BookmarkFrame(w.last_rv);
     }
     w.proof.reset();
   } else if (p.bookmarks && now >= w.bookmarks.next) {
-    w.last_rv = std::max(w.last_rv, w.cacher.resource_version());
+    w.last_rv = std::max(w.last_rv, cache_rv);
     bookmark = w.cacher.BookmarkFrame(w.last_rv);
     w.bookmarks.next = w.bookmarks.After(now);
   }
@@ -158,9 +161,10 @@ std::shared_ptr<const std::string> DueBookmark(WatchRun& w, Clock::time_point no
 // Writes what the watcher has queued (and a bookmark when one is due) as one body piece.
 // False: the watch is over (closed by the cache, or the write failed).
 asio::awaitable<bool> WriteBatch(WatchRun& w, Clock::time_point now) {
+  const uint64_t cache_rv = w.cacher.resource_version();  // Before the Take: see DueBookmark.
   CacheWatcher::Batch batch = w.watcher->Take();
   if (batch.last_rv > 0) w.last_rv = batch.last_rv;
-  const auto bookmark = DueBookmark(w, now);
+  const auto bookmark = DueBookmark(w, now, cache_rv);
   absl::InlinedVector<asio::const_buffer, 16> bufs;
   for (const Piece& piece : batch.pieces) bufs.emplace_back(piece.bytes.data(), piece.bytes.size());
   if (bookmark) bufs.push_back(asio::buffer(*bookmark));
