@@ -12,6 +12,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/system/system_error.hpp>
+#include <chrono>
 #include <cstddef>
 #include <deque>
 #include <memory>
@@ -47,6 +49,9 @@ class AsyncSemaphore {
     auto waiter = std::make_shared<Waiter>(co_await asio::this_coro::executor, this);
     waiters_.push_back(waiter);
     while (!waiter->granted) {
+      // Woken by Release (the timer is cancelled); the slice is only a safety net for a
+      // cancellation that could not be made (see Wake).
+      waiter->timer.expires_after(kRecheck);
       co_await waiter->timer.async_wait(asio::as_tuple(asio::use_awaitable));
     }
     waiter->taken = true;
@@ -56,10 +61,11 @@ class AsyncSemaphore {
   size_t waiting() const { return waiters_.size(); }
 
  private:
+  // How long a waiter sleeps before it looks at `granted` again by itself.
+  static constexpr std::chrono::seconds kRecheck{1};
+
   struct Waiter {
-    Waiter(const boost::asio::any_io_executor& ex, AsyncSemaphore* s) : timer(ex), owner(s) {
-      timer.expires_at(boost::asio::steady_timer::time_point::max());
-    }
+    Waiter(const boost::asio::any_io_executor& ex, AsyncSemaphore* s) : timer(ex), owner(s) {}
     // A waiter that went away after being handed the permit gives it back.
     ~Waiter() {
       if (granted && !taken) owner->Release();
@@ -69,18 +75,30 @@ class AsyncSemaphore {
     bool granted = false, taken = false;
   };
 
-  // Hands the permit to the first waiter still there, or frees it.
-  void Release() {
+  // Hands the permit to the first waiter still there, or frees it. Runs in destructors
+  // (Permit's, Waiter's): never throws.
+  void Release() noexcept {
     while (!waiters_.empty()) {
       std::shared_ptr<Waiter> next = waiters_.front().lock();
       waiters_.pop_front();
       if (next) {
         next->granted = true;
-        next->timer.cancel();
+        Wake(next->timer);
         return;
       }
     }
     ++free_;
+  }
+
+  // Ends a waiter's sleep at once. With BOOST_ASIO_NO_DEPRECATED the timer's cancel() is the
+  // throwing form only; the reactor's cancellation does not fail, and were it to, the waiter
+  // still sees `granted` within kRecheck.
+  static void Wake(boost::asio::steady_timer& timer) noexcept {
+    try {
+      timer.cancel();
+    } catch (const boost::system::system_error&) {
+      // Left to the waiter's next look (above).
+    }
   }
 
   size_t free_;
