@@ -2,12 +2,14 @@
 // bounded queue of frame pieces that reference shared event bytes. The cache pushes under its
 // own lock from the reflector's thread; the watch's session takes batches from its own thread.
 // A watcher whose queue exceeds its byte budget is closed (the client resumes from its last RV)
-// and never slows the producer or anyone else.
+// and never slows the producer or anyone else. The bytes queued also count in the process-wide
+// QueueBudget, when there is one, which may cut the watchers furthest behind.
 //
 // Shared (shared_ptr) by the Cacher and the session; the queue is guarded by its own mutex.
 #ifndef KUBE_FANOUT_CACHE_CACHE_WATCHER_H_
 #define KUBE_FANOUT_CACHE_CACHE_WATCHER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -20,6 +22,7 @@
 #include "cache/cached_object.h"
 #include "cache/field_selector.h"
 #include "cache/label_selector.h"
+#include "cache/queue_budget.h"
 #include "cache/watch_event.h"
 
 namespace kf {
@@ -34,16 +37,28 @@ struct WatchFilter {
   bool Matches(const CachedObject& object) const;
 };
 
+// Watchers cut, by reason (kept by the cache of their resource, counted by the watcher).
+struct CutCounts {
+  std::atomic<uint64_t> queue_bytes{0};        // Past its own budget.
+  std::atomic<uint64_t> total_queue_bytes{0};  // Among the furthest behind past the QueueBudget.
+};
+
 class CacheWatcher {
  public:
   // `notify` is called without the cache's lock when the queue becomes non-empty or the watcher
-  // is closed; it must only schedule work (e.g. post to the session's thread).
-  CacheWatcher(WatchFilter filter, size_t max_queue_bytes, std::function<void()> notify);
+  // is closed; it must only schedule work (e.g. post to the session's thread). `budget` (may be
+  // null) is the process-wide one; `cuts` (may be null) counts this watcher's cut.
+  CacheWatcher(WatchFilter filter, size_t max_queue_bytes, std::function<void()> notify,
+               QueueBudget* budget = nullptr, CutCounts* cuts = nullptr);
+  ~CacheWatcher();
+  CacheWatcher(const CacheWatcher&) = delete;
+  CacheWatcher& operator=(const CacheWatcher&) = delete;
 
   const WatchFilter& filter() const { return filter_; }
+  QueueBudget* budget() const { return budget_; }
 
-  // Why a watcher closed: cut for not reading (its queue passed the budget), or ended by the
-  // cache (shutdown).
+  // Why a watcher closed: cut for not reading (its queue passed the budget, or it was among the
+  // furthest behind when the process-wide budget was spent), or ended by the cache (shutdown).
   enum class CloseCause { kOpen, kTooSlow, kEnded };
 
   struct Batch {
@@ -56,9 +71,17 @@ class CacheWatcher {
   // Takes everything queued (consumer side).
   Batch Take();
 
-  // Producer side: appends one event's frame. Returns true when the consumer must be notified.
-  // Past the byte budget the queue is dropped and the watcher closed (kTooSlow).
-  bool Push(std::span<Piece> pieces, size_t bytes, uint64_t rv);
+  // Producer side: appends one event's frame. Past the byte budget the queue is dropped and the
+  // watcher closed (kTooSlow, notify due). When the process-wide budget has no room for it
+  // (and the queue is not empty: a watcher that has caught up always gets the event), nothing
+  // is queued and kNoRoom says so: the cache makes room (QueueBudget::MakeRoom) and pushes
+  // again, or cuts this watcher (CutForTotal). kQuiet: queued with a notification already
+  // pending, or the watcher is closed.
+  enum class Pushed { kQuiet, kNotify, kNoRoom };
+  Pushed Push(std::span<Piece> pieces, size_t bytes, uint64_t rv);
+  // Cuts the watcher for the process-wide budget (kTooSlow), if open with bytes queued. True:
+  // it was cut (a notify is due).
+  bool CutForTotal();
   // Closes the watcher (cache gone, relist, shutdown). Returns true when a notify is due.
   bool Close();
   bool closed() const;
@@ -75,9 +98,13 @@ class CacheWatcher {
   std::string index_key;
 
  private:
+  void CutLocked(std::atomic<uint64_t> CutCounts::*reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const WatchFilter filter_;
   const size_t max_queue_bytes_;
   const std::function<void()> notify_;
+  QueueBudget* const budget_;
+  CutCounts* const cuts_;
 
   mutable absl::Mutex mu_;
   std::vector<Piece> queue_ ABSL_GUARDED_BY(mu_);

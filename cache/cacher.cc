@@ -69,11 +69,18 @@ void Cacher::DispatchLocked(const EventPtr& e, std::vector<CacheWatcher*>* notif
     size_t bytes = 0;
     for (const Piece& p : *pieces) bytes += p.bytes.size();
     ++dispatched_;
-    if (w->Push(*pieces, bytes, e->resource_version())) notify->push_back(w.get());
-    if (w->closed()) {  // Cut for slowness; the session sees it.
-      ++watchers_cut_;
-      watchers_.Remove(w.get());
+    CacheWatcher::Pushed pushed = w->Push(*pieces, bytes, e->resource_version());
+    if (pushed == CacheWatcher::Pushed::kNoRoom) {
+      // The process-wide budget is spent: the watchers further behind than this one would be
+      // go, largest first; then this one, if there is still no room.
+      w->budget()->MakeRoom(bytes, w->queued_bytes() + bytes);
+      pushed = w->Push(*pieces, bytes, e->resource_version());
+      if (pushed == CacheWatcher::Pushed::kNoRoom) {
+        pushed = w->CutForTotal() ? CacheWatcher::Pushed::kNotify : CacheWatcher::Pushed::kQuiet;
+      }
     }
+    if (pushed == CacheWatcher::Pushed::kNotify) notify->push_back(w.get());
+    if (w->closed()) watchers_.Remove(w.get());  // Cut for slowness; the session sees it.
   }
 }
 
@@ -227,7 +234,8 @@ Cacher::Stats Cacher::GetStats() const {
   watchers_.ForEach(
       [&s](const std::shared_ptr<CacheWatcher>& w) { s.queued_bytes += w->queued_bytes(); });
   s.dispatched = dispatched_;
-  s.watchers_cut = watchers_cut_;
+  s.watchers_cut = cuts_.queue_bytes.load(std::memory_order_relaxed);
+  s.watchers_cut_total_budget = cuts_.total_queue_bytes.load(std::memory_order_relaxed);
   s.resource_version = rv_;
   s.synced = synced_;
   s.last_update = last_update_;
@@ -327,7 +335,7 @@ std::pair<ObjectPtr, uint64_t> Cacher::Get(const std::string& key) const {
 
 absl::StatusOr<std::shared_ptr<CacheWatcher>> Cacher::Watch(WatchRequest req) {
   auto w = std::make_shared<CacheWatcher>(std::move(req.filter), req.max_queue_bytes,
-                                          std::move(req.notify));
+                                          std::move(req.notify), req.total_budget, &cuts_);
   std::vector<Piece> initial;
   uint64_t last_rv = 0;
   {

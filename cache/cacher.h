@@ -66,6 +66,8 @@ class Cacher {
     size_t queued_bytes = 0;    // Across watchers, waiting to be written.
     uint64_t dispatched = 0;    // Events queued to watchers, counted per watcher.
     uint64_t watchers_cut = 0;  // Watchers closed for exceeding their byte budget.
+    // Watchers closed, among those furthest behind, when the process-wide budget was spent.
+    uint64_t watchers_cut_total_budget = 0;
     uint64_t resource_version = 0;
     bool synced = false;
     Clock::time_point last_update;  // Last upstream event, bookmark or list.
@@ -131,6 +133,7 @@ class Cacher {
     uint64_t resource_version = 0;  // For kAfterVersion.
     size_t max_queue_bytes = 16u << 20;
     std::function<void()> notify;
+    QueueBudget* total_budget = nullptr;  // The process-wide one; null: none.
   };
   // Registers a watcher whose queue starts with the initial state (ADDED per matching object,
   // by key) or with the window's events after the RV, then continues with live events, with no
@@ -176,7 +179,7 @@ class Cacher {
   mutable uint64_t last_bookmark_rv_ ABSL_GUARDED_BY(mu_) = 0;
   std::multimap<uint64_t, std::function<void()>> waiters_ ABSL_GUARDED_BY(mu_);
   uint64_t dispatched_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t watchers_cut_ ABSL_GUARDED_BY(mu_) = 0;
+  CutCounts cuts_;  // Atomic: a watcher may be cut from another cache's dispatch.
   Clock::time_point last_update_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -213,13 +213,15 @@ asio::awaitable<void> RunWatch(WatchRun& w) {
 absl::StatusOr<std::shared_ptr<CacheWatcher>> Register(Cacher& cacher, WatchFilter filter,
                                                        const WatchParams& p,
                                                        const std::shared_ptr<Wakeup>& wake,
-                                                       Wakeups& wakeups, size_t max_queue) {
+                                                       Wakeups& wakeups,
+                                                       const WatchOptions& options) {
   auto notify = [weak = std::weak_ptr<Wakeup>(wake), &wakeups] {
     wakeups.Add([weak] {
       if (auto w = weak.lock()) w->Wake();
     });
   };
-  return cacher.Watch(Cacher::WatchRequest{std::move(filter), p.start, p.rv, max_queue, notify});
+  return cacher.Watch(Cacher::WatchRequest{std::move(filter), p.start, p.rv,
+                                           options.max_queue_bytes, notify, options.total_queue});
 }
 
 }  // namespace
@@ -247,8 +249,7 @@ asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflect
   if (!params) co_return false;
   ++stats.watches;
   auto wake = std::make_shared<Wakeup>(co_await asio::this_coro::executor, *x.response);
-  auto watcher =
-      Register(cacher, std::move(filter), *params, wake, wakeups, options.max_queue_bytes);
+  auto watcher = Register(cacher, std::move(filter), *params, wake, wakeups, options);
   if (!watcher.ok()) {
     co_await WriteExpired(x, watcher.status(), cacher.encoding());
     co_return true;

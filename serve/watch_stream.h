@@ -26,7 +26,8 @@ std::chrono::steady_clock::time_point WatchDeadline(std::chrono::steady_clock::t
                                                     int64_t timeout_seconds);
 
 struct WatchOptions {
-  size_t max_queue_bytes = 0;  // A watcher's queue past this is cut.
+  size_t max_queue_bytes = 0;          // A watcher's queue past this is cut.
+  QueueBudget* total_queue = nullptr;  // All watchers' queues together (null: no bound).
   std::chrono::milliseconds bookmark_interval{60000};
 };
 

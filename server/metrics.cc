@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "cache/queue_budget.h"
 #include "common/strings.h"
 #include "passthrough/coalescer.h"
 #include "ratelimit/event_filter.h"
@@ -132,9 +133,6 @@ constexpr ResourceFamily kResourceFamilies[] = {
      [](const ResourceRow& r) { return static_cast<double>(r.stats.window_events); }},
     {"kube_fanout_event_window_bytes", "gauge", "Bytes of the events kept.",
      [](const ResourceRow& r) { return static_cast<double>(r.stats.window_bytes); }},
-    {"kube_fanout_watchers_cut_total", "counter",
-     "Watches closed because their client fell behind by more than its byte budget.",
-     [](const ResourceRow& r) { return static_cast<double>(r.stats.watchers_cut); }},
     {"kube_fanout_events_dispatched_total", "counter", "Events queued to watchers.",
      [](const ResourceRow& r) { return static_cast<double>(r.stats.dispatched); }},
     {"kube_fanout_upstream_events_total", "counter", "Events received from the upstream.",
@@ -240,6 +238,17 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
   for (const ResourceFamily& f : kResourceFamilies) {
     w.Family(f.name, f.type, f.help);
     for (const ResourceRow& r : rows) w.Sample(f.name, r.labels, f.value(r));
+  }
+  w.Family("kube_fanout_watchers_cut_total", "counter",
+           "Watches closed because their client fell behind, by reason (queue_bytes: past "
+           "--watcher-max-queue-bytes; total_queue_bytes: among the furthest behind when all "
+           "watchers together passed --watchers-max-total-queue-bytes).");
+  for (const ResourceRow& r : rows) {
+    w.Sample("kube_fanout_watchers_cut_total", absl::StrCat(r.labels, ",reason=\"queue_bytes\""),
+             static_cast<double>(r.stats.watchers_cut));
+    w.Sample("kube_fanout_watchers_cut_total",
+             absl::StrCat(r.labels, ",reason=\"total_queue_bytes\""),
+             static_cast<double>(r.stats.watchers_cut_total_budget));
   }
   return w.Take();
 }
@@ -352,6 +361,18 @@ std::string RenderReviewMetrics(const ReviewStats& authentication,
   w.Family("kube_fanout_access_review_cache_hits_total", "counter",
            "Cached-read authorizations answered from the cache of SubjectAccessReview answers.");
   w.Sample("kube_fanout_access_review_cache_hits_total", "", load(authorization.cache_hits));
+  return w.Take();
+}
+
+std::string RenderWatchLimitMetrics(const QueueBudget& queues) {
+  Writer w;
+  w.Family("kube_fanout_watch_queue_process_bytes", "gauge",
+           "Event bytes queued to all watchers of the process, unsent (what "
+           "--watchers-max-total-queue-bytes bounds).");
+  w.Sample("kube_fanout_watch_queue_process_bytes", "", static_cast<double>(queues.queued()));
+  w.Family("kube_fanout_watch_queue_process_limit_bytes", "gauge",
+           "--watchers-max-total-queue-bytes (0: unlimited).");
+  w.Sample("kube_fanout_watch_queue_process_limit_bytes", "", static_cast<double>(queues.limit()));
   return w.Take();
 }
 

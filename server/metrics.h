@@ -15,6 +15,7 @@ namespace kf {
 
 class CachedResources;
 class Coalescer;
+class QueueBudget;
 namespace ratelimit {
 class EventSpamFilter;
 }
@@ -39,6 +40,9 @@ std::string RenderReviewMetrics(const ReviewStats& authentication,
 // seconds, open and maximum descriptors, start time), read from /proc/self; empty where /proc
 // cannot be read.
 std::string RenderProcessMetrics();
+
+// The bytes queued to all watchers (--watchers-max-total-queue-bytes) and their bound.
+std::string RenderWatchLimitMetrics(const QueueBudget& queues);
 
 // New connections refused at accept: descriptor headroom, failed accepts.
 std::string RenderConnectionsRefusedMetrics(uint64_t fd_headroom, uint64_t accept_errors);

@@ -161,6 +161,11 @@ po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
          ->default_value(8u << 20),
      "Per watcher, the bytes that may wait unsent; a watch past it is closed and its client "
      "resumes from its last resourceVersion.")
+    ("watchers-max-total-queue-bytes",
+     po::value(&o->watchers_max_total_queue_bytes)->value_name("BYTES")->default_value(1u << 30),
+     "All watchers together, the bytes that may wait unsent (counted as each watcher counts its "
+     "own); past it the watches furthest behind are closed, largest queue first, and their "
+     "clients resume. A watcher that has caught up always gets the next event. 0: unlimited.")
     ("http2-max-streams-per-connection",
      po::value(&o->http2_max_streams_per_connection)->value_name("N")->default_value(0),
      "The most concurrent streams a client's HTTP/2 connection may have (announced in SETTINGS; "
@@ -248,8 +253,9 @@ const std::vector<Topic>& Topics() {
         "upstream-token-file", "upstream-insecure-skip-tls-verify", "upstream-dial-timeout"}},
       {"Cache",
        {"cache-resources", "watch-cache-window-bytes", "watcher-max-queue-bytes",
-        "watch-bookmark-interval", "cache-snapshot-dir", "cache-snapshot-max-bytes",
-        "cache-snapshot-interval", "cache-snapshot-max-age", "cache-snapshot-secrets"}},
+        "watchers-max-total-queue-bytes", "watch-bookmark-interval", "cache-snapshot-dir",
+        "cache-snapshot-max-bytes", "cache-snapshot-interval", "cache-snapshot-max-age",
+        "cache-snapshot-secrets"}},
       {"Admission and passthrough",
        {"enable-admission", "admission-config", "max-passthrough-in-flight", "event-spam-filter",
         "coalesce-reads"}},

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "cache/queue_budget.h"
 #include "common/log.h"
 #include "edge/tls_config.h"
 #include "filters/admission_filter.h"
@@ -97,6 +98,9 @@ class Server {
   HealthChecks health_;
   std::atomic<int64_t> active_sessions_{0};
   CacheServeStats cache_stats_;
+  // Every watcher's queue counts here: declared before the cache and the workers, which hold
+  // the watchers, so it outlives them.
+  QueueBudget watch_queue_budget_{static_cast<size_t>(options_.watchers_max_total_queue_bytes)};
   RouteStats route_stats_;
   std::unique_ptr<ratelimit::Admission> admission_;
   std::unique_ptr<ratelimit::EventSpamFilter> event_filter_;

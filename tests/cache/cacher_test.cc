@@ -164,6 +164,144 @@ TEST_CASE("Cacher cuts a watcher past its byte budget without touching the other
   CHECK(f.cacher.watcher_count() == 1);
 }
 
+// Watchers of one or two caches sharing a process-wide QueueBudget.
+struct Budgeted {
+  explicit Budgeted(size_t limit) : budget(limit) {}
+  QueueBudget budget;
+  Cacher pods{PodsType(), EventRingLimits{}, [] { return std::chrono::steady_clock::now(); }};
+  Cacher other{PodsType(), EventRingLimits{}, [] { return std::chrono::steady_clock::now(); }};
+  int notified = 0;
+  std::shared_ptr<CacheWatcher> Watch(Cacher& c, WatchFilter f = Filter()) {
+    auto w = c.Watch(
+        {std::move(f), Cacher::Start::kInitialState, 0, 1 << 20, [this] { ++notified; }, &budget});
+    REQUIRE(w.ok());
+    return *w;
+  }
+  // What the open watchers hold, as the gauges add it up.
+  size_t Held() const { return pods.GetStats().queued_bytes + other.GetStats().queued_bytes; }
+};
+
+TEST_CASE("Cacher cuts the watcher furthest behind once all watchers pass the process budget") {
+  Budgeted b(/*limit=*/4000);
+  b.pods.Replace({}, 10);
+  auto stalled = b.Watch(b.pods);
+  auto lagging = b.Watch(b.pods);
+  auto fast = b.Watch(b.pods);
+  uint64_t rv = 11;
+  for (; rv <= 40 && !stalled->closed(); ++rv) {
+    b.pods.Apply(EventType::kAdded, Pod("n", "p" + std::to_string(rv), rv));
+    Drain(*fast);
+    if (rv % 3 == 0) Drain(*lagging);  // Behind by up to three events, then catches up.
+    CHECK(b.budget.queued() == b.Held());
+  }
+  REQUIRE(rv > 13);  // Events were delivered before the cut.
+  CacheWatcher::Batch cut = stalled->Take();
+  CHECK(cut.closed);
+  CHECK(cut.close_cause == CacheWatcher::CloseCause::kTooSlow);
+  CHECK(cut.pieces.empty());
+  CHECK_FALSE(lagging->closed());
+  CHECK_FALSE(fast->closed());
+  const Cacher::Stats st = b.pods.GetStats();
+  CHECK(st.watchers_cut_total_budget == 1);
+  CHECK(st.watchers_cut == 0);  // Its own budget (1 MiB) was never reached.
+  CHECK(b.budget.cuts() == 1);
+  CHECK(b.budget.walks() >= 1);
+  // The others go on, under the budget; the cut one's bytes are given back.
+  for (uint64_t more = rv; more < rv + 10; ++more) {
+    b.pods.Apply(EventType::kAdded, Pod("n", "p" + std::to_string(more), more));
+    Drain(*fast);
+    Drain(*lagging);
+  }
+  CHECK(b.budget.queued() == 0);
+  CHECK(b.pods.GetStats().watchers_cut_total_budget == 1);
+  CHECK(b.pods.GetStats().watchers == 2);  // The cut one left the index at its next event.
+}
+
+TEST_CASE("The process budget cuts a stalled watcher of another cache, counted by its own") {
+  Budgeted b(/*limit=*/3000);
+  b.pods.Replace({}, 10);
+  b.other.Replace({}, 10);
+  auto stalled = b.Watch(b.other);
+  auto reader = b.Watch(b.pods);
+  // The stalled watcher fills most of the budget from its own cache.
+  for (uint64_t rv = 11; rv <= 16; ++rv) {
+    b.other.Apply(EventType::kAdded, Pod("n", "o" + std::to_string(rv), rv));
+  }
+  REQUIRE_FALSE(stalled->closed());
+  const size_t stalled_bytes = stalled->queued_bytes();
+  REQUIRE(stalled_bytes > 1500);
+  // The reader is behind by a few events of the other cache: room is made from the largest.
+  for (uint64_t rv = 11; rv <= 16 && !stalled->closed(); ++rv) {
+    b.pods.Apply(EventType::kAdded, Pod("n", "p" + std::to_string(rv), rv));
+  }
+  CHECK(stalled->closed());
+  CHECK_FALSE(reader->closed());
+  CHECK(b.other.GetStats().watchers_cut_total_budget == 1);
+  CHECK(b.pods.GetStats().watchers_cut_total_budget == 0);
+  CHECK(b.budget.queued() == reader->queued_bytes());
+  CHECK(b.budget.queued() <= 3000);
+}
+
+TEST_CASE("The process budget always lets a caught-up watcher have the next event") {
+  Budgeted b(/*limit=*/100);  // Less than one event.
+  b.pods.Replace({}, 10);
+  auto one = b.Watch(b.pods);
+  auto two = b.Watch(b.pods);
+  b.pods.Apply(EventType::kAdded, Pod("n", "a", 11));
+  CHECK(Drain(*one) == std::vector<Seen>{{"ADDED", "a", 11}});
+  CHECK(Drain(*two) == std::vector<Seen>{{"ADDED", "a", 11}});
+  CHECK(b.budget.queued() == 0);
+  CHECK(b.budget.cuts() == 0);
+  // Behind by one event with the budget spent: the next event has no room, and goes with it.
+  b.pods.Apply(EventType::kAdded, Pod("n", "b", 12));
+  Drain(*one);
+  b.pods.Apply(EventType::kAdded, Pod("n", "c", 13));
+  CHECK(Drain(*one) == std::vector<Seen>{{"ADDED", "c", 13}});
+  CHECK(two->closed());
+  CHECK(b.pods.GetStats().watchers_cut_total_budget == 1);
+  CHECK(b.budget.walks() == 0);  // Nobody could be further behind than `two`: no walk.
+}
+
+TEST_CASE("A crowd one event behind with the process budget spent costs no walk per delivery") {
+  Budgeted b(/*limit=*/1000);
+  b.pods.Replace({}, 10);
+  std::vector<std::shared_ptr<CacheWatcher>> crowd;
+  for (int i = 0; i < 50; ++i) crowd.push_back(b.Watch(b.pods));
+  b.pods.Apply(EventType::kAdded, Pod("n", "a", 11));  // Every one caught up: each gets it.
+  for (const auto& w : crowd) REQUIRE_FALSE(w->closed());
+  REQUIRE(b.budget.queued() > 1000);
+  // No room and nobody further behind: each goes in turn until the rest fit.
+  b.pods.Apply(EventType::kAdded, Pod("n", "b", 12));
+  size_t cut = 0;
+  for (const auto& w : crowd) {
+    if (w->closed()) {
+      ++cut;
+    } else {
+      CHECK(Drain(*w) == std::vector<Seen>{{"ADDED", "a", 11}, {"ADDED", "b", 12}});
+    }
+  }
+  CHECK(cut >= 45);
+  CHECK(cut < 50);
+  CHECK(b.pods.GetStats().watchers_cut_total_budget == cut);
+  CHECK(b.budget.walks() == 0);
+  CHECK(b.budget.queued() == 0);
+}
+
+TEST_CASE("A watcher gives its queued bytes back to the process budget when it goes") {
+  Budgeted b(/*limit=*/0);  // Counted, not bounded.
+  b.pods.Replace({}, 10);
+  auto w = b.Watch(b.pods);
+  for (uint64_t rv = 11; rv <= 15; ++rv) {
+    b.pods.Apply(EventType::kAdded, Pod("n", "p" + std::to_string(rv), rv));
+  }
+  REQUIRE(b.budget.queued() > 0);
+  CHECK(b.budget.queued() == w->queued_bytes());
+  b.pods.RemoveWatcher(w.get());
+  w.reset();
+  CHECK(b.budget.queued() == 0);
+  CHECK(b.budget.cuts() == 0);
+}
+
 TEST_CASE("Cacher ignores an upstream event it has already seen") {
   Fixture f;
   f.cacher.Replace({Pod("n", "p", 5)}, 10);

@@ -418,7 +418,7 @@ def test_a_client_that_stops_reading_is_cut_and_others_are_unaffected(cluster, t
             f"big{i}" for i in range(30)]
         metrics = cluster.request("GET", "/metrics", port=p.port, tls=False).body.decode()
         assert metric_values(metrics, "kube_fanout_watchers_cut_total")[
-            '{resource="configmaps"}'] >= 1
+            '{resource="configmaps",reason="queue_bytes"}'] >= 1
         assert metric_values(metrics, "kube_fanout_watch_queue_bytes")[
             '{resource="configmaps"}'] <= 2097152
         conn.close()

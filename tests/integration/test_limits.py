@@ -6,14 +6,17 @@
   while the connections already open keep being served, passthrough included.
 - A request body trickled in: the whole body has the apiserver's 60 s request timeout; an Event
   body kube-fanout reads itself gets the apiserver's 504 Timeout Status past it.
+- Stalled watchers past --watchers-max-total-queue-bytes are cut (by that reason) while a
+  reader goes on.
 """
 import json
 import resource
 import socket
+import threading
 import time
 
 from kfrig import Proxy, metric_values, scaled
-from test_cache import compare
+from test_cache import compare, open_watch, read_events
 
 
 def test_more_than_ten_thousand_query_parameters_read_as_empty(cluster, cached_proxy, namespace):
@@ -130,3 +133,49 @@ def test_an_event_body_trickled_in_gets_the_apiservers_timeout(cluster, cached_p
                     "reason": "Timeout", "details": {}, "code": 504}
     assert 58 <= took <= 70
     assert cluster.request("GET", f"/api/v1/namespaces/{namespace}/events/slow").status == 404
+
+
+def test_stalled_watchers_past_the_total_queue_bound_are_cut_and_readers_go_on(
+        cluster, tmp_path, namespace):
+    total = 3 << 20  # Less than one watcher's own 8 MiB: the total is what cuts.
+    proxy = Proxy.start(cluster, tmp_path, extra_args=[
+        "--cache-resources=configmaps", "--watcher-max-queue-bytes=8388608",
+        f"--watchers-max-total-queue-bytes={total}"])
+    path = f"/api/v1/namespaces/{namespace}/configmaps?watch=1&resourceVersion=0"
+    stalled = []
+    try:
+        # Two clients that never read, with tiny receive buffers.
+        for _ in range(2):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", proxy.port))
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                      f"{cluster.token('admin')}\r\n\r\n".encode())
+            stalled.append(s)
+        conn, healthy = open_watch(cluster, proxy.secure_port, path)
+        got = []
+        reader = threading.Thread(target=lambda: got.extend(read_events(healthy, 30, 60)))
+        reader.start()
+        for i in range(30):
+            cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"big{i}"},
+                  "data": {"v": "x" * (400 * 1024)}}
+            assert cluster.request("POST", f"/api/v1/namespaces/{namespace}/configmaps",
+                                   body=json.dumps(cm).encode(),
+                                   headers={"Content-Type": "application/json"}).status == 201
+        reader.join(timeout=60)
+        assert [json.loads(line)["object"]["metadata"]["name"] for line in got] == [
+            f"big{i}" for i in range(30)]
+        text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
+        cuts = metric_values(text, "kube_fanout_watchers_cut_total")
+        print(cuts, metric_values(text, "kube_fanout_watch_queue_process_bytes"))
+        assert cuts['{resource="configmaps",reason="total_queue_bytes"}'] >= 1
+        assert cuts['{resource="configmaps",reason="queue_bytes"}'] == 0
+        assert metric_values(text, "kube_fanout_watch_queue_process_limit_bytes")[""] == total
+        # What is left queued is under the bound (a caught-up watcher's one event aside).
+        assert metric_values(text, "kube_fanout_watch_queue_process_bytes")[""] <= total + (
+            500 << 10)
+        conn.close()
+    finally:
+        for s in stalled:
+            s.close()
+        assert proxy.stop() == 0

@@ -138,6 +138,7 @@ TEST_CASE("The help text lists every flag") {
                            "--cache-resources",
                            "--watch-cache-window-bytes",
                            "--watcher-max-queue-bytes",
+                           "--watchers-max-total-queue-bytes",
                            "--watch-bookmark-interval",
                            "--metrics-listen",
                            "--allow-insecure-listen",
