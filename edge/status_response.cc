@@ -59,6 +59,11 @@ KubeStatus ToKubeStatus(const absl::Status& status) {
   return out;
 }
 
+KubeStatus TooManyRequestsStatus(int retry_after_seconds) {
+  return {429, "TooManyRequests", "Too many requests, please try again later.",
+          retry_after_seconds};
+}
+
 KubeStatus NotFoundStatus(std::string_view group, std::string_view resource,
                           std::string_view name) {
   // errors.NewNotFound: fmt.Sprintf("%s %q not found", qualifiedResource, name).

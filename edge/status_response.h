@@ -26,6 +26,11 @@ struct KubeStatus {
 // 404, `<resource>[.<group>] <name as Go's %q> not found`, details {name, group, kind: resource}.
 KubeStatus NotFoundStatus(std::string_view group, std::string_view resource, std::string_view name);
 
+// kube-fanout's answer to a request it has no room for (admission, the passthrough and watch
+// caps): 429 TooManyRequests, `Too many requests, please try again later.` (the apiserver's
+// max-in-flight and APF text, there plain text), details.retryAfterSeconds and Retry-After.
+KubeStatus TooManyRequestsStatus(int retry_after_seconds);
+
 // The row of the table for `code`: HTTP status and reason.
 struct StatusMapping {
   int http_code;

@@ -54,10 +54,9 @@ asio::awaitable<ratelimit::Decision> AdmissionFilter::Decide(
 asio::awaitable<void> AdmissionFilter::Serve(Exchange& x, const Next& next) {
   ratelimit::Decision admitted = co_await Decide(Attributes(x));
   if (!admitted.admitted) {
-    KubeStatus status{429, "TooManyRequests", "Too many requests, please try again later.",
-                      admitted.retry_after_seconds};
-    co_await x.Reject(status, absl::StrCat("admission: ", admitted.reject_reason, " (",
-                                           admitted.flow.schema, "/", admitted.flow.level, ")"));
+    co_await x.Reject(TooManyRequestsStatus(admitted.retry_after_seconds),
+                      absl::StrCat("admission: ", admitted.reject_reason, " (",
+                                   admitted.flow.schema, "/", admitted.flow.level, ")"));
     co_return;
   }
   x.priority_level = admitted.flow.level;

@@ -14,8 +14,7 @@ asio::awaitable<void> InFlightCap::Serve(Exchange& x, const Next& next) {
   if (in_flight_.fetch_add(1, std::memory_order_relaxed) >= limit_) {
     in_flight_.fetch_sub(1, std::memory_order_relaxed);
     rejected_.fetch_add(1, std::memory_order_relaxed);
-    KubeStatus status{429, "TooManyRequests", "Too many requests, please try again later.", 1};
-    co_await x.Reject(status, "admission: upstream-busy");
+    co_await x.Reject(TooManyRequestsStatus(1), "admission: upstream-busy");
     co_return;
   }
   absl::Cleanup release = [this] { in_flight_.fetch_sub(1, std::memory_order_relaxed); };

@@ -1,6 +1,7 @@
 #include "serve/cache_handler.h"
 
 #include "edge/representation.h"
+#include "edge/status_response.h"
 #include "serve/cacheable.h"
 #include "serve/consistent_read.h"
 #include "serve/list_response.h"
@@ -55,6 +56,18 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
   if (!allowed) {
     ++stats_.declined;
     co_return false;
+  }
+  // A cached watch holds a slot while it is open; past the bounds it is refused as the
+  // apiserver refuses a request when overloaded (the exempt level is not counted).
+  WatchSlots::Slot slot;
+  if (info.verb == "watch" && options_.slots != nullptr && x.priority_level != "exempt") {
+    const WatchSlots::Refused refused = options_.slots->Take(user->username, &slot);
+    if (refused != WatchSlots::Refused::kNone) {
+      co_await x.Reject(TooManyRequestsStatus(1), refused == WatchSlots::Refused::kTotal
+                                                      ? "watch refused: --max-watchers"
+                                                      : "watch refused: --max-watchers-per-user");
+      co_return true;
+    }
   }
   const bool served = co_await ServeRead(x, *cacher, *reflector, *filter);
   if (!served) ++stats_.declined;

@@ -16,6 +16,7 @@
 #include "edge/exchange.h"
 #include "serve/serve_stats.h"
 #include "serve/wakeups.h"
+#include "serve/watch_slots.h"
 #include "sync/reflector.h"
 
 namespace kf {
@@ -28,6 +29,7 @@ std::chrono::steady_clock::time_point WatchDeadline(std::chrono::steady_clock::t
 struct WatchOptions {
   size_t max_queue_bytes = 0;          // A watcher's queue past this is cut.
   QueueBudget* total_queue = nullptr;  // All watchers' queues together (null: no bound).
+  WatchSlots* slots = nullptr;         // Watches open at once (null: no bound).
   std::chrono::milliseconds bookmark_interval{60000};
 };
 

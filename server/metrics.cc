@@ -19,6 +19,7 @@
 #include "passthrough/coalescer.h"
 #include "ratelimit/event_filter.h"
 #include "serve/serve_stats.h"
+#include "serve/watch_slots.h"
 #include "sync/cached_resources.h"
 
 namespace kf {
@@ -364,7 +365,7 @@ std::string RenderReviewMetrics(const ReviewStats& authentication,
   return w.Take();
 }
 
-std::string RenderWatchLimitMetrics(const QueueBudget& queues) {
+std::string RenderWatchLimitMetrics(const QueueBudget& queues, const WatchSlots& slots) {
   Writer w;
   w.Family("kube_fanout_watch_queue_process_bytes", "gauge",
            "Event bytes queued to all watchers of the process, unsent (what "
@@ -373,6 +374,17 @@ std::string RenderWatchLimitMetrics(const QueueBudget& queues) {
   w.Family("kube_fanout_watch_queue_process_limit_bytes", "gauge",
            "--watchers-max-total-queue-bytes (0: unlimited).");
   w.Sample("kube_fanout_watch_queue_process_limit_bytes", "", static_cast<double>(queues.limit()));
+  w.Family("kube_fanout_cached_watches_open", "gauge",
+           "Watches served from the cache open now, exempt clients aside (what --max-watchers "
+           "bounds).");
+  w.Sample("kube_fanout_cached_watches_open", "", static_cast<double>(slots.open()));
+  w.Family("kube_fanout_watches_refused_total", "counter",
+           "Watches of cached resources answered 429 before they started, by reason "
+           "(max_watchers, max_watchers_per_user).");
+  w.Sample("kube_fanout_watches_refused_total", "reason=\"max_watchers\"",
+           static_cast<double>(slots.refused(WatchSlots::Refused::kTotal)));
+  w.Sample("kube_fanout_watches_refused_total", "reason=\"max_watchers_per_user\"",
+           static_cast<double>(slots.refused(WatchSlots::Refused::kPerUser)));
   return w.Take();
 }
 

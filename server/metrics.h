@@ -16,6 +16,7 @@ namespace kf {
 class CachedResources;
 class Coalescer;
 class QueueBudget;
+class WatchSlots;
 namespace ratelimit {
 class EventSpamFilter;
 }
@@ -41,8 +42,9 @@ std::string RenderReviewMetrics(const ReviewStats& authentication,
 // cannot be read.
 std::string RenderProcessMetrics();
 
-// The bytes queued to all watchers (--watchers-max-total-queue-bytes) and their bound.
-std::string RenderWatchLimitMetrics(const QueueBudget& queues);
+// The process-wide watch bounds: bytes queued to all watchers (--watchers-max-total-queue-bytes),
+// cached watches open and refused (--max-watchers, --max-watchers-per-user).
+std::string RenderWatchLimitMetrics(const QueueBudget& queues, const WatchSlots& slots);
 
 // New connections refused at accept: descriptor headroom, failed accepts.
 std::string RenderConnectionsRefusedMetrics(uint64_t fd_headroom, uint64_t accept_errors);

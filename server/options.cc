@@ -166,6 +166,13 @@ po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
      "All watchers together, the bytes that may wait unsent (counted as each watcher counts its "
      "own); past it the watches furthest behind are closed, largest queue first, and their "
      "clients resume. A watcher that has caught up always gets the next event. 0: unlimited.")
+    ("max-watchers", po::value(&o->max_watchers)->value_name("N")->default_value(100000),
+     "Watches served from the cache open at once (exempt clients aside); past it a new one is "
+     "answered 429 with Retry-After, as the apiserver answers when overloaded. 0: unlimited.")
+    ("max-watchers-per-user", po::value(&o->max_watchers_per_user)->value_name("N")
+         ->default_value(0),
+     "Watches served from the cache open at once per user (exempt clients aside); past it: 429 "
+     "with Retry-After. 0: unlimited.")
     ("http2-max-streams-per-connection",
      po::value(&o->http2_max_streams_per_connection)->value_name("N")->default_value(0),
      "The most concurrent streams a client's HTTP/2 connection may have (announced in SETTINGS; "
@@ -253,9 +260,9 @@ const std::vector<Topic>& Topics() {
         "upstream-token-file", "upstream-insecure-skip-tls-verify", "upstream-dial-timeout"}},
       {"Cache",
        {"cache-resources", "watch-cache-window-bytes", "watcher-max-queue-bytes",
-        "watchers-max-total-queue-bytes", "watch-bookmark-interval", "cache-snapshot-dir",
-        "cache-snapshot-max-bytes", "cache-snapshot-interval", "cache-snapshot-max-age",
-        "cache-snapshot-secrets"}},
+        "watchers-max-total-queue-bytes", "max-watchers", "max-watchers-per-user",
+        "watch-bookmark-interval", "cache-snapshot-dir", "cache-snapshot-max-bytes",
+        "cache-snapshot-interval", "cache-snapshot-max-age", "cache-snapshot-secrets"}},
       {"Admission and passthrough",
        {"enable-admission", "admission-config", "max-passthrough-in-flight", "event-spam-filter",
         "coalesce-reads"}},
@@ -454,6 +461,10 @@ absl::Status Validate(const ProxyOptions& o) {
   if (o.threads < 0) return absl::InvalidArgumentError("--threads must be 0 or more");
   if (o.max_passthrough_in_flight < 0) {
     return absl::InvalidArgumentError("--max-passthrough-in-flight must be 0 or more");
+  }
+  if (o.max_watchers < 0 || o.max_watchers_per_user < 0) {
+    return absl::InvalidArgumentError(
+        "--max-watchers and --max-watchers-per-user must be 0 or more");
   }
   return absl::OkStatus();
 }

@@ -70,6 +70,8 @@ struct ProxyOptions {
   uint64_t watch_cache_window_bytes = 256u << 20;
   uint64_t watcher_max_queue_bytes = 8u << 20;
   uint64_t watchers_max_total_queue_bytes = 1u << 30;  // 0: unlimited.
+  int64_t max_watchers = 100000;                       // Cached watches open; 0: unlimited.
+  int64_t max_watchers_per_user = 0;                   // 0: unlimited.
   uint32_t http2_max_streams_per_connection = 0;       // 0: the apiserver's 100.
   absl::Duration watch_bookmark_interval = absl::Minutes(1);
   // Warm restart (sync/snapshot_store.h): the directory ("" = off) and its bounds.

@@ -359,6 +359,7 @@ SharedStages Server::Stages() {
   s.cache_stats = &cache_stats_;
   s.watch.max_queue_bytes = static_cast<size_t>(options_.watcher_max_queue_bytes);
   s.watch.total_queue = &watch_queue_budget_;
+  s.watch.slots = &watch_slots_;
   s.watch.bookmark_interval =
       std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.watch_bookmark_interval));
   return s;
@@ -377,7 +378,7 @@ std::string Server::RenderAllMetrics() const {
     out += RenderServingCertificateMetrics(
         serving_cert_->reloads(), serving_cert_->reload_failures(), serving_cert_->not_after());
   }
-  out += RenderWatchLimitMetrics(watch_queue_budget_);
+  out += RenderWatchLimitMetrics(watch_queue_budget_, watch_slots_);
   out += RenderConnectionsRefusedMetrics(connections_refused_[0].load(),
                                          connections_refused_[1].load());
   out += RenderProcessMetrics();

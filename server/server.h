@@ -28,6 +28,7 @@
 #include "ratelimit/admission.h"
 #include "ratelimit/event_filter.h"
 #include "serve/serve_stats.h"
+#include "serve/watch_slots.h"
 #include "server/health.h"
 #include "server/local_handler.h"
 #include "server/options.h"
@@ -101,6 +102,7 @@ class Server {
   // Every watcher's queue counts here: declared before the cache and the workers, which hold
   // the watchers, so it outlives them.
   QueueBudget watch_queue_budget_{static_cast<size_t>(options_.watchers_max_total_queue_bytes)};
+  WatchSlots watch_slots_{options_.max_watchers, options_.max_watchers_per_user};
   RouteStats route_stats_;
   std::unique_ptr<ratelimit::Admission> admission_;
   std::unique_ptr<ratelimit::EventSpamFilter> event_filter_;

@@ -8,6 +8,8 @@
   body kube-fanout reads itself gets the apiserver's 504 Timeout Status past it.
 - Stalled watchers past --watchers-max-total-queue-bytes are cut (by that reason) while a
   reader goes on.
+- Cached watches past --max-watchers or --max-watchers-per-user: 429 TooManyRequests with
+  Retry-After, counted; exempt clients are not counted.
 """
 import json
 import resource
@@ -133,6 +135,74 @@ def test_an_event_body_trickled_in_gets_the_apiservers_timeout(cluster, cached_p
                     "reason": "Timeout", "details": {}, "code": 504}
     assert 58 <= took <= 70
     assert cluster.request("GET", f"/api/v1/namespaces/{namespace}/events/slow").status == 404
+
+
+def _watch(cluster, port, path, identity):
+    conn = cluster.connection(port, timeout=scaled(15))
+    conn.request("GET", path, headers={"Authorization": f"Bearer {cluster.token(identity)}",
+                                       "Accept": "application/json"})
+    return conn, conn.getresponse()
+
+
+def test_watches_past_max_watchers_get_429_and_are_counted(cluster, tmp_path, namespace):
+    cluster.kubectl("create", "role", "cm-reader", "--verb=get,list,watch",
+                    "--resource=configmaps", "-n", namespace)
+    cluster.kubectl("create", "rolebinding", "cm-readers", "--role=cm-reader",
+                    "--user=kf-alice", "--user=kf-bob", "-n", namespace)
+    proxy = Proxy.start(cluster, tmp_path, extra_args=[
+        "--cache-resources=configmaps", "--max-watchers=3", "--max-watchers-per-user=2"])
+    path = f"/api/v1/namespaces/{namespace}/configmaps?watch=1&resourceVersion=0"
+    held = []
+
+    def metrics():
+        return cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
+
+    def refused(conn, resp):
+        body = json.loads(resp.read())
+        conn.close()
+        assert resp.status == 429, body
+        assert resp.getheader("Retry-After") == "1"
+        return body
+
+    try:
+        # Two of alice's watches, then her third is past her own bound.
+        for _ in range(2):
+            conn, resp = _watch(cluster, proxy.secure_port, path, "alice")
+            assert resp.status == 200
+            held.append(conn)
+        per_user = refused(*_watch(cluster, proxy.secure_port, path, "alice"))
+        # bob's first fits (three open), his second is past the total.
+        conn, resp = _watch(cluster, proxy.secure_port, path, "bob")
+        assert resp.status == 200
+        held.append(conn)
+        total = refused(*_watch(cluster, proxy.secure_port, path, "bob"))
+        expected = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": "Too many requests, please try again later.",
+                    "reason": "TooManyRequests", "details": {"retryAfterSeconds": 1},
+                    "code": 429}
+        assert per_user == expected and total == expected
+        # The exempt level (system:masters) is not counted, nor refused.
+        conn, resp = _watch(cluster, proxy.secure_port, path, "admin")
+        assert resp.status == 200
+        held.append(conn)
+        text = metrics()
+        assert metric_values(text, "kube_fanout_watches_refused_total") == {
+            '{reason="max_watchers"}': 1, '{reason="max_watchers_per_user"}': 1}
+        assert metric_values(text, "kube_fanout_cached_watches_open")[""] == 3
+        assert metric_values(text, "kube_fanout_watchers")['{resource="configmaps"}'] == 4
+        # One of alice's ends: she may watch again once kube-fanout has seen it go.
+        held.pop(0).close()
+        deadline = time.monotonic() + scaled(10)
+        while metric_values(metrics(), "kube_fanout_cached_watches_open")[""] != 2:
+            assert time.monotonic() < deadline, "the closed watch still holds its slot"
+            time.sleep(0.1)
+        conn, resp = _watch(cluster, proxy.secure_port, path, "alice")
+        assert resp.status == 200
+        held.append(conn)
+    finally:
+        for conn in held:
+            conn.close()
+        assert proxy.stop() == 0
 
 
 def test_stalled_watchers_past_the_total_queue_bound_are_cut_and_readers_go_on(

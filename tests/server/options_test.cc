@@ -45,6 +45,30 @@ TEST_CASE("The snapshot flags parse with their defaults and bounds") {
   CHECK(help.find("--cache-snapshot-dir") < help.find("Admission and passthrough flags:"));
 }
 
+TEST_CASE("The watch bounds parse with their defaults, and negative counts are refused") {
+  auto d = Parse({});
+  REQUIRE(d.ok());
+  CHECK(d->watcher_max_queue_bytes == 8u << 20);
+  CHECK(d->watchers_max_total_queue_bytes == 1u << 30);
+  CHECK(d->max_watchers == 100000);
+  CHECK(d->max_watchers_per_user == 0);
+  auto o = Parse(
+      {"--watchers-max-total-queue-bytes=1000", "--max-watchers=7", "--max-watchers-per-user=3"});
+  REQUIRE(o.ok());
+  CHECK(o->watchers_max_total_queue_bytes == 1000);
+  CHECK(o->max_watchers == 7);
+  CHECK(o->max_watchers_per_user == 3);
+  CHECK(Validate(*o).ok());
+  for (const char* bad : {"--max-watchers=-1", "--max-watchers-per-user=-1"}) {
+    auto n = Parse({bad});
+    REQUIRE(n.ok());
+    CHECK(Validate(*n).code() == absl::StatusCode::kInvalidArgument);
+  }
+  const std::string help = HelpText();
+  CHECK(help.find("--max-watchers") > help.find("Cache flags:"));
+  CHECK(help.find("--max-watchers") < help.find("Admission and passthrough flags:"));
+}
+
 TEST_CASE("Without any listener flag kube-fanout listens on 127.0.0.1:8001") {
   auto o = Parse({});
   REQUIRE(o.ok());
@@ -139,6 +163,8 @@ TEST_CASE("The help text lists every flag") {
                            "--watch-cache-window-bytes",
                            "--watcher-max-queue-bytes",
                            "--watchers-max-total-queue-bytes",
+                           "--max-watchers",
+                           "--max-watchers-per-user",
                            "--watch-bookmark-interval",
                            "--metrics-listen",
                            "--allow-insecure-listen",
