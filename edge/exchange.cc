@@ -21,6 +21,21 @@ std::string_view AnswerName(Answer answer) {
   return "reject";
 }
 
+std::string_view RefusalName(Refusal refusal) {
+  switch (refusal) {
+    case Refusal::kHeaderTooLarge:
+      return "header_too_large";
+    case Refusal::kBadRequest:
+      return "bad_request";
+    case Refusal::kHeaderTimeout:
+      return "header_timeout";
+    case Refusal::kTlsHandshake:
+    case Refusal::kCount:
+      break;
+  }
+  return "tls_handshake";
+}
+
 asio::awaitable<void> Exchange::Reject(const KubeStatus& status, std::string why) {
   answer = Answer::kRejected;
   error = std::move(why);

@@ -37,9 +37,19 @@ struct TransportStats {
   std::array<std::atomic<uint64_t>, static_cast<size_t>(Answer::kCount)> http2_answered{};
 };
 
+// Why a connection's request was refused before it could be routed: a head past the size
+// limits (431) or one that does not parse (400), a head that did not arrive in time once it had
+// started, a TLS handshake that failed (or timed out).
+enum class Refusal { kHeaderTooLarge, kBadRequest, kHeaderTimeout, kTlsHandshake, kCount };
+std::string_view RefusalName(Refusal refusal);
+
 // Requests by how they were answered; shared by every session.
 struct RouteStats {
   std::array<std::atomic<uint64_t>, static_cast<size_t>(Answer::kCount)> answered{};
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(Refusal::kCount)> refused{};
+  void Refused(Refusal why) {
+    refused[static_cast<size_t>(why)].fetch_add(1, std::memory_order_relaxed);
+  }
   std::atomic<uint64_t> upstream_unavailable{0};
   TransportStats transport;
   uint64_t count(Answer a) const { return answered[static_cast<size_t>(a)].load(); }

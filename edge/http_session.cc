@@ -80,6 +80,7 @@ asio::awaitable<void> HttpSession::Run() {
     client_->tcp().expires_after(kHandshakeTimeout);
     auto [ec] = co_await tls->async_handshake(asio::ssl::stream_base::server, use_nothrow);
     if (ec) {
+      pipeline_.stats().Refused(Refusal::kTlsHandshake);
       log_.Log(Logger::Level::kDebug, "TLS handshake failed",
                {{"remote", remote_}, {"error", ec.message()}});
       co_return;
@@ -131,6 +132,11 @@ asio::awaitable<bool> HttpSession::ServeOne() {
   if (ec) {
     if (Malformed(ec)) {
       co_await WriteGoServerError(ec == http::error::header_limit ? 431 : 400, ec.message());
+    } else if (ec == beast::error::timeout && buffer_.size() > 0) {
+      // A head begun and not finished in time (an idle kept-alive connection has nothing).
+      pipeline_.stats().Refused(Refusal::kHeaderTimeout);
+      log_.Log(Logger::Level::kDebug, "request head timed out",
+               {{"remote", remote_}, {"received_bytes", static_cast<int64_t>(buffer_.size())}});
     }
     co_return false;
   }

@@ -67,6 +67,7 @@ void Pipeline::Log(const Exchange& x, std::string_view remote) const {
 
 void Pipeline::LogUnparsed(std::string_view remote, int status, std::string_view error) const {
   stats_.answered[static_cast<size_t>(Answer::kRejected)].fetch_add(1, std::memory_order_relaxed);
+  stats_.Refused(status == 431 ? Refusal::kHeaderTooLarge : Refusal::kBadRequest);
   log_.Info("request", {{"remote", remote},
                         {"status", status},
                         {"route", AnswerName(Answer::kRejected)},

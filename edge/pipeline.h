@@ -41,7 +41,8 @@ class Pipeline {
 
   // One access-log line for a request and its answer; counts it.
   void Log(const Exchange& x, std::string_view remote) const;
-  // For what never became a request (a head the transport could not parse).
+  // For what never became a request (a head the transport could not parse: 431 or 400); counts
+  // it as refused.
   void LogUnparsed(std::string_view remote, int status, std::string_view error) const;
 
   RouteStats& stats() const { return stats_; }

@@ -194,6 +194,17 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
     w.Sample("kube_fanout_requests_total", Label("route", route),
              static_cast<double>(routes.count(answer)));
   }
+  w.Family("kube_fanout_requests_refused_total", "counter",
+           "Requests refused before they could be routed, by reason (header_too_large: 431; "
+           "bad_request: 400, a head that does not parse; header_timeout: a head begun and not "
+           "finished within 30 s; tls_handshake: a TLS handshake that failed or took over 10 s, "
+           "TCP-only probes included). The 431s and 400s also count in "
+           "kube_fanout_requests_total{route=\"rejected\"}.");
+  for (size_t i = 0; i < static_cast<size_t>(Refusal::kCount); ++i) {
+    w.Sample("kube_fanout_requests_refused_total",
+             Label("reason", RefusalName(static_cast<Refusal>(i))),
+             static_cast<double>(routes.refused[i].load(std::memory_order_relaxed)));
+  }
   w.Family("kube_fanout_upstream_unavailable_total", "counter",
            "Requests answered 503 because no upstream endpoint answered.");
   w.Sample("kube_fanout_upstream_unavailable_total", "",

@@ -310,6 +310,7 @@ TEST_CASE("Http2Session answers a header list past its limit with Go's 431") {
   CHECK(client.streams[big].data ==
         "<h1>HTTP Error 431</h1><p>Request Header Field(s) Too Large</p>");
   CHECK(stats.transport.http2_header_too_large == 1);
+  CHECK(stats.refused[static_cast<size_t>(Refusal::kHeaderTooLarge)] == 1);
   // The connection goes on.
   const int32_t after = client.Request("/small");
   REQUIRE(run([&] { return client.streams[after].closed; }));

@@ -2,6 +2,7 @@
 
 #include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
+#include <tuple>
 
 #include "edge/request_parser.h"
 #include "tests/edge/test_support.h"
@@ -83,14 +84,15 @@ TEST_CASE("HttpSession closes the connection after an answer that says Connectio
 }
 
 TEST_CASE("HttpSession answers a head it cannot read as Go's server does, then closes") {
-  const std::pair<std::string, std::string_view> refusals[] = {
+  const std::tuple<std::string, std::string_view, Refusal> refusals[] = {
       // A head it cannot parse: Go's own 400.
-      {"GET /a HTTP/1.1\r\nBad Field\r\n\r\n", "HTTP/1.1 400 Bad Request\r\n"},
+      {"GET /a HTTP/1.1\r\nBad Field\r\n\r\n", "HTTP/1.1 400 Bad Request\r\n",
+       Refusal::kBadRequest},
       // A head past Go's 1 MiB header limit: Go's own 431.
       {"GET /a HTTP/1.1\r\nX-Big: " + std::string(RequestParser::kMaxHeaderBytes, 'b') + "\r\n\r\n",
-       "HTTP/1.1 431 Request Header Fields Too Large\r\n"},
+       "HTTP/1.1 431 Request Header Fields Too Large\r\n", Refusal::kHeaderTooLarge},
   };
-  for (const auto& [bytes, status_line] : refusals) {
+  for (const auto& [bytes, status_line, refusal] : refusals) {
     INFO(bytes.substr(0, 40));
     Session s;
     auto got = s.Send(bytes, 2);
@@ -99,7 +101,19 @@ TEST_CASE("HttpSession answers a head it cannot read as Go's server does, then c
     CHECK(got[0].FieldCount("Connection") == 1);
     CHECK(s.pair.closed);
     CHECK(s.stats.count(Answer::kRejected) == 1);
+    // Counted once, under its reason only.
+    for (size_t i = 0; i < static_cast<size_t>(Refusal::kCount); ++i) {
+      INFO(RefusalName(static_cast<Refusal>(i)));
+      CHECK(s.stats.refused[i].load() == (static_cast<Refusal>(i) == refusal ? 1u : 0u));
+    }
   }
+}
+
+TEST_CASE("HttpSession counts no refusal for requests it answers") {
+  Session s;
+  auto got = s.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n", 1);
+  REQUIRE(got.size() == 1);
+  for (const auto& n : s.stats.refused) CHECK(n.load() == 0);
 }
 
 TEST_CASE("HttpSession closes an idle connection on a graceful stop") {

@@ -10,6 +10,8 @@
   reader goes on.
 - Cached watches past --max-watchers or --max-watchers-per-user: 429 TooManyRequests with
   Retry-After, counted; exempt clients are not counted.
+- Requests refused before routing (400, 431, a TLS handshake that fails, a head that never
+  ends) are counted by reason.
 """
 import json
 import resource
@@ -202,6 +204,63 @@ def test_watches_past_max_watchers_get_429_and_are_counted(cluster, tmp_path, na
     finally:
         for conn in held:
             conn.close()
+        assert proxy.stop() == 0
+
+
+def test_requests_refused_before_routing_are_counted_by_reason(cluster, tmp_path):
+    proxy = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources="])
+
+    def refused_total():
+        text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
+        return metric_values(text, "kube_fanout_requests_refused_total")
+
+    def exchange(data):
+        sock = socket.create_connection(("127.0.0.1", proxy.port), timeout=scaled(10))
+        sock.sendall(data)
+        answer = b""
+        while True:
+            more = sock.recv(65536)
+            if not more:
+                break
+            answer += more
+        sock.close()
+        return answer
+
+    try:
+        before = refused_total()
+        assert set(before) == {f'{{reason="{r}"}}' for r in (
+            "header_too_large", "bad_request", "header_timeout", "tls_handshake")}
+        assert all(v == 0 for v in before.values())
+        # A head that stops half-way: closed after 30 s (waited for at the end).
+        stalled = socket.create_connection(("127.0.0.1", proxy.port), timeout=scaled(45))
+        stalled.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        started = time.monotonic()
+        assert exchange(b"GET /a HTTP/1.1\r\nBad Field\r\n\r\n").startswith(
+            b"HTTP/1.1 400 Bad Request")
+        # A field past Beast's 64 KiB (the apiserver's limit is for the whole head).
+        assert exchange(b"GET /a HTTP/1.1\r\nX-Big: " + b"b" * (70 * 1024) + b"\r\n\r\n"
+                        ).startswith(b"HTTP/1.1 431")
+        # Not TLS on the TLS port: the handshake fails.
+        with socket.create_connection(("127.0.0.1", proxy.secure_port), timeout=10) as plain:
+            plain.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            while plain.recv(65536):
+                pass
+        # A served request is not a refusal.
+        assert cluster.request("GET", "/healthz", port=proxy.port, tls=False).status == 200
+        mid = refused_total()
+        assert mid['{reason="bad_request"}'] == 1
+        assert mid['{reason="header_too_large"}'] == 1
+        assert mid['{reason="tls_handshake"}'] == 1
+        assert mid['{reason="header_timeout"}'] == 0
+        assert stalled.recv(65536) == b""  # Closed by kube-fanout, not answered.
+        took = time.monotonic() - started
+        stalled.close()
+        print(f"the unfinished head was closed after {took:.1f}s")
+        assert 25 <= took <= scaled(40)
+        after = refused_total()
+        assert after['{reason="header_timeout"}'] == 1
+        assert after['{reason="tls_handshake"}'] == 1
+    finally:
         assert proxy.stop() == 0
 
 
