@@ -1,6 +1,8 @@
 """Watch streams for tests with many watchers: asyncio, plain HTTP/1.1 to kube-fanout's
---listen, each resuming from its last resourceVersion when its connection is cut."""
+--listen, each resuming from its last resourceVersion when its connection is cut, and (with
+relist=True) listing again after a 410, as an informer does."""
 import asyncio
+import http.client
 import json
 import random
 import time
@@ -11,8 +13,14 @@ from kfrig import scaled
 class Watcher:
     """One watch stream over plain HTTP/1.1 that resumes from its last RV when cut."""
 
-    def __init__(self, port, path, token, rv):
+    def __init__(self, port, path, token, rv, relist=False):
         self.port, self.path, self.token, self.rv = port, path, token, rv
+        self.relist = relist  # After a 410: list (a consistent read), watch from its RV.
+        self.relists = 0
+        # With relist: what it saw, in order: ("event", type, name, rv, content) and
+        # ("list", rv, {name: (rv, content)}); content is content_of(object).
+        self.log = []
+        self.until_rv = None  # Stop once its RV reaches this.
         self.events = []     # (type, name)
         self.rvs = []
         self.gone = 0        # 410s (ERROR events with code 410)
@@ -36,7 +44,10 @@ class Watcher:
                 if ended == "gone" and stop_on_gone:
                     self.done.set()
                     return
-            except (OSError, asyncio.IncompleteReadError, ValueError):
+                if ended == "gone" and self.relist:
+                    await asyncio.to_thread(self._list)
+                    continue
+            except (OSError, asyncio.IncompleteReadError, ValueError, http.client.HTTPException):
                 pass
             if not self.done.is_set():
                 await asyncio.sleep(random.uniform(0.05, 0.3))  # Reconnect, from self.rv.
@@ -74,9 +85,51 @@ class Watcher:
                     continue
                 self.events.append((event["type"], meta["name"]))
                 self.rvs.append(int(self.rv))
+                if self.relist:
+                    self.log.append(("event", event["type"], meta["name"], int(self.rv),
+                                     content_of(event["object"])))
                 if self.target is not None and len(self.events) >= self.target:
                     self.done.set()
+                self.check_until()
         return "done"
+
+    def check_until(self):
+        if self.until_rv is not None and int(self.rv) >= self.until_rv:
+            self.done.set()
+
+    def _list(self):
+        """A consistent LIST through kube-fanout (on a thread); the watch goes on from its RV."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        try:
+            conn.request("GET", self.path, headers={"Authorization": f"Bearer {self.token}",
+                                                    "Accept": "application/json"})
+            resp = conn.getresponse()
+            body = resp.read()
+        finally:
+            conn.close()
+        if resp.status != 200:
+            raise ValueError(f"relist answered {resp.status}")
+        listed = json.loads(body)
+        self.rv = listed["metadata"]["resourceVersion"]
+        self.relists += 1
+        self.log.append(("list", int(self.rv), {
+            o["metadata"]["name"]: (int(o["metadata"]["resourceVersion"]), content_of(o))
+            for o in listed["items"]}))
+        self.check_until()
+
+
+def content_of(obj):
+    """What a test compares of an object beyond its name and RV: labels and data."""
+    return json.dumps([obj["metadata"].get("labels"), obj.get("data")], sort_keys=True)
+
+
+async def stop_all(pool, tasks):
+    """Ends every watcher of `pool` and waits for their `tasks`."""
+    for w in pool:
+        w.done.set()
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def wait_for(predicate, timeout, what):

@@ -21,7 +21,7 @@ import subprocess
 import time
 
 from kfrig import SANITIZER, Proxy, metric_values, scaled
-from kfwatch import Watcher, wait_for
+from kfwatch import Watcher, stop_all, wait_for
 from test_compaction import compact_etcd
 
 # Fewer under a sanitizer (tests/sanitize), whose build is several times slower.
@@ -135,11 +135,7 @@ async def restart_scenario(cluster, namespace, proxy, watchers, stop_on_gone):
         await asyncio.sleep(2)  # Anything the restart would still list has started by now.
         after = await asyncio.to_thread(apiserver_lists, cluster)
     finally:
-        for w in pool:
-            w.done.set()
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await stop_all(pool, tasks)
     lists = lists_delta(before, after)
     lists["kube-fanout"] = sum(1 for l in proxy.log_lines()[log_mark:] if "cache synced" in l)
     return proxy, writes, pool, lists, ready_seconds, resumed_seconds, rv0

@@ -1,0 +1,277 @@
+"""Faults, end to end, with nothing lost (issue 14, item 6), on the real control plane.
+
+Watchers follow ConfigMaps through kube-fanout while objects are created, changed and deleted
+directly at the apiserver, before, during and after a fault:
+
+- the upstream network cut and restored (kffault.FaultRelay between kube-fanout and the
+  apiserver);
+- the upstream answering 429 with Retry-After, then 500, for a while;
+- the upstream's watch stalling without closing (kube-fanout's --upstream-watch-idle-timeout);
+- kube-fanout itself killed (SIGKILL) and started again without a snapshot under 5,000 watchers;
+- a flood of 20,000 client connections (kfflood.py).
+
+For each, every watcher must have seen every event once and in order, or a 410 and then a
+relist whose objects are exactly the apiserver's at the list's RV, followed by every later event
+once and in order: the truth is the apiserver's own watch from the same starting RV, objects
+compared by name, RV, labels and data. kube-fanout's peak RSS (VmHWM) must stay under a bound.
+Each test prints its figures (events expected and delivered, relists, upstream requests, peak
+RSS); docs/faults.md has them.
+
+KF_FAULT_WATCHERS sets the watchers of the relay faults and the flood (default 500; 100 under
+a sanitizer), KF_FAULT_KILL_WATCHERS those of the SIGKILL (default 5,000; 500 under a
+sanitizer), KF_FAULT_FLOOD the flood's connections (default 20,000; 2,000 under a sanitizer).
+"""
+import asyncio
+import bisect
+import collections
+import concurrent.futures
+import json
+import os
+import time
+
+from kffault import FaultRelay
+from kfrig import SANITIZER, Proxy, metric_values, scaled
+from kfwatch import Watcher, content_of, stop_all, wait_for
+
+WATCHERS = int(os.environ.get("KF_FAULT_WATCHERS", "100" if SANITIZER else "500"))
+# kube-fanout's peak RSS under WATCHERS watchers and one cached resource, whatever the fault.
+RSS_BOUND_MIB = 256
+
+
+def peak_rss_mib(pid):
+    """VmHWM (the peak resident set) of a live process, in MiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmHWM for {pid}")
+
+
+def proxy_metric(cluster, proxy, name, resource="configmaps"):
+    text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
+    return metric_values(text, name).get(f'{{resource="{resource}"}}', 0)
+
+
+class Churn:
+    """ConfigMap writes straight to the apiserver, in turn: create, change the newest, delete
+    the oldest. `last_rv` is the RV of the last write that returned an object."""
+
+    def __init__(self, cluster, namespace):
+        self.cluster, self.path = cluster, f"/api/v1/namespaces/{namespace}/configmaps"
+        self.live = collections.deque()
+        self.writes = 0
+        self.last_rv = 0
+
+    def _object_rv(self, r, status):
+        assert r.status == status, r.body
+        self.last_rv = int(json.loads(r.body)["metadata"]["resourceVersion"])
+        return self.last_rv
+
+    def create(self):
+        name = f"cm-{self.writes}"
+        self.writes += 1
+        body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
+                           "metadata": {"name": name, "labels": {"w": str(self.writes)}},
+                           "data": {"v": name}})
+        self.live.append(name)
+        return self._object_rv(self.cluster.request(
+            "POST", self.path, body=body, headers={"Content-Type": "application/json"}), 201)
+
+    def step(self):
+        kind = self.writes % 3
+        if kind == 0 or len(self.live) < 2:
+            return self.create()
+        self.writes += 1
+        if kind == 1:
+            return self._object_rv(self.cluster.request(
+                "PATCH", f"{self.path}/{self.live[-1]}",
+                body=json.dumps({"metadata": {"labels": {"w": str(self.writes)}},
+                                 "data": {"v": f"changed {self.writes}"}}),
+                headers={"Content-Type": "application/merge-patch+json"}), 200)
+        r = self.cluster.request("DELETE", f"{self.path}/{self.live.popleft()}")
+        assert r.status == 200, r.body
+        return None
+
+
+def truth(cluster, path, rv0, final_rv):
+    """The apiserver's own events after rv0, as (type, name, rv, content), up to final_rv."""
+    r = cluster.request("GET", f"{path}?watch=1&resourceVersion={rv0}&timeoutSeconds=2",
+                        timeout=30)
+    assert r.status == 200, r.body
+    events = []
+    for line in r.body.splitlines():
+        e = json.loads(line)
+        assert e["type"] != "ERROR", e
+        meta = e["object"]["metadata"]
+        events.append((e["type"], meta["name"], int(meta["resourceVersion"]),
+                       content_of(e["object"])))
+    assert events and events[-1][2] == final_rv, (events[-3:], final_rv)
+    return events
+
+
+def state_at(events, rv):
+    """{name: (rv, content)} after the events up to rv, from an empty namespace."""
+    state = {}
+    for typ, name, erv, content in events:
+        if erv > rv:
+            break
+        if typ == "DELETED":
+            state.pop(name, None)
+        else:
+            state[name] = (erv, content)
+    return state
+
+
+def check_watcher(w, events):
+    """None if `w` saw every event once and in order, with relists (after a 410) equal to the
+    apiserver's objects at their RV and followed by every later event; else what went wrong."""
+    rvs = [e[2] for e in events]
+    i = 0
+    for entry in w.log:
+        if entry[0] == "event":
+            due = events[i] if i < len(events) else None
+            if entry[1:] != due:
+                return f"event {entry[1:4]} where {due and due[:3]} was due (#{i})"
+            i += 1
+        else:
+            _, list_rv, objects = entry
+            if objects != state_at(events, list_rv):
+                return f"a relist at RV {list_rv} differs from the apiserver's objects then"
+            i = bisect.bisect_right(rvs, list_rv)
+    return None if i == len(events) else f"stopped after {i} of {len(events)} events"
+
+
+def verify(pool, events):
+    """Checks every watcher; returns the figures."""
+    bad = [(w, problem) for w in pool if (problem := check_watcher(w, events))]
+    assert not bad, f"{len(bad)} of {len(pool)} watchers wrong; the first: {bad[0][1]}"
+    return {"watchers": len(pool), "events": len(events),
+            "expected": len(pool) * len(events),
+            "delivered": sum(1 for w in pool for e in w.log if e[0] == "event"),
+            "relists": sum(w.relists for w in pool), "410s": sum(w.gone for w in pool),
+            "reconnects": sum(w.connects for w in pool) - len(pool),
+            "passed_through": sum(1 for w in pool if w.passed_through)}
+
+
+async def follow_through_fault(cluster, proxy, namespace, watchers, fault_on, fault_off,
+                               fault_seconds=6.0, writes_during=12, during=()):
+    """`watchers` follow the namespace's ConfigMaps through `proxy`; 5 writes they all see;
+    fault_on(); `writes_during` writes over `fault_seconds` (and each (offset, action) of
+    `during` called once `offset` s in); fault_off(); 4 writes; waits for every watcher to reach
+    the last. Returns (pool, truth, seconds from fault_off to all caught up)."""
+    # Relists run on threads (http.client): enough of them that thousands relisting at once
+    # are not queued behind a handful.
+    asyncio.get_running_loop().set_default_executor(
+        concurrent.futures.ThreadPoolExecutor(max_workers=64))
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    listed = await asyncio.to_thread(cluster.request, "GET", path, port=proxy.port, tls=False)
+    assert listed.status == 200, listed.body
+    rv0 = json.loads(listed.body)["metadata"]["resourceVersion"]
+    assert json.loads(listed.body)["items"] == []
+    pool = [Watcher(proxy.port, path, cluster.token("admin"), rv0, relist=True)
+            for _ in range(watchers)]
+    churn = Churn(cluster, namespace)
+    gate = asyncio.Semaphore(200)
+    tasks = [asyncio.create_task(w.run(gate, stop_on_gone=False)) for w in pool]
+    try:
+        await wait_for(lambda: sum(w.connects for w in pool) >= len(pool), 120,
+                       "watchers connected")
+        await asyncio.sleep(0.5)
+        for _ in range(5):
+            await asyncio.to_thread(churn.step)
+        before = churn.last_rv
+        await wait_for(lambda: all(int(w.rv) >= before for w in pool), 60,
+                       "every watcher saw the first writes")
+        await asyncio.to_thread(fault_on)
+        on = time.monotonic()
+        actions = sorted(during, key=lambda a: a[0])
+        for _ in range(writes_during):
+            await asyncio.to_thread(churn.step)
+            await asyncio.sleep(fault_seconds / writes_during)
+            while actions and time.monotonic() - on >= actions[0][0]:
+                await asyncio.to_thread(actions.pop(0)[1])
+        await asyncio.to_thread(fault_off)
+        off = time.monotonic()
+        for _ in range(3):
+            await asyncio.to_thread(churn.step)
+        final_rv = await asyncio.to_thread(churn.create)
+        for w in pool:
+            w.until_rv = final_rv
+            w.check_until()
+        try:
+            await wait_for(lambda: all(w.done.is_set() for w in pool), 120,
+                           "every watcher caught up after the fault")
+        except AssertionError as e:
+            behind = [w for w in pool if not w.done.is_set()]
+            raise AssertionError(
+                f"{e}: {len(behind)} behind, final RV {final_rv}; the first: RV {behind[0].rv}, "
+                f"{behind[0].connects} connects, {behind[0].gone} 410s, "
+                f"{behind[0].relists} relists, last {behind[0].log[-2:]}") from None
+        caught_up = time.monotonic() - off
+    finally:
+        await stop_all(pool, tasks)
+    events = await asyncio.to_thread(truth, cluster, path, rv0, final_rv)
+    assert len(events) == churn.writes  # Setup: every write is an event.
+    return pool, events, caught_up
+
+
+def report(name, figures):
+    print(f"\nFIGURES {name}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
+
+
+def check_rss(figures, proxy, bound=RSS_BOUND_MIB):
+    rss = peak_rss_mib(proxy.process.pid)
+    figures["peak RSS MiB"] = round(rss)
+    assert rss < bound, f"kube-fanout's peak RSS {rss:.0f} MiB, bound {bound} MiB"
+
+
+def relay_fault(cluster, namespace, tmp_path, name, on, off, extra_args=(), counters=(),
+                during=(), **scenario):
+    """follow_through_fault with kube-fanout (ConfigMaps cached) behind a FaultRelay: on(relay)
+    starts the fault, off(relay) ends it, each (offset, action) of `during` calls action(relay)
+    `offset` s in. Checks every watcher and the peak RSS, prints the
+    figures (with the increase of each of kube-fanout's `counters` from the fault on) and
+    returns (figures, relay, kube-fanout's log lines)."""
+    relay = FaultRelay(cluster, tmp_path)
+    token_file = tmp_path / "upstream-token"
+    token_file.write_text(cluster.token("admin"))
+    proxy = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=configmaps",
+                                                       *extra_args],
+                        upstream_args=relay.upstream_args(token_file))
+    marks = {}
+
+    def fault_on():
+        marks.update({c: proxy_metric(cluster, proxy, c) for c in counters})
+        marks["t"] = time.monotonic()
+        on(relay)
+
+    try:
+        pool, events, caught_up = asyncio.run(follow_through_fault(
+            cluster, proxy, namespace, WATCHERS, fault_on, lambda: off(relay),
+            during=[(t, lambda a=a: a(relay)) for t, a in during], **scenario))
+        figures = verify(pool, events)
+        figures["upstream requests at the relay from the fault"] = relay.count(since=marks["t"])
+        for c in counters:
+            figures[c] = int(proxy_metric(cluster, proxy, c) - marks[c])
+        figures["upstream relists"] = int(proxy_metric(cluster, proxy,
+                                                       "kube_fanout_upstream_relists_total"))
+        figures["caught up s"] = round(caught_up, 2)
+        check_rss(figures, proxy)
+    finally:
+        code = proxy.stop()
+        relay.stop()
+    report(name, figures)
+    assert code == 0, f"kube-fanout exited with {code}; log:\n{proxy.log_tail()}"
+    return figures, relay, proxy.log_lines()
+
+
+WATCHES = "kube_fanout_upstream_watches_total"
+
+
+def test_upstream_network_cut_and_restored(cluster, namespace, tmp_path):
+    """Every connection to the upstream is closed and new ones are refused for 6 s."""
+    figures, _, _ = relay_fault(cluster, namespace, tmp_path, "network cut",
+                                lambda relay: relay.cut(), lambda relay: relay.restore(),
+                                counters=[WATCHES])
+    # The cut reached kube-fanout: its watch failed, and it tried again.
+    assert figures[WATCHES] >= 2, figures
