@@ -145,6 +145,12 @@ constexpr ResourceFamily kResourceFamilies[] = {
      [](const ResourceRow& r) { return static_cast<double>(r.reflector->relists.load()); }},
     {"kube_fanout_upstream_errors_total", "counter", "Failed upstream lists and watches.",
      [](const ResourceRow& r) { return static_cast<double>(r.reflector->errors.load()); }},
+    {"kube_fanout_upstream_watch_idle_timeouts_total", "counter",
+     "Upstream watches dropped after --upstream-watch-idle-timeout without a byte, and resumed.",
+     [](const ResourceRow& r) { return static_cast<double>(r.reflector->idle_timeouts.load()); }},
+    {"kube_fanout_upstream_retry_after_waits_total", "counter",
+     "Retries of an upstream LIST or WATCH that waited for the upstream's Retry-After.",
+     [](const ResourceRow& r) { return static_cast<double>(r.reflector->retry_afters.load()); }},
     {"kube_fanout_upstream_rv_probes_total", "counter",
      "Probes of the upstream's current resourceVersion for consistent reads (shared by "
      "concurrent readers).",

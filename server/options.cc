@@ -23,7 +23,7 @@ namespace {
 
 // Flag values parsed after Boost (durations).
 struct RawFlags {
-  std::string grace, dial, bookmark;
+  std::string grace, dial, bookmark, watch_idle;
   std::string snapshot_interval, snapshot_max_age;
   std::string authn_ttl, authn_negative_ttl, authz_ttl, authz_negative_ttl;
 };
@@ -31,6 +31,7 @@ struct RawFlags {
 po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
   std::string* grace = &raw->grace;
   std::string* dial = &raw->dial;
+  std::string* watch_idle = &raw->watch_idle;
   std::string* bookmark = &raw->bookmark;
   po::options_description d("Flags", /*line_length=*/100, /*min_description_length=*/50);
   // clang-format off
@@ -147,6 +148,11 @@ po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
      "Do not verify the upstream's certificate (testing only).")
     ("upstream-dial-timeout", po::value(dial)->value_name("DURATION")->default_value("10s"),
      "Timeout for connecting to an upstream endpoint before failing over.")
+    ("upstream-watch-idle-timeout",
+     po::value(watch_idle)->value_name("DURATION")->default_value("2m"),
+     "How long a cache's upstream watch may stay silent (no event, no bookmark, no byte) before "
+     "it is taken for dead, dropped and resumed from the cache's resourceVersion. The apiserver "
+     "sends a bookmark about every minute. At least 1s.")
     ("cache-resources", po::value<std::string>()->value_name("LIST")->implicit_value(""),
      "Comma-separated resources served from the cache, as RESOURCE[.GROUP/VERSION] "
      "(e.g. pods,endpointslices.discovery.k8s.io/v1,widgets.example.com/v1). Default: pods, "
@@ -257,7 +263,8 @@ const std::vector<Topic>& Topics() {
         "authentication-cache-max-entries", "authorization-cache-max-entries"}},
       {"Upstream",
        {"kubeconfig", "context", "upstream", "events-upstream", "upstream-ca-file",
-        "upstream-token-file", "upstream-insecure-skip-tls-verify", "upstream-dial-timeout"}},
+        "upstream-token-file", "upstream-insecure-skip-tls-verify", "upstream-dial-timeout",
+        "upstream-watch-idle-timeout"}},
       {"Cache",
        {"cache-resources", "watch-cache-window-bytes", "watcher-max-queue-bytes",
         "watchers-max-total-queue-bytes", "max-watchers", "max-watchers-per-user",
@@ -339,6 +346,7 @@ absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv) {
   const std::pair<const char*, std::pair<const std::string*, absl::Duration*>> durations[] = {
       {"shutdown-grace-period", {&raw.grace, &o.shutdown_grace_period}},
       {"upstream-dial-timeout", {&raw.dial, &o.upstream_dial_timeout}},
+      {"upstream-watch-idle-timeout", {&raw.watch_idle, &o.upstream_watch_idle_timeout}},
       {"watch-bookmark-interval", {&raw.bookmark, &o.watch_bookmark_interval}},
       {"cache-snapshot-interval", {&raw.snapshot_interval, &o.cache_snapshot_interval}},
       {"cache-snapshot-max-age", {&raw.snapshot_max_age, &o.cache_snapshot_max_age}},
@@ -367,6 +375,9 @@ absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv) {
   }
   if (o.watch_bookmark_interval < absl::Milliseconds(100)) {
     return absl::InvalidArgumentError("--watch-bookmark-interval must be at least 100ms");
+  }
+  if (o.upstream_watch_idle_timeout < absl::Seconds(1)) {
+    return absl::InvalidArgumentError("--upstream-watch-idle-timeout must be at least 1s");
   }
   if (o.cache_snapshot_interval < absl::Seconds(1)) {
     return absl::InvalidArgumentError("--cache-snapshot-interval must be at least 1s");

@@ -151,6 +151,8 @@ absl::Status Server::MakeCache() {
     EventRingLimits limits;
     limits.max_bytes = options_.watch_cache_window_bytes;
     cache_ = std::make_unique<CachedResources>(std::move(specs), limits, log_);
+    cache_->SetWatchIdleTimeout(
+        std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.upstream_watch_idle_timeout)));
     if (!options_.cache_snapshot_dir.empty()) UseSnapshots();
     health_.Add("cache-sync", {HealthChecks::Endpoint::kReadyz}, [this] {
       return cache_->AllSynced() ? absl::OkStatus() : absl::UnavailableError("caches not synced");

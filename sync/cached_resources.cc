@@ -104,12 +104,13 @@ std::unique_ptr<CachedResources::Entry> CachedResources::MakeEntry(
   auto e = std::make_unique<Entry>();
   e->cacher =
       std::make_unique<Cacher>(type, limits_, [] { return std::chrono::steady_clock::now(); });
-  e->reflector = std::make_unique<Reflector>(*e->cacher, pool, cred, log_, executor);
+  e->reflector =
+      std::make_unique<Reflector>(*e->cacher, pool, cred, log_, executor, watch_idle_timeout_);
   if (!type.list_items_have_type_meta && type.Fields().ProtoPathsKnown()) {
     e->proto_cacher = std::make_unique<Cacher>(
         type, limits_, [] { return std::chrono::steady_clock::now(); }, Encoding::kProtobuf);
-    e->proto_reflector =
-        std::make_unique<Reflector>(*e->proto_cacher, pool, std::move(cred), log_, executor);
+    e->proto_reflector = std::make_unique<Reflector>(*e->proto_cacher, pool, std::move(cred), log_,
+                                                     executor, watch_idle_timeout_);
   }
   return e;
 }

@@ -54,6 +54,8 @@ class CachedResources {
   void UseSnapshots(std::unique_ptr<SnapshotStore> store, std::string upstream,
                     std::string events_upstream);
   const SnapshotStore* snapshots() const { return snapshots_.get(); }
+  // --upstream-watch-idle-timeout for every reflector (before Start).
+  void SetWatchIdleTimeout(std::chrono::milliseconds t) { watch_idle_timeout_ = t; }
 
   // Discovers each resource's kind and scope, then runs its reflector, all on `ioc` with
   // `pool` (kube-fanout's own identity).
@@ -87,6 +89,7 @@ class CachedResources {
   std::unique_ptr<SnapshotStore> snapshots_;
   std::string snapshot_upstream_, snapshot_events_upstream_;
   std::vector<std::optional<SnapshotStore::Loaded>> restored_;  // Per spec; read once.
+  std::chrono::milliseconds watch_idle_timeout_ = kDefaultWatchIdleTimeout;
   std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};
   asio::io_context* ioc_ = nullptr;

@@ -7,6 +7,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <utility>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
@@ -31,11 +32,13 @@ constexpr std::string_view kInitialEventsEnd = "k8s.io/initial-events-end";
 }  // namespace
 
 Reflector::Reflector(Cacher& cacher, UpstreamPool& pool, std::function<std::string()> credentials,
-                     const Logger& log, asio::any_io_executor executor)
+                     const Logger& log, asio::any_io_executor executor,
+                     std::chrono::milliseconds watch_idle_timeout)
     : cacher_(cacher),
       pool_(pool),
       credentials_(std::move(credentials)),
       log_(log),
+      watch_idle_timeout_(watch_idle_timeout),
       exec_(std::move(executor)) {}
 
 bool Reflector::protobuf() const { return cacher_.encoding() == Encoding::kProtobuf; }
@@ -63,8 +66,14 @@ asio::awaitable<void> Reflector::Backoff() {
   backoff_ =
       backoff_.count() == 0 ? std::chrono::milliseconds(250) : std::min(backoff_ * 2, kMaxBackoff);
   std::uniform_int_distribution<int64_t> jitter(backoff_.count() / 2, backoff_.count());
+  // An upstream that said when to come back (429 from API Priority and Fairness, 503) is not
+  // asked again sooner; the exponential backoff still applies when it is longer.
+  const std::optional<std::chrono::seconds> retry_after = std::exchange(retry_after_, std::nullopt);
+  const std::chrono::milliseconds wait =
+      RetryWait(retry_after, std::chrono::milliseconds(jitter(rng_)), kMaxBackoff);
+  if (retry_after) ++stats_.retry_afters;
   asio::steady_timer timer(co_await asio::this_coro::executor);
-  timer.expires_after(std::chrono::milliseconds(jitter(rng_)));
+  timer.expires_after(wait);
   co_await timer.async_wait(use_nothrow);
 }
 
@@ -121,6 +130,7 @@ asio::awaitable<absl::Status> Reflector::ListAll() {
       continue;
     }
     if (res->status != 200) {
+      retry_after_ = res->retry_after;
       co_return absl::UnavailableError(absl::StrCat("LIST ", CollectionPath(), ": HTTP ",
                                                     res->status, ": ", res->body.substr(0, 300)));
     }
@@ -171,8 +181,8 @@ asio::awaitable<Reflector::WatchEnd> Reflector::WatchOnce() {
       CollectionPath(), "?allowWatchBookmarks=true&resourceVersion=", cacher_.resource_version(),
       "&timeoutSeconds=", timeout(rng_), "&watch=true");
   ++stats_.watches;
-  auto opened = co_await UpstreamWatch::Open(pool_, target, credentials_(),
-                                             std::chrono::seconds(660), Accept());
+  auto opened =
+      co_await UpstreamWatch::Open(pool_, target, credentials_(), watch_idle_timeout_, Accept());
   if (!opened.ok()) {
     log_.Warning("upstream watch failed", {{"resource", cacher_.type().GroupResource()},
                                            {"error", ToStd(opened.status().message())}});
@@ -181,6 +191,7 @@ asio::awaitable<Reflector::WatchEnd> Reflector::WatchOnce() {
   if (auto* res = std::get_if<UpstreamResponse>(&*opened)) {
     log_.Warning("upstream watch refused",
                  {{"resource", cacher_.type().GroupResource()}, {"status", res->status}});
+    retry_after_ = res->retry_after;
     co_return res->status == 410 ? WatchEnd::kExpired : WatchEnd::kFailed;
   }
   std::unique_ptr<UpstreamWatch> watch = std::move(std::get<0>(*opened));
@@ -188,6 +199,16 @@ asio::awaitable<Reflector::WatchEnd> Reflector::WatchOnce() {
   absl::Cleanup clear = [this] { active_ = nullptr; };
   for (;;) {
     auto line = co_await watch->NextEvent(protobuf());
+    if (!line.ok() && absl::IsDeadlineExceeded(line.status())) {
+      // Open, but silent past the idle timeout (not even a bookmark): dead. Resume from the
+      // cache's RV on a new connection.
+      ++stats_.idle_timeouts;
+      log_.Warning("upstream watch idle, resuming",
+                   {{"resource", cacher_.type().GroupResource()},
+                    {"resourceVersion", static_cast<int64_t>(cacher_.resource_version())},
+                    {"error", ToStd(line.status().message())}});
+      co_return WatchEnd::kFailed;
+    }
     if (!line.ok())
       co_return absl::IsNotFound(line.status()) ? WatchEnd::kEnded : WatchEnd::kFailed;
     if (line->empty()) continue;

@@ -31,15 +31,26 @@ struct ReflectorStats {
   std::atomic<uint64_t> watches{0};  // Upstream watch requests made.
   std::atomic<uint64_t> relists{0};  // LISTs after the first.
   std::atomic<uint64_t> errors{0};
+  // Watches dropped after --upstream-watch-idle-timeout without a byte (then resumed).
+  std::atomic<uint64_t> idle_timeouts{0};
+  // Failures answered with a Retry-After that the next attempt waited for.
+  std::atomic<uint64_t> retry_afters{0};
   std::atomic<uint64_t> rv_probes{0};         // Coalesced current-RV probes (LIST limit=1).
   std::atomic<uint64_t> progress_watches{0};  // Short watches opened to prove progress.
 };
 
+// The apiserver sends a watch that allows bookmarks one about every minute, however quiet the
+// resource: a longer silence means the watch is dead (a half-open connection, a stuck proxy).
+inline constexpr std::chrono::milliseconds kDefaultWatchIdleTimeout = std::chrono::minutes(2);
+
 class Reflector {
  public:
   // `credentials` returns the Authorization header for kube-fanout's own requests.
+  // `watch_idle_timeout`: how long the main watch may stay silent before it is dropped and
+  // resumed from the cache's RV.
   Reflector(Cacher& cacher, UpstreamPool& pool, std::function<std::string()> credentials,
-            const Logger& log, asio::any_io_executor executor);
+            const Logger& log, asio::any_io_executor executor,
+            std::chrono::milliseconds watch_idle_timeout = kDefaultWatchIdleTimeout);
 
   asio::awaitable<void> Run();
   void Stop();  // On the reflector's thread.
@@ -86,6 +97,9 @@ class Reflector {
   ReflectorStats stats_;
   std::mt19937_64 rng_{std::random_device{}()};
   std::chrono::milliseconds backoff_{0};
+  // The last refusal's Retry-After, for the next Backoff.
+  std::optional<std::chrono::seconds> retry_after_;
+  std::chrono::milliseconds watch_idle_timeout_;
   bool stopped_ = false;
   UpstreamWatch* active_ = nullptr;
   UpstreamWatch* progress_active_ = nullptr;

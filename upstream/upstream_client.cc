@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "common/json.h"
 #include "common/strings.h"
 
@@ -32,7 +33,34 @@ http::request<http::string_body> MakeRequest(const UpstreamEndpoint& ep, http::v
   return req;
 }
 
+template <class Fields>
+std::optional<std::chrono::seconds> RetryAfterOf(const Fields& fields) {
+  const auto it = fields.find(http::field::retry_after);
+  if (it == fields.end()) return std::nullopt;
+  return ParseRetryAfter(std::string_view(it->value().data(), it->value().size()));
+}
+
 }  // namespace
+
+std::optional<std::chrono::seconds> ParseRetryAfter(std::string_view value) {
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+  if (value.empty() || value.size() > 9) return std::nullopt;
+  int64_t n = 0;
+  for (const char c : value) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + (c - '0');
+  }
+  return std::chrono::seconds(n);
+}
+
+std::chrono::milliseconds RetryWait(std::optional<std::chrono::seconds> retry_after,
+                                    std::chrono::milliseconds backoff,
+                                    std::chrono::milliseconds cap) {
+  if (!retry_after) return backoff;
+  const std::chrono::milliseconds asked = std::min<std::chrono::milliseconds>(*retry_after, cap);
+  return std::max(backoff, asked);
+}
 
 asio::awaitable<absl::StatusOr<UpstreamResponse>> UpstreamCall(
     UpstreamPool& pool, http::verb method, std::string target, std::string authorization,
@@ -60,7 +88,7 @@ asio::awaitable<absl::StatusOr<UpstreamResponse>> UpstreamCall(
     }
     auto& res = parser.get();
     UpstreamResponse out{static_cast<int>(res.result_int()), std::move(res.body()),
-                         std::string(res[http::field::content_type])};
+                         std::string(res[http::field::content_type]), RetryAfterOf(res)};
     if (res.keep_alive()) {
       s.tcp().expires_never();
       pool.Release(*std::move(lease));
@@ -71,7 +99,7 @@ asio::awaitable<absl::StatusOr<UpstreamResponse>> UpstreamCall(
 
 asio::awaitable<absl::StatusOr<std::variant<std::unique_ptr<UpstreamWatch>, UpstreamResponse>>>
 UpstreamWatch::Open(UpstreamPool& pool, std::string target, std::string authorization,
-                    std::chrono::seconds idle_timeout, std::string_view accept,
+                    std::chrono::milliseconds idle_timeout, std::string_view accept,
                     bool progress_request) {
   // A watch holds its connection for minutes: always a fresh one, never returned to the pool.
   auto lease = co_await pool.Acquire(/*allow_reuse=*/false);
@@ -91,7 +119,8 @@ UpstreamWatch::Open(UpstreamPool& pool, std::string target, std::string authoriz
   const int status = static_cast<int>(watch->parser_.get().result_int());
   if (status != 200) {
     // Read the (small) error body.
-    UpstreamResponse res{status, "", std::string(watch->parser_.get()[http::field::content_type])};
+    UpstreamResponse res{status, "", std::string(watch->parser_.get()[http::field::content_type]),
+                         RetryAfterOf(watch->parser_.get())};
     for (int i = 0; i < 64; ++i) {
       auto line = co_await watch->NextLine();
       if (!line.ok()) break;
@@ -154,6 +183,10 @@ asio::awaitable<absl::Status> UpstreamWatch::ReadMore() {
   stream_->tcp().expires_after(idle_);
   auto [ec, n] = co_await http::async_read_some(*stream_, buffer_, parser_, use_nothrow);
   if (ec == http::error::need_buffer) ec = {};
+  if (ec == beast::error::timeout) {
+    co_return absl::DeadlineExceededError(absl::StrCat(
+        "upstream watch: nothing received for ", absl::FormatDuration(absl::FromChrono(idle_))));
+  }
   if (ec) co_return absl::UnavailableError(absl::StrCat("upstream watch: ", ec.message()));
   pending_.append(buf.data(), buf.size() - parser_.get().body().size);
   co_return absl::OkStatus();

@@ -37,7 +37,20 @@ struct UpstreamResponse {
   int status = 0;
   std::string body;
   std::string content_type;
+  // Retry-After of a refusal (429, 5xx), when it gave one kube-fanout understands.
+  std::optional<std::chrono::seconds> retry_after;
 };
+
+// A Retry-After value in delta-seconds ("3"), as the apiserver sends with 429 (API Priority and
+// Fairness) and 503; nullopt for anything else (an HTTP-date, a sign, more than 9 digits).
+std::optional<std::chrono::seconds> ParseRetryAfter(std::string_view value);
+
+// How long to wait before trying again after a failure: `backoff` (already jittered), or the
+// upstream's Retry-After when longer, capped at `cap` (an upstream asking for an hour is not
+// left alone for an hour).
+std::chrono::milliseconds RetryWait(std::optional<std::chrono::seconds> retry_after,
+                                    std::chrono::milliseconds backoff,
+                                    std::chrono::milliseconds cap);
 
 // One request, response read whole. Unavailable when no endpoint answers.
 asio::awaitable<absl::StatusOr<UpstreamResponse>> UpstreamCall(
@@ -49,15 +62,18 @@ asio::awaitable<absl::StatusOr<UpstreamResponse>> UpstreamCall(
 class UpstreamWatch {
  public:
   // Opens `target` (a watch URL). A non-200 answer comes back as a response, not a watch.
+  // `idle_timeout`: the longest silence (no byte at all) before a read fails with
+  // DeadlineExceeded: a watch whose connection stays open while nothing flows is dead.
   // `progress_request`: asks an upstream kube-fanout (a tier above) for a bookmark as soon as
   // it has proven itself current (kProgressRequestHeader); the apiserver ignores the field.
   static asio::awaitable<
       absl::StatusOr<std::variant<std::unique_ptr<UpstreamWatch>, UpstreamResponse>>>
   Open(UpstreamPool& pool, std::string target, std::string authorization,
-       std::chrono::seconds idle_timeout, std::string_view accept = "application/json",
+       std::chrono::milliseconds idle_timeout, std::string_view accept = "application/json",
        bool progress_request = false);
 
-  // The next line (without '\n'); NotFound at the clean end of the stream.
+  // The next line (without '\n'); NotFound at the clean end of the stream; DeadlineExceeded
+  // after the idle timeout without a byte.
   asio::awaitable<absl::StatusOr<std::string>> NextLine();
   // The next length-delimited frame (a protobuf watch: 4-byte big-endian length, then the
   // message), without its length; NotFound at the clean end of the stream.
@@ -69,7 +85,7 @@ class UpstreamWatch {
   void Cancel() { stream_->Cancel(); }
 
  private:
-  UpstreamWatch(std::unique_ptr<AnyStream> stream, std::chrono::seconds idle)
+  UpstreamWatch(std::unique_ptr<AnyStream> stream, std::chrono::milliseconds idle)
       : stream_(std::move(stream)), idle_(idle) {}
 
   std::unique_ptr<AnyStream> stream_;
@@ -79,7 +95,7 @@ class UpstreamWatch {
   asio::awaitable<absl::Status> ReadMore();
 
   std::string pending_;  // Bytes after the last complete line.
-  std::chrono::seconds idle_;
+  std::chrono::milliseconds idle_;
 };
 
 }  // namespace kf

@@ -201,6 +201,11 @@ asio::awaitable<void> FakeUpstream::ServeOne(FakeUpstream* up) {
   if (rec) co_return;
   auto [wec, wn] = co_await asio::async_write(socket, asio::buffer(up->answer), use_nothrow);
   if (wec) co_return;
+  if (up->hold.count() > 0) {
+    asio::steady_timer timer(socket.get_executor());
+    timer.expires_after(up->hold);
+    co_await timer.async_wait(use_nothrow);
+  }
   beast::error_code ignored;
   socket.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
 }

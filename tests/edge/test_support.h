@@ -181,7 +181,7 @@ void CheckRefused(const FilterCall& call, int status, std::string_view retry_aft
 
 // An upstream apiserver stand-in on 127.0.0.1, port 0, and a pool that dials it. ServeOne takes
 // one connection, reads one request into `request`, writes `answer` as given (raw bytes, so the
-// test chooses the framing), then closes its side.
+// test chooses the framing), then closes its side (after `hold`: a peer that goes silent).
 struct FakeUpstream {
   explicit FakeUpstream(asio::io_context& ioc);
   uint16_t port() const { return acceptor.local_endpoint().port(); }
@@ -190,6 +190,7 @@ struct FakeUpstream {
   asio::ip::tcp::acceptor acceptor;
   UpstreamConfig config;
   std::string answer;
+  std::chrono::milliseconds hold{0};
   http::request<http::string_body> request;
   asio::ssl::context tls{asio::ssl::context::tls_client};
   UpstreamPool pool;

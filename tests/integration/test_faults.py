@@ -275,3 +275,47 @@ def test_upstream_network_cut_and_restored(cluster, namespace, tmp_path):
                                 counters=[WATCHES])
     # The cut reached kube-fanout: its watch failed, and it tried again.
     assert figures[WATCHES] >= 2, figures
+
+
+def test_upstream_answering_429_then_500_for_a_while(cluster, namespace, tmp_path):
+    """429 with Retry-After: 2 for 6 s, then 500 without one for 3 s, to every request for
+    ConfigMaps (kube-fanout's watch is cut first so it has to ask again)."""
+    retry_after = 2
+
+    def refuse(relay):
+        relay.fail("/configmaps", 429, retry_after=retry_after)
+        relay.cut()  # Drops the watch under way; kube-fanout asks again, and is refused.
+        relay.restore()
+
+    def then_500(relay):
+        relay.clear()
+        relay.fail("/configmaps", 500)
+
+    figures, relay, _ = relay_fault(
+        cluster, namespace, tmp_path, "429 then 500", refuse, lambda relay: relay.clear(),
+        counters=[WATCHES, "kube_fanout_upstream_retry_after_waits_total"], fault_seconds=9.0,
+        during=[(6.0, then_500)])
+    refused = [r.t for r in relay.requests if r.outcome == "fault 429"]
+    gaps = [b - a for a, b in zip(refused, refused[1:])]
+    print(f"refused 429: {len(refused)}, 500: {relay.count(outcome='fault 500')}; gaps between "
+          f"429s (Retry-After {retry_after}): {[round(g, 2) for g in gaps]}")
+    # kube-fanout asked while refused (the fault happened), never sooner than Retry-After.
+    assert len(refused) >= 2 and relay.count(outcome="fault 500") >= 1, figures
+    assert min(gaps) >= retry_after - 0.1, gaps
+    assert figures["kube_fanout_upstream_retry_after_waits_total"] >= len(refused) - 1, figures
+
+
+def test_upstream_watch_stalling_without_closing(cluster, namespace, tmp_path):
+    """The upstream watch's connection stays open but nothing comes through it for 8 s (each
+    watch opened meanwhile stalls too): kube-fanout drops it after --upstream-watch-idle-timeout
+    (3 s here; 2 m by default) and resumes from its RV."""
+    idle = "kube_fanout_upstream_watch_idle_timeouts_total"
+    figures, relay, log = relay_fault(
+        cluster, namespace, tmp_path, "watch stall", lambda relay: relay.stall("watch=true"),
+        lambda relay: relay.unstall(), extra_args=["--upstream-watch-idle-timeout=3s"],
+        counters=[WATCHES, idle], fault_seconds=8.0)
+    stalled = relay.count(outcome="stalled")
+    print(f"stalled streams: {stalled}")
+    # The stall happened and kube-fanout noticed it.
+    assert stalled >= 1 and figures[idle] >= 1, figures
+    assert any("upstream watch idle, resuming" in l for l in log)

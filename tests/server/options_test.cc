@@ -69,6 +69,17 @@ TEST_CASE("The watch bounds parse with their defaults, and negative counts are r
   CHECK(help.find("--max-watchers") < help.find("Admission and passthrough flags:"));
 }
 
+TEST_CASE("The upstream watch idle timeout defaults to 2m and is at least 1s") {
+  auto d = Parse({});
+  REQUIRE(d.ok());
+  CHECK(d->upstream_watch_idle_timeout == absl::Minutes(2));
+  auto o = Parse({"--upstream-watch-idle-timeout=5s"});
+  REQUIRE(o.ok());
+  CHECK(o->upstream_watch_idle_timeout == absl::Seconds(5));
+  CHECK_FALSE(Parse({"--upstream-watch-idle-timeout=500ms"}).ok());
+  CHECK_FALSE(Parse({"--upstream-watch-idle-timeout=soon"}).ok());
+}
+
 TEST_CASE("Without any listener flag kube-fanout listens on 127.0.0.1:8001") {
   auto o = Parse({});
   REQUIRE(o.ok());
@@ -154,6 +165,7 @@ TEST_CASE("The help text lists every flag") {
                            "--upstream-token-file",
                            "--upstream-insecure-skip-tls-verify",
                            "--upstream-dial-timeout",
+                           "--upstream-watch-idle-timeout",
                            "--threads",
                            "--shutdown-grace-period",
                            "--v",
