@@ -319,3 +319,75 @@ def test_upstream_watch_stalling_without_closing(cluster, namespace, tmp_path):
     # The stall happened and kube-fanout noticed it.
     assert stalled >= 1 and figures[idle] >= 1, figures
     assert any("upstream watch idle, resuming" in l for l in log)
+
+
+KILL_WATCHERS = int(os.environ.get("KF_FAULT_KILL_WATCHERS", "500" if SANITIZER else "5000"))
+# kube-fanout's peak RSS with the default caches under KILL_WATCHERS watchers.
+KILL_RSS_BOUND_MIB = 1024
+
+
+def apiserver_watches(cluster, resource="configmaps"):
+    text = cluster.request("GET", "/metrics").body.decode()
+    return sum(v for labels, v in metric_values(text, "apiserver_request_total").items()
+               if 'verb="WATCH"' in labels and f'resource="{resource}"' in labels)
+
+
+def test_sigkill_and_restart_without_a_snapshot_under_5000_watchers(cluster, namespace, tmp_path):
+    """kube-fanout (the default caches, no --cache-snapshot-dir) is killed with SIGKILL under
+    KILL_WATCHERS watchers; 6 writes while it is down; started again on the same ports. Each
+    watcher comes back with its RV: one that arrives before the caches have synced is passed
+    through to the apiserver and resumes there (and stays there); one after gets a 410 (its RV
+    is before the new cache's window) and relists."""
+    from test_warm_restart import CACHED, DEFAULT_CACHES, apiserver_lists, kill_hard, \
+        lists_delta, restart
+
+    proxy = Proxy.start(cluster, tmp_path)
+    state = {"proxy": proxy}
+    marks = {}
+
+    def kill():
+        marks["rss before"] = round(peak_rss_mib(proxy.process.pid))
+        marks["lists"] = apiserver_lists(cluster)
+        marks["watches"] = apiserver_watches(cluster)
+        marks["log"] = len(proxy.log_lines())
+        kill_hard(proxy)
+
+    def start_again():
+        state["proxy"], marks["ready"] = restart(proxy, cluster)
+
+    try:
+        pool, events, caught_up = asyncio.run(follow_through_fault(
+            cluster, proxy, namespace, KILL_WATCHERS, kill, start_again, fault_seconds=3.0,
+            writes_during=6))
+        again = state["proxy"]
+        figures = verify(pool, events)
+        time.sleep(1)
+        lists = lists_delta(marks["lists"], apiserver_lists(cluster))
+        synced = sum(1 for l in again.log_lines()[marks["log"]:] if "cache synced" in l)
+        metrics = cluster.request("GET", "/metrics", port=again.port, tls=False).body.decode()
+        figures.update({
+            "apiserver LISTs of cached resources": sum(lists.values()),
+            "of them configmaps": lists.get("configmaps", 0),
+            "apiserver WATCHes of configmaps": int(apiserver_watches(cluster)
+                                                   - marks["watches"]),
+            "kube-fanout LISTs (cache synced)": synced,
+            # Why reads reached the apiserver: a token not reviewed yet past the review budget,
+            # a cache not synced yet.
+            "TokenReviews throttled": int(metric_values(
+                metrics, "kube_fanout_token_reviews_throttled_total").get("", 0)),
+            "cache reads declined (passed through)": int(metric_values(
+                metrics, "kube_fanout_cache_declined_total").get("", 0)),
+            "ready s": round(marks["ready"], 2), "caught up s": round(caught_up, 2),
+            "peak RSS before MiB": marks["rss before"]})
+        check_rss(figures, again, KILL_RSS_BOUND_MIB)
+        assert marks["rss before"] < KILL_RSS_BOUND_MIB, marks
+    finally:
+        code = state["proxy"].stop()
+    report("SIGKILL and restart without a snapshot", figures)
+    assert code == 0, f"kube-fanout exited with {code}; log:\n{state['proxy'].log_tail()}"
+    # Every watcher came back: a 410 and a relist, or passed through to the apiserver.
+    assert all(w.gone or w.passed_through for w in pool)
+    assert figures["relists"] == figures["410s"]
+    # The restart listed every cached resource again (nothing kept without a snapshot).
+    assert synced >= DEFAULT_CACHES
+    assert set(CACHED) <= set(lists), lists
