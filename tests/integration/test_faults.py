@@ -27,6 +27,9 @@ import collections
 import concurrent.futures
 import json
 import os
+import pathlib
+import subprocess
+import sys
 import time
 
 from kffault import FaultRelay
@@ -391,3 +394,84 @@ def test_sigkill_and_restart_without_a_snapshot_under_5000_watchers(cluster, nam
     # The restart listed every cached resource again (nothing kept without a snapshot).
     assert synced >= DEFAULT_CACHES
     assert set(CACHED) <= set(lists), lists
+
+
+FLOOD = int(os.environ.get("KF_FAULT_FLOOD", "2000" if SANITIZER else "20000"))
+FLOOD_PER_PROCESS = 10000  # Each flood process has the machine's descriptor limit (20,000 here).
+FLOOD_SECONDS = 60  # Held this long; on 2 busy cores 20,000 connect in about 25 s.
+# kube-fanout's peak RSS under the flood.
+FLOOD_RSS_BOUND_MIB = 2048
+
+
+def test_a_flood_of_20000_client_connections(cluster, namespace, tmp_path):
+    """FLOOD connections (half of them watches, half idle) held for FLOOD_SECONDS by kfflood.py
+    processes while WATCHERS watchers follow the writes: kube-fanout serves what its descriptor
+    limit allows and refuses the rest at once (kube_fanout_connections_refused_total)."""
+    proxy = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=configmaps"])
+    procs, marks = [], {}
+    flood = pathlib.Path(__file__).with_name("kfflood.py")
+    pid = proxy.process.pid
+
+    def open_fds():
+        # Not /metrics: a connection to it is refused too once the descriptors run short.
+        return len(os.listdir(f"/proc/{pid}/fd"))
+
+    def fd_limit():
+        with open(f"/proc/{pid}/limits") as f:
+            return int(next(l for l in f if l.startswith("Max open files")).split()[3])
+
+    def flood_on():
+        marks["fds"] = open_fds()
+        for start in range(0, FLOOD, FLOOD_PER_PROCESS):
+            procs.append(subprocess.Popen(
+                [sys.executable, str(flood), f"--port={proxy.port}",
+                 f"--connections={min(FLOOD_PER_PROCESS, FLOOD - start)}",
+                 f"--seconds={FLOOD_SECONDS}", f"--path=/api/v1/namespaces/{namespace}/configmaps",
+                 f"--token={cluster.token('admin')}"], stdout=subprocess.PIPE, text=True))
+        # Until the flood is in: all of it, or as many as kube-fanout's descriptor headroom
+        # leaves room for (5% of its limit is kept back).
+        want = min(marks["fds"] + 0.98 * FLOOD, 0.94 * fd_limit())
+        deadline = time.monotonic() + FLOOD_SECONDS - 10
+        marks["max fds"] = 0
+        while time.monotonic() < deadline and marks["max fds"] < want:
+            marks["max fds"] = max(marks["max fds"], open_fds())
+            time.sleep(0.5)
+        marks["flood in s"] = round(FLOOD_SECONDS - 10 - (deadline - time.monotonic()), 1)
+
+    def flood_off():
+        marks["outcomes"] = []
+        for p in procs:
+            out, _ = p.communicate(timeout=FLOOD_SECONDS + 90)
+            marks["outcomes"].append(json.loads(out.strip().splitlines()[-1]))
+
+    try:
+        pool, events, caught_up = asyncio.run(follow_through_fault(
+            cluster, proxy, namespace, WATCHERS, flood_on, flood_off, fault_seconds=6.0))
+        figures = verify(pool, events)
+        outcomes = collections.Counter()
+        for o in marks["outcomes"]:
+            outcomes.update(o)
+        refused = metric_values(
+            cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode(),
+            "kube_fanout_connections_refused_total")
+        figures.update({
+            "flood connections": FLOOD,
+            "flood outcomes": {k: v for k, v in outcomes.items() if k != "fd limit"},
+            "descriptor limit (flood, kube-fanout)": (marks["outcomes"][0]["fd limit"],
+                                                      fd_limit()),
+            "kube-fanout open fds before, peak": (marks["fds"], marks["max fds"]),
+            "flood in s": marks["flood in s"],
+            "kube-fanout refused": {k: int(v) for k, v in refused.items() if v},
+            "fds after": open_fds()})
+        check_rss(figures, proxy, FLOOD_RSS_BOUND_MIB)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        code = proxy.stop()
+    report("client flood", figures)
+    assert code == 0, f"kube-fanout exited with {code}; log:\n{proxy.log_tail()}"
+    # The flood reached kube-fanout: most connections held, watches answered.
+    assert outcomes["connected"] >= 0.9 * FLOOD, figures
+    assert outcomes["answered 200"] >= 0.4 * FLOOD * 0.9, figures
