@@ -1,6 +1,7 @@
 // kube-fanout: entry point. Parses flags, resolves the upstream, starts the server.
 #include <sys/resource.h>
 
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 
@@ -14,6 +15,9 @@
 #endif
 
 int main(int argc, char** argv) {
+  // A peer that closed its end must cost a write error, never the process (as in Go): every
+  // socket write already asks for no signal; this covers any that does not.
+  std::signal(SIGPIPE, SIG_IGN);
   auto options = kf::ParseFlags(argc, argv);
   if (!options.ok()) {
     std::fprintf(stderr, "Error: %s\nRun 'kube-fanout --help' for usage.\n",

@@ -10,6 +10,7 @@
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -167,4 +168,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace kf::bench
 
-int main(int argc, char** argv) { return kf::bench::Main(argc, argv); }
+int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);  // A server that went away is an error to count, not a crash.
+  return kf::bench::Main(argc, argv);
+}

@@ -178,6 +178,7 @@ int Run(const Flags& f, const tools::Endpoint& target, const std::string& token)
 }  // namespace kf::bench
 
 int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);  // A server that went away is an error to count, not a crash.
   using kf::bench::Flags;
   namespace po = boost::program_options;
   Flags f;

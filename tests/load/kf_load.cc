@@ -13,6 +13,7 @@
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -639,4 +640,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace kf::load
 
-int main(int argc, char** argv) { return kf::load::Main(argc, argv); }
+int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);  // A server that went away is an error to count, not a crash.
+  return kf::load::Main(argc, argv);
+}
