@@ -10,7 +10,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-TEST_CASE("Retry-After in delta-seconds is read; anything else is ignored") {
+TEST_CASE("Retry-After in delta-seconds is read, anything else is ignored") {
   CHECK(ParseRetryAfter("1") == seconds(1));
   CHECK(ParseRetryAfter(" 30 ") == seconds(30));
   CHECK(ParseRetryAfter("0") == seconds(0));
