@@ -44,9 +44,9 @@ Cacher::Cacher(ResourceType type, EventRingLimits limits, std::function<Clock::t
       ring_(limits),
       watchers_(type_.NodeNameIndexField()) {}
 
-void Cacher::Finish(const std::vector<CacheWatcher*>& notify,
+void Cacher::Finish(const std::vector<std::shared_ptr<CacheWatcher>>& notify,
                     std::vector<std::function<void()>>& ready) {
-  for (CacheWatcher* w : notify) w->Notify();
+  for (const auto& w : notify) w->Notify();
   for (auto& f : ready) f();
 }
 
@@ -59,7 +59,7 @@ void Cacher::AdvanceLocked(uint64_t rv, std::vector<std::function<void()>>* read
   }
 }
 
-void Cacher::DispatchLocked(const EventPtr& e, std::vector<CacheWatcher*>* notify) {
+void Cacher::DispatchLocked(const EventPtr& e, std::vector<std::shared_ptr<CacheWatcher>>* notify) {
   std::vector<std::shared_ptr<CacheWatcher>> candidates;
   watchers_.Candidates(e->object().get(), e->prev().get(), &candidates);
   for (const auto& w : candidates) {
@@ -79,20 +79,20 @@ void Cacher::DispatchLocked(const EventPtr& e, std::vector<CacheWatcher*>* notif
         pushed = w->CutForTotal() ? CacheWatcher::Pushed::kNotify : CacheWatcher::Pushed::kQuiet;
       }
     }
-    if (pushed == CacheWatcher::Pushed::kNotify) notify->push_back(w.get());
+    if (pushed == CacheWatcher::Pushed::kNotify) notify->push_back(w);
     if (w->closed()) watchers_.Remove(w.get());  // Cut for slowness; the session sees it.
   }
 }
 
 void Cacher::AddEventLocked(EventType type, ObjectPtr object, ObjectPtr prev,
-                            std::vector<CacheWatcher*>* notify) {
+                            std::vector<std::shared_ptr<CacheWatcher>>* notify) {
   auto event = std::make_shared<const WatchEvent>(type, std::move(object), std::move(prev), now_());
   ring_.Push(event, event->received());
   DispatchLocked(event, notify);
 }
 
 void Cacher::Replace(std::vector<ObjectPtr> objects, uint64_t list_rv) {
-  std::vector<CacheWatcher*> notify;
+  std::vector<std::shared_ptr<CacheWatcher>> notify;
   std::vector<std::function<void()>> ready;
   {
     absl::MutexLock lock(&mu_);
@@ -171,7 +171,7 @@ absl::Status Cacher::ImportState(State state) {
 }
 
 void Cacher::Apply(EventType type, ObjectPtr object) {
-  std::vector<CacheWatcher*> notify;
+  std::vector<std::shared_ptr<CacheWatcher>> notify;
   std::vector<std::function<void()>> ready;
   {
     absl::MutexLock lock(&mu_);
@@ -379,11 +379,11 @@ void Cacher::RemoveWatcher(CacheWatcher* watcher) {
 }
 
 void Cacher::CloseAll() {
-  std::vector<CacheWatcher*> notify;
+  std::vector<std::shared_ptr<CacheWatcher>> notify;
   {
     absl::MutexLock lock(&mu_);
     watchers_.ForEach([&](const std::shared_ptr<CacheWatcher>& w) {
-      if (w->Close()) notify.push_back(w.get());
+      if (w->Close()) notify.push_back(w);
     });
   }
   std::vector<std::function<void()>> none;

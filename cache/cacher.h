@@ -153,15 +153,19 @@ class Cacher {
   void WaitForVersion(uint64_t rv, std::function<void()> ready);
 
  private:
-  void DispatchLocked(const EventPtr& event, std::vector<CacheWatcher*>* notify)
+  void DispatchLocked(const EventPtr& event, std::vector<std::shared_ptr<CacheWatcher>>* notify)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AdvanceLocked(uint64_t rv, std::vector<std::function<void()>>* ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddEventLocked(EventType type, ObjectPtr object, ObjectPtr prev,
-                      std::vector<CacheWatcher*>* notify) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                      std::vector<std::shared_ptr<CacheWatcher>>* notify)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string ProtoBookmarkFrame(uint64_t rv, bool initial_events_end) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static void Finish(const std::vector<CacheWatcher*>& notify,
+  // Notifies without the lock: `notify` holds each watcher, whose session may remove it and
+  // drop its own reference meanwhile (a raw pointer here was a use after free under a flood of
+  // watches ending while events were dispatched).
+  static void Finish(const std::vector<std::shared_ptr<CacheWatcher>>& notify,
                      std::vector<std::function<void()>>& ready);
 
   const ResourceType type_;

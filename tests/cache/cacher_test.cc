@@ -69,6 +69,35 @@ TEST_CASE("Cacher starts a watch with the current state by key, then live events
   CHECK(f.cacher.resource_version() == 12);
 }
 
+TEST_CASE(
+    "A watcher removed and dropped by its session while an event notifies it is still "
+    "alive for its notify") {
+  // Each notify (run without the cache's lock) ends the other watch, as a session on another
+  // thread may at that moment: it removes that watcher and drops the last reference it holds.
+  // Whichever runs first, the other's notify then runs on a watcher only the dispatch holds
+  // (before the fix, a freed one: ASan reports it, a plain build may crash).
+  Cacher cacher{PodsType(), EventRingLimits{}, [] { return std::chrono::steady_clock::now(); }};
+  cacher.Replace({}, 10);
+  std::shared_ptr<CacheWatcher> w[2];
+  int notified[2] = {0, 0};
+  for (int i : {0, 1}) {
+    auto made = cacher.Watch({Filter(), Cacher::Start::kAfterVersion, 10, 1 << 20, [&, i] {
+                                ++notified[i];
+                                if (w[1 - i] == nullptr) return;
+                                cacher.RemoveWatcher(w[1 - i].get());
+                                w[1 - i].reset();
+                              }});
+    REQUIRE(made.ok());
+    w[i] = *std::move(made);
+    w[i]->Take();  // What it started with: the next event notifies it.
+  }
+  cacher.Apply(EventType::kAdded, Pod("ns", "p", 11));
+  CHECK(notified[0] == 1);
+  CHECK(notified[1] == 1);
+  CHECK(w[0] == nullptr);  // Each ended the other: the second on a watcher already removed.
+  CHECK(w[1] == nullptr);
+}
+
 TEST_CASE("Cacher turns selector transitions into ADDED and DELETED with the new RV") {
   Fixture f;
   f.cacher.Replace({Pod("n", "p", 5, "", "web")}, 10);

@@ -443,6 +443,10 @@ def test_a_flood_of_20000_client_connections(cluster, namespace, tmp_path):
         for p in procs:
             out, _ = p.communicate(timeout=FLOOD_SECONDS + 90)
             marks["outcomes"].append(json.loads(out.strip().splitlines()[-1]))
+        # A crash here would otherwise show only as watchers that never catch up.
+        assert proxy.process.poll() is None, (
+            f"kube-fanout died during the flood (exit {proxy.process.returncode}):\n"
+            + "\n".join(l for l in proxy.log_lines()[-400:] if '"msg":"request"' not in l))
 
     try:
         pool, events, caught_up = asyncio.run(follow_through_fault(
