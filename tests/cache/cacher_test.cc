@@ -234,7 +234,9 @@ TEST_CASE("Cacher cuts the watcher furthest behind once all watchers pass the pr
   CHECK(st.watchers_cut_total_budget == 1);
   CHECK(st.watchers_cut == 0);  // Its own budget (1 MiB) was never reached.
   CHECK(b.budget.cuts() == 1);
-  CHECK(b.budget.walks() >= 1);
+  // Whether the cut came from a walk (a watcher with less queued found no room) or from the
+  // stalled one finding no room itself depends on the order the index hands the three
+  // watchers to the dispatch (pointer order): walks() is 0 or 1, and both are right.
   // The others go on, under the budget; the cut one's bytes are given back.
   for (uint64_t more = rv; more < rv + 10; ++more) {
     b.pods.Apply(EventType::kAdded, Pod("n", "p" + std::to_string(more), more));
