@@ -6,6 +6,7 @@ that the answer really came from the cache.
 """
 import itertools
 import json
+import socket
 import threading
 import time
 
@@ -389,33 +390,45 @@ def test_many_watchers_cost_the_apiserver_one_watch(cluster, cached_proxy):
         conn.close()
 
 
+def stalled_watch(cluster, port, path):
+    """A watch on kube-fanout's plain `port` by a client with a tiny receive buffer that never
+    reads."""
+    stalled = socket.socket()
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stalled.connect(("127.0.0.1", port))
+    stalled.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                    f"{cluster.token('admin')}\r\nUser-Agent: stalled\r\n\r\n".encode())
+    return stalled
+
+
+def big_events_reach_a_reader(cluster, secure_port, ns, path, count=30):
+    """Creates `count` ConfigMaps of 400 KiB in `ns` while a reader watches `path` on
+    kube-fanout's `secure_port`; asserts the reader got each, in order. Returns its connection."""
+    conn, healthy = open_watch(cluster, secure_port, path)
+    got = []
+    reader = threading.Thread(target=lambda: got.extend(read_events(healthy, count, 60)))
+    reader.start()
+    for i in range(count):
+        cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"big{i}"},
+              "data": {"v": "x" * (400 * 1024)}}
+        assert cluster.request("POST", f"/api/v1/namespaces/{ns}/configmaps",
+                               body=json.dumps(cm).encode(),
+                               headers={"Content-Type": "application/json"}).status == 201
+    reader.join(timeout=60)
+    assert [json.loads(line)["object"]["metadata"]["name"] for line in got] == [
+        f"big{i}" for i in range(count)]
+    return conn
+
+
 def test_a_client_that_stops_reading_is_cut_and_others_are_unaffected(cluster, tmp_path,
                                                                      namespace_factory):
-    import socket
     ns = namespace_factory()
     p = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=configmaps",
                                                    "--watcher-max-queue-bytes=2097152"])
     try:
         path = f"/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion=0"
-        # The stalled client: a tiny receive buffer and it never reads.
-        stalled = socket.socket()
-        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        stalled.connect(("127.0.0.1", p.port))
-        stalled.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
-                        f"{cluster.token('admin')}\r\nUser-Agent: stalled\r\n\r\n".encode())
-        conn, healthy = open_watch(cluster, p.secure_port, path)
-        got = []
-        reader = threading.Thread(target=lambda: got.extend(read_events(healthy, 30, 60)))
-        reader.start()
-        for i in range(30):
-            cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"big{i}"},
-                  "data": {"v": "x" * (400 * 1024)}}
-            assert cluster.request("POST", f"/api/v1/namespaces/{ns}/configmaps",
-                                   body=json.dumps(cm).encode(),
-                                   headers={"Content-Type": "application/json"}).status == 201
-        reader.join(timeout=60)
-        assert [json.loads(l)["object"]["metadata"]["name"] for l in got] == [
-            f"big{i}" for i in range(30)]
+        stalled = stalled_watch(cluster, p.port, path)
+        conn = big_events_reach_a_reader(cluster, p.secure_port, ns, path)
         metrics = cluster.request("GET", "/metrics", port=p.port, tls=False).body.decode()
         assert metric_values(metrics, "kube_fanout_watchers_cut_total")[
             '{resource="configmaps",reason="queue_bytes"}'] >= 1

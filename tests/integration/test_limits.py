@@ -16,11 +16,10 @@
 import json
 import resource
 import socket
-import threading
 import time
 
 from kfrig import Proxy, metric_values, scaled
-from test_cache import compare, open_watch, read_events
+from test_cache import big_events_reach_a_reader, compare, stalled_watch
 
 
 def test_more_than_ten_thousand_query_parameters_read_as_empty(cluster, cached_proxy, namespace):
@@ -273,27 +272,9 @@ def test_stalled_watchers_past_the_total_queue_bound_are_cut_and_readers_go_on(
     path = f"/api/v1/namespaces/{namespace}/configmaps?watch=1&resourceVersion=0"
     stalled = []
     try:
-        # Two clients that never read, with tiny receive buffers.
-        for _ in range(2):
-            s = socket.socket()
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            s.connect(("127.0.0.1", proxy.port))
-            s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
-                      f"{cluster.token('admin')}\r\n\r\n".encode())
-            stalled.append(s)
-        conn, healthy = open_watch(cluster, proxy.secure_port, path)
-        got = []
-        reader = threading.Thread(target=lambda: got.extend(read_events(healthy, 30, 60)))
-        reader.start()
-        for i in range(30):
-            cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"big{i}"},
-                  "data": {"v": "x" * (400 * 1024)}}
-            assert cluster.request("POST", f"/api/v1/namespaces/{namespace}/configmaps",
-                                   body=json.dumps(cm).encode(),
-                                   headers={"Content-Type": "application/json"}).status == 201
-        reader.join(timeout=60)
-        assert [json.loads(line)["object"]["metadata"]["name"] for line in got] == [
-            f"big{i}" for i in range(30)]
+        # Two clients that never read, with tiny receive buffers; a reader that does.
+        stalled = [stalled_watch(cluster, proxy.port, path) for _ in range(2)]
+        conn = big_events_reach_a_reader(cluster, proxy.secure_port, namespace, path)
         text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
         cuts = metric_values(text, "kube_fanout_watchers_cut_total")
         print(cuts, metric_values(text, "kube_fanout_watch_queue_process_bytes"))
