@@ -22,8 +22,6 @@ Http1Body::Http1Body(AnyStream& stream, beast::flat_buffer& buffer, RequestParse
       parser_(parser),
       deadline_(stream.get_executor(), std::chrono::steady_clock::now() + kBodyDeadline) {}
 
-Http1Body::~Http1Body() { deadline_.cancel(); }
-
 asio::awaitable<std::pair<beast::error_code, size_t>> Http1Body::ReadSome(std::span<char> into) {
   namespace http = beast::http;
   if (parser_.is_done()) co_return std::pair{beast::error_code{}, size_t{0}};

@@ -20,7 +20,6 @@ namespace kf {
 class Http1Body : public BodySource {
  public:
   Http1Body(AnyStream& stream, beast::flat_buffer& buffer, RequestParser& parser);
-  ~Http1Body() override;
   Http1Body(const Http1Body&) = delete;
   Http1Body& operator=(const Http1Body&) = delete;
 
@@ -32,7 +31,9 @@ class Http1Body : public BodySource {
   AnyStream& stream_;
   beast::flat_buffer& buffer_;
   RequestParser& parser_;
-  asio::steady_timer deadline_;  // The whole body's; armed by the first read.
+  // The whole body's; armed by the first read. Its destructor cancels a wait still pending (the
+  // handler sees operation_aborted and does nothing), without the throwing cancel().
+  asio::steady_timer deadline_;
   bool deadline_armed_ = false;
   bool timed_out_ = false;
 };
