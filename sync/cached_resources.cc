@@ -100,7 +100,7 @@ constexpr auto kMaxWait = std::chrono::milliseconds(5000);
 
 std::unique_ptr<CachedResources::Entry> CachedResources::MakeEntry(
     const ResourceType& type, UpstreamPool& pool, std::function<std::string()> cred,
-    asio::any_io_executor executor) const {
+    const asio::any_io_executor& executor) const {
   auto e = std::make_unique<Entry>();
   e->cacher =
       std::make_unique<Cacher>(type, limits_, [] { return std::chrono::steady_clock::now(); });

@@ -78,7 +78,7 @@ class CachedResources {
  private:
   std::unique_ptr<Entry> MakeEntry(const ResourceType& type, UpstreamPool& pool,
                                    std::function<std::string()> cred,
-                                   asio::any_io_executor executor) const;
+                                   const asio::any_io_executor& executor) const;
   asio::awaitable<void> DiscoverAndRun(UpstreamPool& pool, std::function<std::string()> cred);
 
   std::vector<ResourceSpec> specs_;
