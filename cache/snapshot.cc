@@ -30,7 +30,7 @@ void PutStr(std::string* out, std::string_view s) {
 }
 size_t StrBytes(std::string_view s) { return 8 + s.size(); }
 size_t EventBytes(const WatchEvent& e) {
-  return 1 + StrBytes(e.object()->json()) + 1 + (e.prev() ? StrBytes(e.prev()->json()) : 0);
+  return 1 + StrBytes(e.object()->bytes()) + 1 + (e.prev() ? StrBytes(e.prev()->bytes()) : 0);
 }
 
 uint32_t Crc32(std::string_view bytes) {
@@ -91,9 +91,9 @@ absl::StatusOr<std::string> EncodeSnapshot(const SnapshotHeader& header, const C
                                            size_t max_bytes) {
   const ResourceType& t = header.type;
   size_t fixed = kHeaderBytes + StrBytes(header.upstream) + 8 + StrBytes(t.group) +
-                 StrBytes(t.version) + StrBytes(t.resource) + StrBytes(t.kind) + 2 + 8 + 8 +
+                 StrBytes(t.version) + StrBytes(t.resource) + StrBytes(t.kind) + 3 + 8 + 8 +
                  StrBytes(state.bookmark_template) + 8 + 8;
-  for (const ObjectPtr& o : state.objects) fixed += StrBytes(o->json());
+  for (const ObjectPtr& o : state.objects) fixed += StrBytes(o->bytes());
   if (fixed > max_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "snapshot of ", t.GroupResource(), ": objects need ", fixed, " bytes, limit ", max_bytes));
@@ -117,18 +117,19 @@ absl::StatusOr<std::string> EncodeSnapshot(const SnapshotHeader& header, const C
   PutStr(&payload, t.kind);
   payload.push_back(t.namespaced ? 1 : 0);
   payload.push_back(t.list_items_have_type_meta ? 1 : 0);
+  payload.push_back(header.encoding == Encoding::kProtobuf ? 1 : 0);
   PutU64(&payload, state.resource_version);
   PutU64(&payload, window_start);
   PutStr(&payload, state.bookmark_template);
   PutU64(&payload, state.objects.size());
-  for (const ObjectPtr& o : state.objects) PutStr(&payload, o->json());
+  for (const ObjectPtr& o : state.objects) PutStr(&payload, o->bytes());
   PutU64(&payload, state.events.size() - first);
   for (size_t i = first; i < state.events.size(); ++i) {
     const WatchEvent& e = *state.events[i];
     payload.push_back(static_cast<char>(e.type()));
-    PutStr(&payload, e.object()->json());
+    PutStr(&payload, e.object()->bytes());
     payload.push_back(e.prev() ? 1 : 0);
-    if (e.prev()) PutStr(&payload, e.prev()->json());
+    if (e.prev()) PutStr(&payload, e.prev()->bytes());
   }
   std::string out;
   out.reserve(kHeaderBytes + payload.size());
@@ -165,16 +166,17 @@ absl::StatusOr<DecodedSnapshot> DecodeSnapshot(std::string_view bytes) {
   DecodedSnapshot s;
   ResourceType& t = s.header.type;
   uint64_t written = 0, objects = 0, events = 0;
-  uint8_t namespaced = 0, type_meta = 0;
+  uint8_t namespaced = 0, type_meta = 0, encoding = 0;
   if (!r.Str(&s.header.upstream) || !r.U64(&written) || !r.Str(&t.group) || !r.Str(&t.version) ||
       !r.Str(&t.resource) || !r.Str(&t.kind) || !r.U8(&namespaced) || !r.U8(&type_meta) ||
-      !r.U64(&s.resource_version) || !r.U64(&s.window_start_rv) || !r.Str(&s.bookmark_template) ||
-      !r.Count(&objects, 8)) {
+      !r.U8(&encoding) || encoding > 1 || !r.U64(&s.resource_version) ||
+      !r.U64(&s.window_start_rv) || !r.Str(&s.bookmark_template) || !r.Count(&objects, 8)) {
     return Truncated();
   }
   s.header.written_unix_seconds = static_cast<int64_t>(written);
   t.namespaced = namespaced != 0;
   t.list_items_have_type_meta = type_meta != 0;
+  s.header.encoding = encoding == 1 ? Encoding::kProtobuf : Encoding::kJson;
   s.objects.resize(objects);
   for (std::string& o : s.objects) {
     if (!r.Str(&o)) return Truncated();
@@ -201,8 +203,10 @@ absl::StatusOr<Cacher::State> SnapshotToState(DecodedSnapshot snapshot) {
   const ResourceType& type = snapshot.header.type;
   // One CachedObject per (key, RV): the window's states are mostly the store's or each other's.
   absl::flat_hash_map<std::string, ObjectPtr> seen;
-  auto parse = [&](std::string json) -> absl::StatusOr<ObjectPtr> {
-    auto obj = CachedObject::FromJson(type, std::move(json));
+  const bool protobuf = snapshot.header.encoding == Encoding::kProtobuf;
+  auto parse = [&](std::string bytes) -> absl::StatusOr<ObjectPtr> {
+    auto obj = protobuf ? CachedObject::FromProtobuf(type, std::move(bytes))
+                        : CachedObject::FromJson(type, std::move(bytes));
     if (!obj.ok()) return obj.status();
     const std::string id = absl::StrCat((*obj)->key(), "@", (*obj)->resource_version());
     auto [it, added] = seen.try_emplace(id, *obj);

@@ -65,12 +65,15 @@ void CachedResources::Start(asio::io_context& ioc, UpstreamPool& pool, UpstreamP
                             std::function<std::string()> credentials) {
   // Snapshots are read before any upstream contact.
   restored_.resize(specs_.size());
+  restored_proto_.resize(specs_.size());
   if (snapshots_ && snapshots_->Open()) {
     for (size_t i = 0; i < specs_.size(); ++i) {
       const ResourceSpec& s = specs_[i];
       const bool events = RequestInfo::IsEventsResource(s.group, s.resource);
-      restored_[i] = snapshots_->Load(s.group, s.version, s.resource,
-                                      events ? snapshot_events_upstream_ : snapshot_upstream_);
+      const std::string& upstream = events ? snapshot_events_upstream_ : snapshot_upstream_;
+      restored_[i] = snapshots_->Load(s.group, s.version, s.resource, upstream);
+      restored_proto_[i] =
+          snapshots_->Load(s.group, s.version, s.resource, upstream, Encoding::kProtobuf);
     }
   }
   ioc_ = &ioc;
@@ -115,6 +118,29 @@ std::unique_ptr<CachedResources::Entry> CachedResources::MakeEntry(
   return e;
 }
 
+void CachedResources::RestoreProtobuf(Entry& e,
+                                      std::optional<SnapshotStore::Loaded>& restored) const {
+  if (!restored) return;
+  SnapshotStore::Loaded loaded = *std::move(restored);
+  restored.reset();
+  const ResourceType& want = e.cacher->type();
+  absl::Status s = absl::FailedPreconditionError("the resource has no protobuf cache");
+  if (e.proto_cacher &&
+      (loaded.type.kind != want.kind || loaded.type.namespaced != want.namespaced)) {
+    s = absl::FailedPreconditionError("its kind or scope differs from the JSON cache's");
+  } else if (e.proto_cacher) {
+    s = e.proto_cacher->ImportState(std::move(loaded.state));
+  }
+  if (!s.ok()) {
+    log_.Warning("cache snapshot not usable", {{"resource", want.GroupResource()},
+                                               {"encoding", "protobuf"},
+                                               {"error", ToStd(s.message())}});
+    return;
+  }
+  // In use before the restart: runs from the start, as the JSON cache does.
+  e.proto_started.store(true);
+}
+
 asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
                                                       std::function<std::string()> cred) {
   const asio::any_io_executor executor = co_await asio::this_coro::executor;
@@ -134,8 +160,8 @@ asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
         entries.back() = MakeEntry(restored_[i]->type, own, cred, executor);
       }
       restored_[i].reset();
-      targets.push_back(
-          {entries.back()->cacher.get(), events ? snapshot_events_upstream_ : snapshot_upstream_});
+      RestoreProtobuf(*entries.back(), restored_proto_[i]);
+      AddSnapshotTargets(*entries.back(), events, &targets);
       continue;
     }
     const std::string path = spec.group.empty()
@@ -196,15 +222,26 @@ asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
     }
     // Events list and watch from the events upstream when there is one.
     entries.push_back(MakeEntry(type, events ? *events_pool_ : pool, cred, executor));
-    targets.push_back(
-        {entries.back()->cacher.get(), events ? snapshot_events_upstream_ : snapshot_upstream_});
+    RestoreProtobuf(*entries.back(), restored_proto_[i]);
+    AddSnapshotTargets(*entries.back(), events, &targets);
   }
   entries_ = std::move(entries);
   started_.store(true);
   if (snapshots_) snapshots_->Start(std::move(targets));
   for (auto& e : entries_) {
     asio::co_spawn(executor, e->reflector->Run(), asio::detached);
+    if (e->proto_started.load())
+      asio::co_spawn(executor, e->proto_reflector->Run(), asio::detached);
   }
+}
+
+void CachedResources::AddSnapshotTargets(const Entry& e, bool events,
+                                         std::vector<SnapshotStore::Target>* targets) const {
+  const std::string& upstream = events ? snapshot_events_upstream_ : snapshot_upstream_;
+  targets->push_back({e.cacher.get(), upstream});
+  // Written once it has synced (ExportState is empty before): a protobuf cache nobody started
+  // costs nothing.
+  if (e.proto_cacher) targets->push_back({e.proto_cacher.get(), upstream});
 }
 
 const CachedResources::Entry* CachedResources::Find(const RequestInfo& info) const {

@@ -79,6 +79,12 @@ class CachedResources {
   std::unique_ptr<Entry> MakeEntry(const ResourceType& type, UpstreamPool& pool,
                                    std::function<std::string()> cred,
                                    const asio::any_io_executor& executor) const;
+  // A protobuf cache's snapshot installed in `e` (its cache then synced, its reflector to be
+  // started with the JSON one's): when it was in use before the restart, its clients resume.
+  void RestoreProtobuf(Entry& e, std::optional<SnapshotStore::Loaded>& restored) const;
+  // The entry's caches for the snapshot writer (from the events upstream when `events`).
+  void AddSnapshotTargets(const Entry& e, bool events,
+                          std::vector<SnapshotStore::Target>* targets) const;
   asio::awaitable<void> DiscoverAndRun(UpstreamPool& pool, std::function<std::string()> cred);
 
   std::vector<ResourceSpec> specs_;
@@ -88,7 +94,8 @@ class CachedResources {
   // After entries_: its writer thread reads their cachers, so it stops (destroyed) first.
   std::unique_ptr<SnapshotStore> snapshots_;
   std::string snapshot_upstream_, snapshot_events_upstream_;
-  std::vector<std::optional<SnapshotStore::Loaded>> restored_;  // Per spec; read once.
+  std::vector<std::optional<SnapshotStore::Loaded>> restored_;        // Per spec; read once.
+  std::vector<std::optional<SnapshotStore::Loaded>> restored_proto_;  // Protobuf caches, same.
   std::chrono::milliseconds watch_idle_timeout_ = kDefaultWatchIdleTimeout;
   std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};

@@ -121,20 +121,21 @@ bool SnapshotStore::Writes(const ResourceType& type) const {
 }
 
 std::string SnapshotStore::PathFor(const std::string& group, const std::string& version,
-                                   const std::string& resource) const {
+                                   const std::string& resource, Encoding encoding) const {
   return absl::StrCat(options_.dir, "/", group.empty() ? resource : resource + "." + group, "_",
-                      version, ".snap");
+                      version, encoding == Encoding::kProtobuf ? ".protobuf" : "", ".snap");
 }
 
 std::optional<SnapshotStore::Loaded> SnapshotStore::Load(const std::string& group,
                                                          const std::string& version,
                                                          const std::string& resource,
-                                                         const std::string& upstream) {
+                                                         const std::string& upstream,
+                                                         Encoding encoding) {
   if (!enabled_) return std::nullopt;
-  const std::string path = PathFor(group, version, resource);
+  const std::string path = PathFor(group, version, resource, encoding);
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    ++stats_.loads[SnapshotStats::kMissing];
+    if (encoding == Encoding::kJson) ++stats_.loads[SnapshotStats::kMissing];
     return std::nullopt;
   }
   auto ignore = [&](SnapshotStats::Result why, std::string_view reason) {
@@ -170,7 +171,7 @@ std::optional<SnapshotStore::Loaded> SnapshotStore::Load(const std::string& grou
                   absl::StrCat("written ", age, "s ago, limit ", options_.max_age.count(), "s"));
   }
   if (h.type.group != group || h.type.version != version || h.type.resource != resource ||
-      h.type.kind.empty()) {
+      h.type.kind.empty() || h.encoding != encoding) {
     return ignore(SnapshotStats::kInvalid, "another resource's snapshot");
   }
   Loaded loaded{h.type, {}};
@@ -180,6 +181,7 @@ std::optional<SnapshotStore::Loaded> SnapshotStore::Load(const std::string& grou
   ++stats_.loads[SnapshotStats::kLoaded];
   log_.Info("cache loaded from snapshot",
             {{"resource", loaded.type.GroupResource()},
+             {"encoding", encoding == Encoding::kProtobuf ? "protobuf" : "json"},
              {"objects", static_cast<int64_t>(loaded.state.objects.size())},
              {"events", static_cast<int64_t>(loaded.state.events.size())},
              {"resourceVersion", static_cast<int64_t>(loaded.state.resource_version)},
@@ -231,16 +233,20 @@ void SnapshotStore::WriteChanged() {
 
 bool SnapshotStore::WriteOne(const Target& target, const Cacher::State& state) {
   const ResourceType& type = target.cacher->type();
-  SnapshotHeader header{target.upstream, NowUnix(), type};
+  const Encoding encoding = target.cacher->encoding();
+  SnapshotHeader header{target.upstream, NowUnix(), type, encoding};
   auto bytes = EncodeSnapshot(header, state, options_.max_bytes);
   absl::Status s = bytes.status();
   if (bytes.ok()) {
-    s = WriteAtomically(options_.dir, PathFor(type.group, type.version, type.resource), *bytes);
+    s = WriteAtomically(options_.dir, PathFor(type.group, type.version, type.resource, encoding),
+                        *bytes);
   }
   if (!s.ok()) {
     ++stats_.write_failures;
     log_.Warning("cache snapshot not written",
-                 {{"resource", type.GroupResource()}, {"error", ToStd(s.message())}});
+                 {{"resource", type.GroupResource()},
+                  {"encoding", encoding == Encoding::kProtobuf ? "protobuf" : "json"},
+                  {"error", ToStd(s.message())}});
     return false;
   }
   ++stats_.writes;

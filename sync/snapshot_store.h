@@ -59,9 +59,12 @@ class SnapshotStore {
     ResourceType type;
     Cacher::State state;
   };
-  // The snapshot of group/version/resource taken from `upstream`, if one is there and valid.
+  // The snapshot of group/version/resource's cache in `encoding` taken from `upstream`, if one
+  // is there and valid. A protobuf cache without a file is not counted as missing (protobuf
+  // caches run only once a client asked for protobuf).
   std::optional<Loaded> Load(const std::string& group, const std::string& version,
-                             const std::string& resource, const std::string& upstream);
+                             const std::string& resource, const std::string& upstream,
+                             Encoding encoding = Encoding::kJson);
 
   struct Target {
     const Cacher* cacher;
@@ -79,7 +82,7 @@ class SnapshotStore {
 
  private:
   std::string PathFor(const std::string& group, const std::string& version,
-                      const std::string& resource) const;
+                      const std::string& resource, Encoding encoding) const;
   void WriterLoop();
   void WriteChanged();
   bool WriteOne(const Target& target, const Cacher::State& state);

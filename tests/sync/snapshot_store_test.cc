@@ -41,13 +41,18 @@ TEST_CASE("SnapshotStore writes a synced cache on stop and loads it for the same
   Cacher cacher(PodsType(), EventRingLimits{}, [] { return std::chrono::steady_clock::now(); });
   cacher.Replace({Pod("a", "x", 5)}, 10);
   cacher.Apply(EventType::kAdded, Pod("a", "y", 11));
+  // A protobuf cache no client asked for never synced: nothing is written for it.
+  Cacher unused(
+      PodsType(), EventRingLimits{}, [] { return std::chrono::steady_clock::now(); },
+      Encoding::kProtobuf);
   {
     SnapshotStore store(Options(tmp.path), log);
     REQUIRE(store.Open());
-    store.Start({{&cacher, "https://up:6443"}});
+    store.Start({{&cacher, "https://up:6443"}, {&unused, "https://up:6443"}});
     store.Stop();  // The final write.
     CHECK(store.stats().writes.load() == 1);
   }
+  CHECK_FALSE(std::filesystem::exists(tmp.path + "/pods_v1.protobuf.snap"));
   struct stat st {};
   REQUIRE(::stat((tmp.path + "/pods_v1.snap").c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0600);
@@ -65,6 +70,13 @@ TEST_CASE("SnapshotStore writes a synced cache on stop and loads it for the same
   CHECK(again.stats().loads[SnapshotStats::kUpstream].load() == 1);
   CHECK_FALSE(again.Load("", "v1", "nodes", "https://up:6443").has_value());
   CHECK(again.stats().loads[SnapshotStats::kMissing].load() == 1);
+  // No protobuf snapshot: not counted as missing (most resources never have one).
+  CHECK_FALSE(again.Load("", "v1", "pods", "https://up:6443", Encoding::kProtobuf).has_value());
+  CHECK(again.stats().loads[SnapshotStats::kMissing].load() == 1);
+  // A JSON snapshot under the protobuf cache's name is refused, not read as protobuf.
+  std::filesystem::copy_file(tmp.path + "/pods_v1.snap", tmp.path + "/pods_v1.protobuf.snap");
+  CHECK_FALSE(again.Load("", "v1", "pods", "https://up:6443", Encoding::kProtobuf).has_value());
+  CHECK(again.stats().loads[SnapshotStats::kInvalid].load() == 1);
 
   SnapshotOptions expired = Options(tmp.path);
   expired.max_age = std::chrono::seconds(-1);  // Anything written is too old.
