@@ -219,6 +219,25 @@ uint64_t Cacher::resource_version() const {
   return rv_;
 }
 
+uint64_t Cacher::window_start_rv() const {
+  absl::MutexLock lock(&mu_);
+  return ring_.oldest_resumable_rv();
+}
+
+bool Cacher::NothingFor(const WatchFilter& filter, uint64_t after_rv, uint64_t through_rv) const {
+  absl::MutexLock lock(&mu_);
+  if (!synced_ || rv_ < through_rv) return false;
+  auto events = ring_.Since(after_rv);
+  if (!events.ok()) return false;
+  for (const EventPtr& e : *events) {
+    if (e->resource_version() > through_rv) break;
+    if (filter.Matches(*e->object()) || (e->prev() != nullptr && filter.Matches(*e->prev()))) {
+      return false;
+    }
+  }
+  return true;
+}
+
 size_t Cacher::object_count() const {
   absl::MutexLock lock(&mu_);
   return store_.size();

@@ -55,6 +55,15 @@ class Cacher {
 
   bool synced() const;
   uint64_t resource_version() const;
+  // The oldest RV a watch can resume from (older: 410).
+  uint64_t window_start_rv() const;
+  // Whether this cache proves that nothing a watch with `filter` would see happened after
+  // `after_rv` up to `through_rv`: its window reaches back to `after_rv`, it has seen
+  // `through_rv`, and none of its events between concerns an object the filter matches (now or
+  // before). A resource's JSON and protobuf caches hold the same events, so one vouches for a
+  // watch too old for the other's window (the protobuf cache starts later, and at a different
+  // RV on each replica).
+  bool NothingFor(const WatchFilter& filter, uint64_t after_rv, uint64_t through_rv) const;
   size_t object_count() const;
   size_t watcher_count() const;
 

@@ -69,17 +69,22 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
       co_return true;
     }
   }
-  const bool served = co_await ServeRead(x, *cacher, *reflector, *filter);
+  const Cacher* witness = cacher == entry->cacher.get()
+                              ? (entry->proto_started.load() ? entry->proto_cacher.get() : nullptr)
+                              : entry->cacher.get();
+  const bool served = co_await ServeRead(x, *cacher, *reflector, *filter, witness);
   if (!served) ++stats_.declined;
   if (served && cacher->encoding() == Encoding::kProtobuf) ++stats_.protobuf;
   co_return served;
 }
 
 asio::awaitable<bool> CacheHandler::ServeRead(Exchange& x, Cacher& cacher, Reflector& reflector,
-                                              const WatchFilter& filter) {
+                                              const WatchFilter& filter, const Cacher* witness) {
   const RequestInfo& info = x.request.info;
   if (info.verb == "watch") {
-    co_return co_await ServeWatch(x, cacher, reflector, filter, wakeups_, stats_, options_);
+    const bool served =
+        co_await ServeWatch(x, cacher, reflector, filter, wakeups_, stats_, options_, witness);
+    co_return served;
   }
   if (info.verb == "get") {
     const auto need =

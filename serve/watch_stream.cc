@@ -243,13 +243,24 @@ Clock::time_point WatchDeadline(Clock::time_point now, int64_t timeout_seconds) 
 
 asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflector,
                                  WatchFilter filter, Wakeups& wakeups, CacheServeStats& stats,
-                                 const WatchOptions& options) {
+                                 const WatchOptions& options, const Cacher* witness) {
   using namespace asio::experimental::awaitable_operators;
   auto params = co_await Plan(x, cacher, reflector);
   if (!params) co_return false;
   ++stats.watches;
   auto wake = std::make_shared<Wakeup>(co_await asio::this_coro::executor, *x.response);
-  auto watcher = Register(cacher, std::move(filter), *params, wake, wakeups, options);
+  auto watcher = Register(cacher, filter, *params, wake, wakeups, options);
+  if (!watcher.ok() && absl::IsOutOfRange(watcher.status()) && witness != nullptr &&
+      params->start == Cacher::Start::kAfterVersion) {
+    // Too old for this cache's window; the apiserver's longer one would have served it. The
+    // other cache shows whether anything this watch would see happened in between.
+    const uint64_t window_start = cacher.window_start_rv();
+    if (window_start > params->rv && witness->NothingFor(filter, params->rv, window_start)) {
+      params->rv = window_start;
+      watcher = Register(cacher, filter, *params, wake, wakeups, options);
+      if (watcher.ok()) ++stats.watches_vouched;
+    }
+  }
   if (!watcher.ok()) {
     co_await WriteExpired(x, watcher.status(), cacher.encoding());
     co_return true;

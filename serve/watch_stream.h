@@ -34,9 +34,12 @@ struct WatchOptions {
 };
 
 // False: declined before anything was written (the RV cannot be promised in time).
+// `witness`: the resource's cache in the other encoding, if running (Cacher::NothingFor): a
+// start RV before `cacher`'s window that it shows nothing for starts at the window's start
+// instead of a 410.
 asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflector,
                                  WatchFilter filter, Wakeups& wakeups, CacheServeStats& stats,
-                                 const WatchOptions& options);
+                                 const WatchOptions& options, const Cacher* witness = nullptr);
 
 }  // namespace kf
 

@@ -231,6 +231,12 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
            "Cached reads (lists, gets, watches) answered in protobuf.");
   w.Sample("kube_fanout_cache_protobuf_requests_total", "",
            static_cast<double>(serve.protobuf.load()));
+  w.Family("kube_fanout_cache_watches_vouched_total", "counter",
+           "Watches from an RV before their cache's window, started at the window's start "
+           "because the resource's other encoding's cache showed nothing they would see between "
+           "(instead of a 410).");
+  w.Sample("kube_fanout_cache_watches_vouched_total", "",
+           static_cast<double>(serve.watches_vouched.load()));
   w.Family("kube_fanout_cache_declined_total", "counter",
            "Reads of cached resources passed through (not answerable exactly, or not allowed).");
   w.Sample("kube_fanout_cache_declined_total", "", static_cast<double>(serve.declined.load()));

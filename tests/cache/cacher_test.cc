@@ -396,4 +396,23 @@ TEST_CASE("Cacher starts a watch from an RV it has not reached after that RV") {
 }
 
 }  // namespace
+TEST_CASE("Cacher::NothingFor vouches only for a quiet stretch of its own window") {
+  Cacher c{PodsType(), EventRingLimits{}, [] { return std::chrono::steady_clock::now(); }};
+  c.Replace({Pod("a", "x", 5), Pod("b", "y", 7, "", "db")}, 10);
+  c.Apply(EventType::kAdded, Pod("a", "new", 11));                    // app=web
+  c.Apply(EventType::kModified, Pod("b", "y", 12, "node-1", "web"));  // Leaves app=db.
+  c.Apply(EventType::kAdded, Pod("c", "z", 14, "", "db"));
+  REQUIRE(c.window_start_rv() == 10);
+  // Namespace b's db pods: 11 is another's; 12 concerns it (it matched before).
+  CHECK(c.NothingFor(Filter("b", "app=db"), 10, 11));
+  CHECK_FALSE(c.NothingFor(Filter("b", "app=db"), 10, 12));
+  CHECK(c.NothingFor(Filter("b", "app=db"), 12, 14));  // Namespace c's pod is not b's.
+  CHECK_FALSE(c.NothingFor(Filter("", "app=db"), 12, 14));
+  CHECK_FALSE(c.NothingFor(Filter(), 10, 11));
+  // Before its window, or past what it has seen, it proves nothing.
+  CHECK_FALSE(c.NothingFor(Filter("zzz"), 9, 11));
+  CHECK_FALSE(c.NothingFor(Filter("zzz"), 10, 15));
+  CHECK(c.NothingFor(Filter("zzz"), 10, 14));
+}
+
 }  // namespace kf

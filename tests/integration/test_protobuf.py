@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from kfrig import metric_values, same_snapshot, scaled, varint
+from kfrig import Proxy, metric_values, same_snapshot, scaled, varint
 from test_cache import (ALLOWED_HEADER_DIFFERENCES, namespace_factory, objects,  # noqa: F401
                         routed)
 
@@ -331,3 +331,53 @@ def test_custom_resources_have_no_protobuf_as_with_the_apiserver(cluster, widget
     assert direct.status == 406, direct.body[:300]
     assert (proxied.status, proxied.body) == (direct.status, direct.body)
     assert routed(widgets, m) == "passthrough"
+
+
+def test_a_watch_older_than_the_protobuf_cache_is_vouched_for_by_the_json_cache(
+        cluster, namespace_factory, tmp_path):
+    """The protobuf cache starts with the first protobuf request, later than the JSON one (and
+    at another RV on each replica), so a client's RV can predate its window. The apiserver's
+    longer window would serve such a watch; kube-fanout does too when its JSON cache shows
+    nothing the watch would see happened in between, and answers 410 when something did."""
+    quiet, busy = namespace_factory(), namespace_factory()
+    proxy = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=configmaps"])
+    try:
+        listed = cluster.request("GET", f"/api/v1/namespaces/{quiet}/configmaps?resourceVersion=0",
+                                 port=proxy.port, tls=False)
+        assert listed.status == 200, listed.body[:300]
+        rv0 = json.loads(listed.body)["metadata"]["resourceVersion"]
+        for i in range(3):  # After rv0, before the protobuf cache: only in `busy`.
+            cluster.kubectl("create", "configmap", f"b{i}", "-n", busy, f"--from-literal=i={i}")
+        wait_cached(cluster, proxy, f"/api/v1/namespaces/{quiet}/configmaps?resourceVersion=0")
+        _, window_start, _ = list_items(get(cluster, f"/api/v1/namespaces/{quiet}/configmaps",
+                                            port=proxy.secure_port).body)
+        assert int(window_start) > int(rv0) + 2  # Setup: the protobuf window starts after.
+
+        path = f"/api/v1/namespaces/{quiet}/configmaps?watch=1&resourceVersion={rv0}" \
+               "&timeoutSeconds=30"
+        p, m = marked(path)
+        streams = [open_watch(cluster, None, p), open_watch(cluster, proxy.secure_port, p)]
+        cluster.kubectl("create", "configmap", "q0", "-n", quiet, "--from-literal=a=0")
+        cluster.kubectl("delete", "configmap", "q0", "-n", quiet)
+        direct, cached = (read_frames(r, 2, scaled(15)) for _, r in streams)
+        for conn, _ in streams:
+            conn.close()
+        assert [frame_event(f)[0] for f in direct] == ["ADDED", "DELETED"]
+        assert cached == direct  # No 410: the same frames as the apiserver's.
+        assert routed(proxy, m) == "cache"
+        vouched = metric_values(cluster.request("GET", "/metrics", port=proxy.port,
+                                                tls=False).body.decode(),
+                                "kube_fanout_cache_watches_vouched_total")
+        assert vouched.get("", 0) >= 1, vouched
+
+        # The busy namespace had events between rv0 and the window: 410, as without the JSON
+        # cache (the apiserver would replay them; kube-fanout's protobuf cache cannot).
+        p, m = marked(f"/api/v1/namespaces/{busy}/configmaps?watch=1&resourceVersion={rv0}")
+        conn, resp = open_watch(cluster, proxy.secure_port, p)
+        frames = read_frames(resp, 1, scaled(10))
+        conn.close()
+        assert routed(proxy, m) == "cache"
+        assert len(frames) == 1 and frame_event(frames[0])[0] == "ERROR"
+        assert [v for n, _, v in fields(frame_event(frames[0])[2]) if n == 6] == [410]
+    finally:
+        proxy.stop()
