@@ -34,9 +34,8 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
   bool synced = cacher != nullptr && cacher->synced();
   // A protobuf cache still starting is waited for, unless its reflector has failed (e.g. the
   // upstream does not serve protobuf for it): then the apiserver answers at once.
-  if (cacher != nullptr && !synced && cacher->encoding() == Encoding::kProtobuf &&
-      reflector->stats().errors.load() == 0) {
-    synced = co_await WaitSynced(*cacher);
+  if (cacher != nullptr && !synced && cacher->encoding() == Encoding::kProtobuf) {
+    synced = co_await WaitSynced(*cacher, *reflector);
   }
   if (!synced) {
     ++stats_.declined;
@@ -86,9 +85,16 @@ asio::awaitable<bool> CacheHandler::ServeRead(Exchange& x, Cacher& cacher, Refle
         co_await ServeWatch(x, cacher, reflector, filter, wakeups_, stats_, options_, witness);
     co_return served;
   }
+  // A consistent read (no resourceVersion) of a quiet resource waits for the apiserver's
+  // bookmark to prove the cache current; one per interval goes straight to the apiserver.
+  // (Not a page after the first: its continue token is kube-fanout's to read.)
+  const std::optional<std::string_view> asked = info.query.First("resourceVersion");
+  if ((!asked || asked->empty()) && !info.query.First("continue") &&
+      reflector.TakeConsistentPassthrough(options_.consistent_passthrough_interval)) {
+    co_return false;
+  }
   if (info.verb == "get") {
-    const auto need =
-        co_await RequiredVersion(cacher, reflector, info.query.First("resourceVersion"));
+    const auto need = co_await RequiredVersion(cacher, reflector, asked);
     if (!need) co_return false;
     co_await WriteObject(x, cacher, stats_);
     co_return true;

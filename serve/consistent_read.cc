@@ -55,11 +55,19 @@ asio::awaitable<std::optional<uint64_t>> RequiredVersion(Cacher& cacher, Reflect
   co_return need;
 }
 
-asio::awaitable<bool> WaitSynced(Cacher& cacher) {
-  if (cacher.synced()) co_return true;
-  // A cache's RV moves off 0 with its first LIST.
-  const bool listed = co_await CatchUp(cacher, 1, kFreshnessWait);
-  co_return listed&& cacher.synced();
+asio::awaitable<bool> WaitSynced(Cacher& cacher, const Reflector& reflector,
+                                 std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  constexpr auto kSlice = std::chrono::milliseconds(500);
+  while (!cacher.synced() && reflector.stats().errors.load() == 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    // A cache's RV moves off 0 with its first LIST.
+    const bool listed = co_await CatchUp(cacher, 1, std::min(left, kSlice));
+    if (listed) break;
+  }
+  co_return cacher.synced();
 }
 
 }  // namespace kf

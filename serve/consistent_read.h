@@ -27,9 +27,16 @@ boost::asio::awaitable<std::optional<uint64_t>> RequiredVersion(Cacher& cacher,
                                                                 Reflector& reflector,
                                                                 std::optional<std::string_view> rv);
 
-// Waits (up to kFreshnessWait) for a cache that has just started to sync: the first requests
-// for a resource's protobuf cache wait for its first LIST instead of all passing through.
-boost::asio::awaitable<bool> WaitSynced(Cacher& cacher);
+// How long the first requests for a resource's protobuf cache wait for its first LIST. A large
+// resource takes seconds to list (19,000 pods: 7 s on a busy two-core machine), and a fleet of
+// client-go agents asks at once: passing them all through meanwhile would send the apiserver the
+// very storm kube-fanout is there to absorb (it did, at 10,000 agents).
+inline constexpr auto kProtobufStartWait = std::chrono::milliseconds(30000);
+
+// Waits (up to `timeout`) for a cache that has just started to sync, while its reflector has
+// not failed (then at once: e.g. the upstream serves no protobuf for it).
+boost::asio::awaitable<bool> WaitSynced(Cacher& cacher, const Reflector& reflector,
+                                        std::chrono::milliseconds timeout = kProtobufStartWait);
 
 }  // namespace kf
 

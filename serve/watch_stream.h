@@ -31,6 +31,9 @@ struct WatchOptions {
   QueueBudget* total_queue = nullptr;  // All watchers' queues together (null: no bound).
   WatchSlots* slots = nullptr;         // Watches open at once (null: no bound).
   std::chrono::milliseconds bookmark_interval{60000};
+  // The cache handler's, beside the watches': one consistent LIST/GET per resource per this
+  // interval goes to the apiserver at once (Reflector::TakeConsistentPassthrough); 0: none.
+  std::chrono::milliseconds consistent_passthrough_interval{0};
 };
 
 // False: declined before anything was written (the RV cannot be promised in time).

@@ -160,6 +160,12 @@ constexpr ResourceFamily kResourceFamilies[] = {
      [](const ResourceRow& r) {
        return static_cast<double>(r.reflector->progress_watches.load());
      }},
+    {"kube_fanout_consistent_read_passthroughs_total", "counter",
+     "Consistent reads sent to the apiserver at once, within "
+     "--consistent-read-passthrough-interval, instead of proving the cache current.",
+     [](const ResourceRow& r) {
+       return static_cast<double>(r.reflector->consistent_passthroughs.load());
+     }},
 };
 
 // Warm restart (--cache-snapshot-dir).

@@ -23,7 +23,7 @@ namespace {
 
 // Flag values parsed after Boost (durations).
 struct RawFlags {
-  std::string grace, dial, bookmark, watch_idle;
+  std::string grace, dial, bookmark, watch_idle, consistent_passthrough;
   std::string snapshot_interval, snapshot_max_age;
   std::string authn_ttl, authn_negative_ttl, authz_ttl, authz_negative_ttl;
 };
@@ -187,6 +187,13 @@ po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
     ("watch-bookmark-interval", po::value(bookmark)->value_name("DURATION")->default_value("1m"),
      "How often watches that allow bookmarks get one (the apiserver's cadence is 1m); one also "
      "goes 2s before a watch's timeout.")
+    ("consistent-read-passthrough-interval",
+     po::value(&raw->consistent_passthrough)->value_name("DURATION")->default_value("1s"),
+     "A consistent read (a LIST or GET without resourceVersion) of a cached resource is served "
+     "from the cache once the cache is proven current, which on a quiet resource takes the "
+     "apiserver's bookmark timer (1-2s). One such read per resource per this interval goes to "
+     "the apiserver at once instead, so an occasional reader (kubectl) waits no longer than "
+     "direct; the others are proven and served from the cache. 0: never.")
     ("cache-snapshot-dir", po::value(&o->cache_snapshot_dir)->value_name("PATH"),
      "Warm restart: keep each cached resource's objects and event window in this directory "
      "(created 0700; refused if group or others may access it) and, on start, serve from them "
@@ -268,8 +275,9 @@ const std::vector<Topic>& Topics() {
       {"Cache",
        {"cache-resources", "watch-cache-window-bytes", "watcher-max-queue-bytes",
         "watchers-max-total-queue-bytes", "max-watchers", "max-watchers-per-user",
-        "watch-bookmark-interval", "cache-snapshot-dir", "cache-snapshot-max-bytes",
-        "cache-snapshot-interval", "cache-snapshot-max-age", "cache-snapshot-secrets"}},
+        "watch-bookmark-interval", "consistent-read-passthrough-interval", "cache-snapshot-dir",
+        "cache-snapshot-max-bytes", "cache-snapshot-interval", "cache-snapshot-max-age",
+        "cache-snapshot-secrets"}},
       {"Admission and passthrough",
        {"enable-admission", "admission-config", "max-passthrough-in-flight", "event-spam-filter",
         "coalesce-reads"}},
@@ -348,6 +356,8 @@ absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv) {
       {"upstream-dial-timeout", {&raw.dial, &o.upstream_dial_timeout}},
       {"upstream-watch-idle-timeout", {&raw.watch_idle, &o.upstream_watch_idle_timeout}},
       {"watch-bookmark-interval", {&raw.bookmark, &o.watch_bookmark_interval}},
+      {"consistent-read-passthrough-interval",
+       {&raw.consistent_passthrough, &o.consistent_read_passthrough_interval}},
       {"cache-snapshot-interval", {&raw.snapshot_interval, &o.cache_snapshot_interval}},
       {"cache-snapshot-max-age", {&raw.snapshot_max_age, &o.cache_snapshot_max_age}},
       {"authentication-token-webhook-cache-ttl", {&raw.authn_ttl, &o.authentication_cache_ttl}},
@@ -375,6 +385,10 @@ absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv) {
   }
   if (o.watch_bookmark_interval < absl::Milliseconds(100)) {
     return absl::InvalidArgumentError("--watch-bookmark-interval must be at least 100ms");
+  }
+  if (o.consistent_read_passthrough_interval < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "--consistent-read-passthrough-interval must not be negative");
   }
   if (o.upstream_watch_idle_timeout < absl::Seconds(1)) {
     return absl::InvalidArgumentError("--upstream-watch-idle-timeout must be at least 1s");

@@ -75,6 +75,9 @@ struct ProxyOptions {
   int64_t max_watchers_per_user = 0;                   // 0: unlimited.
   uint32_t http2_max_streams_per_connection = 0;       // 0: the apiserver's 100.
   absl::Duration watch_bookmark_interval = absl::Minutes(1);
+  // One consistent LIST/GET per cached resource per interval goes to the apiserver at once
+  // instead of waiting for the cache's proof of freshness; zero: never.
+  absl::Duration consistent_read_passthrough_interval = absl::Seconds(1);
   // Warm restart (sync/snapshot_store.h): the directory ("" = off) and its bounds.
   std::string cache_snapshot_dir;
   uint64_t cache_snapshot_max_bytes = 256u << 20;

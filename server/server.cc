@@ -364,6 +364,8 @@ SharedStages Server::Stages() {
   s.watch.slots = &watch_slots_;
   s.watch.bookmark_interval =
       std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.watch_bookmark_interval));
+  s.watch.consistent_passthrough_interval = std::chrono::milliseconds(
+      absl::ToInt64Milliseconds(options_.consistent_read_passthrough_interval));
   return s;
 }
 

@@ -310,6 +310,19 @@ asio::awaitable<void> Reflector::ProbeLoop() {
   probe_running_ = false;
 }
 
+bool Reflector::TakeConsistentPassthrough(std::chrono::milliseconds interval) {
+  if (interval.count() <= 0 || !cacher_.synced()) return false;
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  int64_t next = next_consistent_passthrough_.load(std::memory_order_relaxed);
+  if (now < next) return false;
+  const int64_t then = now + std::chrono::duration_cast<std::chrono::nanoseconds>(interval).count();
+  if (!next_consistent_passthrough_.compare_exchange_strong(next, then)) return false;
+  ++stats_.consistent_passthroughs;
+  return true;
+}
+
 void Reflector::RequestProgress(uint64_t rv, std::chrono::milliseconds for_how_long) {
   asio::post(exec_, [this, rv, for_how_long] {
     if (stopped_ || cacher_.resource_version() >= rv) return;

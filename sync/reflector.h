@@ -37,6 +37,8 @@ struct ReflectorStats {
   std::atomic<uint64_t> retry_afters{0};
   std::atomic<uint64_t> rv_probes{0};         // Coalesced current-RV probes (LIST limit=1).
   std::atomic<uint64_t> progress_watches{0};  // Short watches opened to prove progress.
+  // Consistent reads sent to the apiserver at once, within the budget (TakeConsistentPassthrough).
+  std::atomic<uint64_t> consistent_passthroughs{0};
 };
 
 // The apiserver sends a watch that allows bookmarks one about every minute, however quiet the
@@ -68,6 +70,12 @@ class Reflector {
   // its current RV. Every event up to that bookmark arrived on that stream, in order, so the
   // cache may advance to it. Events both watches deliver are applied once (by RV).
   void RequestProgress(uint64_t rv, std::chrono::milliseconds for_how_long);
+  // One consistent read (LIST or GET without resourceVersion) per `interval` may go to the
+  // apiserver at once instead of waiting for the proof above (which, on a quiet resource, waits
+  // for the apiserver's bookmark timer: 1-2 s). True: this read is the one (it costs the
+  // apiserver what it would cost direct). False (interval 0, spent, not synced): prove and serve
+  // from the cache, as every read did before.
+  bool TakeConsistentPassthrough(std::chrono::milliseconds interval);
 
   const ReflectorStats& stats() const { return stats_; }
   // The collection path, e.g. "/apis/discovery.k8s.io/v1/endpointslices".
@@ -113,6 +121,8 @@ class Reflector {
   uint64_t progress_target_ = 0;
   std::chrono::steady_clock::time_point progress_until_{};
   bool progress_running_ = false;
+  // TakeConsistentPassthrough's budget: when the next may go (steady clock, ns); any thread.
+  std::atomic<int64_t> next_consistent_passthrough_{0};
 };
 
 }  // namespace kf

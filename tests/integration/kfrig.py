@@ -265,6 +265,10 @@ class Proxy:
                 f"--tls-private-key-file={key}"]
         args += upstream_args if upstream_args is not None else [
             f"--kubeconfig={cluster.env['KF_KUBECONFIG']}"]
+        # The fidelity tests compare the cache's answers: no consistent read of theirs goes to
+        # the apiserver for speed (test_cache.py tests that budget with the default).
+        if not any(a.startswith("--consistent-read-passthrough-interval") for a in extra_args):
+            args.append("--consistent-read-passthrough-interval=0")
         args += list(extra_args)
         log = open(log_path, "wb")
         process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,

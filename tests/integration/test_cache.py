@@ -164,6 +164,51 @@ def test_consistent_reads_are_served_from_the_cache_and_never_stale(cluster, cac
     assert after > before  # The quiet cache had to prove it was current.
 
 
+def test_one_consistent_read_per_interval_goes_to_the_apiserver_at_once(cluster, namespace,
+                                                                         tmp_path):
+    """--consistent-read-passthrough-interval (default 1s): proving a quiet cache current waits
+    for the apiserver's bookmark timer (1-2 s), so the first consistent LIST or GET of a
+    resource in each interval goes to the apiserver (as fast as direct); the reads right
+    after it are proven and served from the cache; reads at an RV are never sent."""
+    ns = namespace
+    cluster.kubectl("create", "configmap", "cr0", "-n", ns, "--from-literal=a=0")
+    proxy = Proxy.start(cluster, tmp_path, extra_args=[
+        "--cache-resources=configmaps", "--consistent-read-passthrough-interval=2s"])
+    headers = {"User-Agent": "kube-fanout-tests"}
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+
+    def read(target, marker):
+        sep = "&" if "?" in target else "?"
+        res = cluster.request("GET", f"{target}{sep}{marker}", port=proxy.secure_port,
+                              headers=headers)
+        assert res.status == 200, res.body[:300]
+        return routed(proxy, marker), res
+
+    try:
+        # Cached at RV 0 (never sent): the cache is up.
+        route, res = read(f"{path}?resourceVersion=0", "kfcr=warm")
+        assert route == "cache"
+        assert [o["metadata"]["name"] for o in json.loads(res.body)["items"]] == ["cr0"]
+        time.sleep(2.2)  # A fresh interval.
+        started = time.monotonic()
+        first, res = read(path, "kfcr=first")
+        first_ms = (time.monotonic() - started) * 1000
+        second, res2 = read(path, "kfcr=second")
+        third, _ = read(f"{path}/cr0", "kfcr=get")
+        assert (first, second, third) == ("passthrough", "cache", "cache")
+        assert json.loads(res.body)["items"] == json.loads(res2.body)["items"]
+        time.sleep(2.2)
+        fourth, _ = read(f"{path}/cr0", "kfcr=get2")
+        paged, _ = read(f"{path}?limit=1", "kfcr=paged")
+        assert (fourth, paged) == ("passthrough", "cache")
+        counts = metric_values(cluster.request("GET", "/metrics", port=proxy.port, tls=False)
+                               .body.decode(), "kube_fanout_consistent_read_passthroughs_total")
+        assert counts.get('{resource="configmaps"}') == 2, counts
+        print(f"\nconsistent read passed through in {first_ms:.1f} ms")
+    finally:
+        proxy.stop()
+
+
 def _without(path, *params):
     base, _, query = path.partition("?")
     kept = [p for p in query.split("&") if p.split("=")[0] not in params]

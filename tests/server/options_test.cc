@@ -69,6 +69,19 @@ TEST_CASE("The watch bounds parse with their defaults, and negative counts are r
   CHECK(help.find("--max-watchers") < help.find("Admission and passthrough flags:"));
 }
 
+TEST_CASE("The consistent-read passthrough interval defaults to 1s and 0 turns it off") {
+  auto d = Parse({});
+  REQUIRE(d.ok());
+  CHECK(d->consistent_read_passthrough_interval == absl::Seconds(1));
+  auto off = Parse({"--consistent-read-passthrough-interval=0"});
+  REQUIRE(off.ok());
+  CHECK(off->consistent_read_passthrough_interval == absl::ZeroDuration());
+  auto half = Parse({"--consistent-read-passthrough-interval=500ms"});
+  REQUIRE(half.ok());
+  CHECK(half->consistent_read_passthrough_interval == absl::Milliseconds(500));
+  CHECK_FALSE(Parse({"--consistent-read-passthrough-interval=-1s"}).ok());
+}
+
 TEST_CASE("The upstream watch idle timeout defaults to 2m and is at least 1s") {
   auto d = Parse({});
   REQUIRE(d.ok());
