@@ -29,6 +29,8 @@ std::string_view RefusalName(Refusal refusal) {
       return "bad_request";
     case Refusal::kHeaderTimeout:
       return "header_timeout";
+    case Refusal::kHandshakeQueue:
+      return "handshake_queue";
     case Refusal::kTlsHandshake:
     case Refusal::kCount:
       break;

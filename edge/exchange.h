@@ -40,7 +40,14 @@ struct TransportStats {
 // Why a connection's request was refused before it could be routed: a head past the size
 // limits (431) or one that does not parse (400), a head that did not arrive in time once it had
 // started, a TLS handshake that failed (or timed out).
-enum class Refusal { kHeaderTooLarge, kBadRequest, kHeaderTimeout, kTlsHandshake, kCount };
+enum class Refusal {
+  kHeaderTooLarge,
+  kBadRequest,
+  kHeaderTimeout,
+  kTlsHandshake,
+  kHandshakeQueue,  // Waited too long for a handshake slot (HttpSession::SetHandshakeGate).
+  kCount
+};
 std::string_view RefusalName(Refusal refusal);
 
 // Requests by how they were answered; shared by every session.

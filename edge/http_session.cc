@@ -6,6 +6,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
+#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "edge/client_cert.h"
@@ -57,6 +58,8 @@ HttpSession::HttpSession(std::unique_ptr<AnyStream> client, std::string remote, 
 }
 
 HttpSession::~HttpSession() {
+  LeaveHandshakeQueue();  // A session that never ran (a stop before its start).
+
   sessions_.Unregister(this);
   active_sessions_.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -77,6 +80,13 @@ void HttpSession::Stop() {
 
 asio::awaitable<void> HttpSession::Run() {
   if (AnyStream::TlsStream* tls = client_->tls()) {
+    LeaveHandshakeQueue();
+    if (gated_ && std::chrono::steady_clock::now() - accepted_ > handshake_max_wait_) {
+      pipeline_.stats().Refused(Refusal::kHandshakeQueue);
+      log_.Log(Logger::Level::kDebug, "TLS handshake not started: queued too long",
+               {{"remote", remote_}});
+      co_return;
+    }
     client_->tcp().expires_after(kHandshakeTimeout);
     auto [ec] = co_await tls->async_handshake(asio::ssl::stream_base::server, use_nothrow);
     if (ec) {

@@ -35,6 +35,20 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
   void Start(const asio::any_io_executor& executor);
   // The HTTP/2 settings a connection that turns out to speak HTTP/2 gets (before Start).
   void SetHttp2Limits(const Http2Limits& limits) { h2_limits_ = limits; }
+  // A TLS connection whose session starts (its turn on this thread) more than `max_wait` after
+  // `accepted` is closed without a handshake: on a thread that far behind, its client has
+  // likely given up (client-go's handshake timeout is 10 s), and a handshake costs about a
+  // millisecond of CPU that the clients still waiting need (refused: handshake_queue).
+  // `pending` counts the connections accepted for this thread whose session has not started
+  // (the accept loop stops accepting while it is high); the session takes itself off it.
+  // Before Start; without it, every handshake is attempted.
+  void SetHandshakeGate(std::chrono::steady_clock::time_point accepted,
+                        std::chrono::milliseconds max_wait, std::atomic<int64_t>* pending) {
+    gated_ = true;
+    accepted_ = accepted;
+    handshake_max_wait_ = max_wait;
+    handshake_pending_ = pending;
+  }
   // Graceful stop: a connection waiting for its next request closes now, a watch ends cleanly
   // now (at an event boundary, its stream terminated), any other request finishes and its
   // answer says Connection: close.
@@ -44,6 +58,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
   enum class State { kStarting, kIdle, kBusy };
 
   asio::awaitable<void> Run();
+  void LeaveHandshakeQueue() noexcept {
+    if (handshake_pending_ != nullptr) {
+      handshake_pending_->fetch_sub(1, std::memory_order_relaxed);
+      handshake_pending_ = nullptr;
+    }
+  }
   // Reads until the bytes seen so far are, or cannot be, HTTP/2's client preface.
   asio::awaitable<bool> ReadsHttp2Preface();
   asio::awaitable<bool> ServeOne();  // false: close the connection.
@@ -57,6 +77,11 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
   SessionSet& sessions_;
   std::atomic<int64_t>& active_sessions_;
   const Logger& log_;
+  bool gated_ = false;
+  std::chrono::steady_clock::time_point accepted_{};
+  std::chrono::milliseconds handshake_max_wait_{0};
+  std::atomic<int64_t>* handshake_pending_ =
+      nullptr;  // Decremented once, when Run leaves the queue.
   beast::flat_buffer buffer_;
   State state_ = State::kStarting;
   std::shared_ptr<Http2Session> h2_;

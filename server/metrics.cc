@@ -417,7 +417,8 @@ std::string RenderWatchLimitMetrics(const QueueBudget& queues, const WatchSlots&
   return w.Take();
 }
 
-std::string RenderConnectionsRefusedMetrics(uint64_t fd_headroom, uint64_t accept_errors) {
+std::string RenderConnectionsRefusedMetrics(uint64_t fd_headroom, uint64_t accept_errors,
+                                            uint64_t accept_pauses) {
   Writer w;
   w.Family("kube_fanout_connections_refused_total", "counter",
            "New client connections closed at once, by reason (fd_headroom: the process is near "
@@ -427,6 +428,11 @@ std::string RenderConnectionsRefusedMetrics(uint64_t fd_headroom, uint64_t accep
            static_cast<double>(fd_headroom));
   w.Sample("kube_fanout_connections_refused_total", "reason=\"accept_error\"",
            static_cast<double>(accept_errors));
+  w.Family("kube_fanout_tls_accept_pauses_total", "counter",
+           "Times the TLS listener stopped accepting for 20 ms because every I/O thread already "
+           "had 512 accepted connections whose session had not started (new clients wait in the "
+           "kernel's listen queue meanwhile).");
+  w.Sample("kube_fanout_tls_accept_pauses_total", "", static_cast<double>(accept_pauses));
   return w.Take();
 }
 

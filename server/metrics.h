@@ -47,7 +47,8 @@ std::string RenderProcessMetrics();
 std::string RenderWatchLimitMetrics(const QueueBudget& queues, const WatchSlots& slots);
 
 // New connections refused at accept: descriptor headroom, failed accepts.
-std::string RenderConnectionsRefusedMetrics(uint64_t fd_headroom, uint64_t accept_errors);
+std::string RenderConnectionsRefusedMetrics(uint64_t fd_headroom, uint64_t accept_errors,
+                                            uint64_t accept_pauses);
 
 // --secure-listen's certificate: reloads, rejected new files, the served one's expiry.
 std::string RenderServingCertificateMetrics(uint64_t reloads, uint64_t failures, int64_t not_after);

@@ -384,7 +384,7 @@ std::string Server::RenderAllMetrics() const {
   }
   out += RenderWatchLimitMetrics(watch_queue_budget_, watch_slots_);
   out += RenderConnectionsRefusedMetrics(connections_refused_[0].load(),
-                                         connections_refused_[1].load());
+                                         connections_refused_[1].load(), accept_paused_.load());
   out += RenderProcessMetrics();
   return out;
 }
@@ -440,6 +440,21 @@ asio::awaitable<void> Server::AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool
                                          Pipeline* only) {
   asio::steady_timer backoff(main_ioc_);
   while (acceptor.is_open()) {
+    if (tls) {
+      // Handshakes queued past the bound on the least busy worker: let the kernel hold the next
+      // clients for a moment (its listen queue costs this process nothing).
+      const bool full =
+          std::all_of(workers_.begin(), workers_.begin() + session_workers_,
+                      [](const std::unique_ptr<Worker>& w) {
+                        return w->handshakes_pending().load() >= Worker::kMaxHandshakesPending;
+                      });
+      if (full) {
+        accept_paused_.fetch_add(1, std::memory_order_relaxed);
+        backoff.expires_after(std::chrono::milliseconds(20));
+        co_await backoff.async_wait(use_nothrow);
+        continue;
+      }
+    }
     Worker& worker = only != nullptr ? *workers_[0] : NextWorker();
     if (only != nullptr) worker.sessions().AddConnection();
     auto [ec, socket] = co_await acceptor.async_accept(worker.ioc(), use_nothrow);
@@ -470,9 +485,11 @@ asio::awaitable<void> Server::AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool
     beast::error_code ignored;
     socket.set_option(asio::ip::tcp::no_delay(true), ignored);
     std::string remote = RemoteOf(socket);  // NOLINT
+    const auto accepted = std::chrono::steady_clock::now();
+    if (tls) worker.handshakes_pending().fetch_add(1, std::memory_order_relaxed);
     // The session is created on its worker's thread, where it will live.
     Pipeline& pipeline = only != nullptr ? *only : worker.pipeline();
-    asio::post(worker.ioc(), [this, &worker, &pipeline, tls, remote = std::move(remote),
+    asio::post(worker.ioc(), [this, &worker, &pipeline, tls, accepted, remote = std::move(remote),
                               socket = std::move(socket)]() mutable {
       beast::tcp_stream tcp(std::move(socket));
       auto stream =
@@ -480,12 +497,19 @@ asio::awaitable<void> Server::AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool
               : std::make_unique<AnyStream>(std::move(tcp));
       auto session = std::make_shared<HttpSession>(std::move(stream), std::move(remote), pipeline,
                                                    worker.sessions(), active_sessions_, log_);
-      if (shutting_down_) return;  // The session's end uncounts the connection.
+      if (shutting_down_) {  // The session's end uncounts the connection.
+        if (tls) worker.handshakes_pending().fetch_sub(1, std::memory_order_relaxed);
+        return;
+      }
       Http2Limits h2;
       if (options_.http2_max_streams_per_connection > 0) {
         h2.max_concurrent_streams = options_.http2_max_streams_per_connection;
       }
       session->SetHttp2Limits(h2);
+      if (tls) {
+        session->SetHandshakeGate(accepted, Worker::kHandshakeQueueWait,
+                                  &worker.handshakes_pending());
+      }
       session->Start(worker.ioc().get_executor());
     });
   }

@@ -143,6 +143,8 @@ class Server {
   int fd_refuse_at_ = std::numeric_limits<int>::max();
   // New connections refused: [0] for descriptor headroom, [1] failed accepts (EMFILE and such).
   std::atomic<uint64_t> connections_refused_[2] = {0, 0};
+  // Times the TLS accept loop paused (20 ms) because every worker had kMaxHandshakesPending.
+  std::atomic<uint64_t> accept_paused_{0};
 };
 
 }  // namespace kf

@@ -60,6 +60,13 @@ class Worker {
   // TokenReviews and SubjectAccessReviews on their way to the apiserver at once, per thread;
   // more wait their turn (a fleet of new node identities arriving together: one review each).
   static constexpr size_t kMaxReviewsInFlight = 32;
+  // A TLS connection whose session starts more than this after it was accepted is closed
+  // unhandshaken (HttpSession::SetHandshakeGate).
+  static constexpr std::chrono::milliseconds kHandshakeQueueWait{5000};
+  // Accepted TLS connections whose session has not started, per thread, past which the accept
+  // loop stops accepting for a moment: later clients wait in the kernel's listen queue (no
+  // descriptor, no memory here) instead of in this process.
+  static constexpr int64_t kMaxHandshakesPending = 512;
 
   explicit Worker(const WorkerUpstream& up);
   ~Worker();
@@ -75,6 +82,7 @@ class Worker {
   asio::io_context& ioc() { return ioc_; }
   Pipeline& pipeline() { return *pipeline_; }
   SessionSet& sessions() { return sessions_; }
+  std::atomic<int64_t>& handshakes_pending() { return handshakes_pending_; }  // Any thread.
   UpstreamPool& own_pool() { return own_pool_; }  // kube-fanout's identity: reflectors.
   UpstreamPool& events_own_pool() { return events_own_pool_ ? *events_own_pool_ : own_pool_; }
 
@@ -89,6 +97,7 @@ class Worker {
   std::unique_ptr<UpstreamPool> events_pool_, events_own_pool_;
   std::unique_ptr<UpstreamPool> front_pool_, events_front_pool_;  // The front proxy's.
   AsyncSemaphore reviews_in_flight_{kMaxReviewsInFlight};
+  std::atomic<int64_t> handshakes_pending_{0};
   Authenticator authn_;
   AccessReview access_;
   Wakeups wakeups_{ioc_.get_executor()};  // Watchers on this thread, woken by the cache.
