@@ -30,6 +30,7 @@ Worker::Worker(const WorkerUpstream& up)
 Worker::~Worker() {
   StopNow();
   Join();
+  ioc_.DestroyPendingHandlers();
 }
 
 void Worker::BuildPipeline(const SharedStages& shared, const Logger& log, RouteStats& stats) {

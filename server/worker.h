@@ -89,7 +89,16 @@ class Worker {
  private:
   UpstreamPool& events_pool() { return events_pool_ ? *events_pool_ : pool_; }
 
-  asio::io_context ioc_{1};
+  // An io_context whose pending handlers (sessions' coroutine frames, with the permits, pool
+  // connections and session-set entries they hold) can be destroyed while the members declared
+  // after it, which they refer to, still exist: ~Worker does that first. Left to the
+  // io_context's own destructor, they died last, after those members, and a stop with
+  // thousands of connections open ended in "double free or corruption".
+  struct IoContext : asio::io_context {
+    using asio::io_context::io_context;
+    void DestroyPendingHandlers() { shutdown(); }
+  };
+  IoContext ioc_{1};
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_;
   const RequestHeaderNames& request_header_;
   UpstreamPool pool_;      // No identity: passthrough with the client's own credentials.
