@@ -41,8 +41,28 @@ Cacher::Cacher(ResourceType type, EventRingLimits limits, std::function<Clock::t
     : type_(std::move(type)),
       encoding_(encoding),
       now_(std::move(now)),
+      node_field_(type_.NodeNameIndexField()),
       ring_(limits),
       watchers_(type_.NodeNameIndexField()) {}
+
+void Cacher::IndexLocked(const ObjectPtr& before, const ObjectPtr& after) {
+  if (node_field_.empty()) return;
+  const std::string* was = before ? before->fields().Get(node_field_) : nullptr;
+  const std::string* is = after ? after->fields().Get(node_field_) : nullptr;
+  if (was != nullptr && (is == nullptr || *was != *is)) {
+    auto it = by_node_.find(*was);
+    if (it != by_node_.end()) {
+      it->second.erase(before->key());
+      if (it->second.empty()) by_node_.erase(it);
+    }
+  }
+  if (is != nullptr) by_node_[*is].insert(after->key());
+}
+
+void Cacher::ReindexLocked() {
+  by_node_.clear();
+  for (const auto& [key, obj] : store_) IndexLocked(nullptr, obj);
+}
 
 void Cacher::Finish(const std::vector<std::shared_ptr<CacheWatcher>>& notify,
                     std::vector<std::function<void()>>& ready) {
@@ -124,6 +144,7 @@ void Cacher::Replace(std::vector<ObjectPtr> objects, uint64_t list_rv) {
       }
     }
     store_ = std::move(next);
+    ReindexLocked();
     // Resuming from before the relist could miss changes the diff folded together.
     ring_.Reset(list_rv);
     synced_ = true;
@@ -160,6 +181,7 @@ absl::Status Cacher::ImportState(State state) {
   if (synced_) return absl::FailedPreconditionError("cache already synced");
   store_.clear();
   for (ObjectPtr& o : state.objects) store_.insert_or_assign(o->key(), std::move(o));
+  ReindexLocked();
   ring_.Reset(state.window_start_rv);
   const Clock::time_point now = now_();
   for (EventPtr& e : state.events) ring_.Push(std::move(e), now);
@@ -181,8 +203,10 @@ void Cacher::Apply(EventType type, ObjectPtr object) {
     if (it != store_.end()) prev = it->second;
     if (type == EventType::kDeleted) {
       if (it != store_.end()) store_.erase(it);
+      IndexLocked(prev, nullptr);
     } else {
       store_.insert_or_assign(object->key(), object);
+      IndexLocked(prev, object);
       if (type == EventType::kAdded && prev) type = EventType::kModified;
       if (type == EventType::kModified && !prev) type = EventType::kAdded;
     }
@@ -329,19 +353,34 @@ absl::StatusOr<Cacher::Page> Cacher::ListPage(const WatchFilter& filter,
   page.resource_version = at;
   const bool count_all = filter.labels.Empty() && filter.fields.Empty();
   bool full = false;
+  // One candidate, in key order; false: stop.
+  auto consider = [&](const ObjectPtr& obj) {
+    ++page.candidates;
+    if (full) {
+      page.has_more = true;
+      return count_all;
+    }
+    if (filter.Matches(*obj)) page.items.push_back(obj);
+    if (req.limit > 0 && static_cast<int64_t>(page.items.size()) >= req.limit) full = true;
+    return true;
+  };
+  if (req.node_name_index && !node_field_.empty() && overlay.empty() && req.start_key.empty()) {
+    // The current state's keys of that node, from the index (in key order).
+    auto keys = by_node_.find(*req.node_name_index);
+    if (keys == by_node_.end()) return page;
+    for (const std::string& key : keys->second) {
+      if (!in_prefix(key)) continue;
+      auto it = store_.find(key);
+      if (it != store_.end() && !consider(it->second)) break;
+    }
+    return page;
+  }
   for (const ObjectPtr* obj = next(); obj != nullptr; obj = next()) {
     if (req.node_name_index) {
       const std::string* node = (*obj)->fields().Get("spec.nodeName");
       if (node == nullptr || *node != *req.node_name_index) continue;
     }
-    ++page.candidates;
-    if (full) {
-      page.has_more = true;
-      if (!count_all) break;
-      continue;
-    }
-    if (filter.Matches(**obj)) page.items.push_back(*obj);
-    if (req.limit > 0 && static_cast<int64_t>(page.items.size()) >= req.limit) full = true;
+    if (!consider(*obj)) break;
   }
   return page;
 }

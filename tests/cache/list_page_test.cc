@@ -81,6 +81,35 @@ TEST_CASE("ListPage over the node index counts only that node's pods") {
   CHECK(p.has_more);  // Without the index, every later pod counts.
 }
 
+TEST_CASE("The node index follows binds, moves, deletions and relists") {
+  Fixture fx;
+  Cacher::PageRequest r;
+  auto on = [&](const std::string& node, const std::string& ns = "") {
+    r.node_name_index = node;
+    return Names(fx.Page(Filter(ns, "", "spec.nodeName=" + node), r));
+  };
+  using V = std::vector<std::string>;
+  CHECK(on("n1") == V{"a/p1@10", "a/p3@12", "b/p1@13"});
+  CHECK(on("n1", "b") == V{"b/p1@13"});                    // The namespace still narrows it.
+  fx.cacher.Apply(EventType::kAdded, Pod("a", "p4", 21));  // Not bound yet.
+  CHECK(on("n3").empty());
+  fx.cacher.Apply(EventType::kModified, Pod("a", "p4", 22, "n3"));  // Bound.
+  fx.cacher.Apply(EventType::kModified, Pod("a", "p1", 23, "n3"));  // Moved off n1.
+  fx.cacher.Apply(EventType::kDeleted, Pod("a", "p3", 24, "n1"));
+  CHECK(on("n1") == V{"b/p1@13"});
+  CHECK(on("n3") == V{"a/p1@23", "a/p4@22"});
+  // The index and a scan give the same pages, for every node.
+  for (const std::string node : {"n1", "n2", "n3", "n4"}) {
+    const V indexed = on(node);
+    r.node_name_index.reset();
+    CHECK(Names(fx.Page(Filter("", "", "spec.nodeName=" + node), r)) == indexed);
+  }
+  // A relist rebuilds it.
+  fx.cacher.Replace({Pod("a", "p9", 30, "n2")}, 30);
+  CHECK(on("n3").empty());
+  CHECK(on("n2") == V{"a/p9@30"});
+}
+
 TEST_CASE("ListPage lists the state at an earlier RV from the event window") {
   Fixture fx;
   fx.cacher.Apply(EventType::kModified, Pod("a", "p1", 21, "n1"));
