@@ -104,7 +104,10 @@ asio::awaitable<bool> CacheHandler::ServeRead(Exchange& x, Cacher& cacher, Refle
       cacher, reflector, plan.rv ? std::optional<std::string_view>(*plan.rv) : std::nullopt);
   // The state at that RV may have left the window: the apiserver has it.
   if (!need) co_return false;
-  co_return co_await WriteList(x, cacher, filter, plan, *need, stats_);
+  const ListBuilding building{.builds = list_builds_ ? &*list_builds_ : nullptr,
+                              .gzip = options_.list_gzip};
+  const bool written = co_await WriteList(x, cacher, filter, plan, *need, stats_, building);
+  co_return written;
 }
 
 }  // namespace kf

@@ -9,11 +9,14 @@
 //          get:  RequiredVersion ─► WriteObject             ◄─┤
 //          list: PlanList ─► RequiredVersion ─► WriteList   ◄─┘
 //
-// One per worker thread (the pool, the review caches and the Wakeups are that thread's).
+// One per worker thread (the pool, the review caches, the Wakeups and the bound on the LISTs in
+// the list pool are that thread's).
 #ifndef KUBE_FANOUT_SERVE_CACHE_HANDLER_H_
 #define KUBE_FANOUT_SERVE_CACHE_HANDLER_H_
 
 #include "edge/filter.h"
+#include "serve/list_pool.h"
+#include "serve/list_response.h"
 #include "serve/serve_stats.h"
 #include "serve/wakeups.h"
 #include "serve/watch_stream.h"
@@ -34,7 +37,9 @@ class CacheHandler : public Handler {
         access_(access),
         wakeups_(wakeups),
         stats_(stats),
-        options_(options) {}
+        options_(options) {
+    if (options_.list_pool != nullptr) list_builds_.emplace(*options_.list_pool);
+  }
 
   asio::awaitable<bool> Serve(Exchange& x) override;
 
@@ -50,6 +55,7 @@ class CacheHandler : public Handler {
   Wakeups& wakeups_;
   CacheServeStats& stats_;
   WatchOptions options_;
+  std::optional<ListBuilds> list_builds_;  // This thread's place in the list pool.
 };
 
 }  // namespace kf

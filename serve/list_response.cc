@@ -30,26 +30,40 @@ ResponseHead Head(int status, size_t length, Encoding encoding) {
   return head;
 }
 
-// Compressed as the apiserver's SerializeObject compresses (edge/gzip.h).
-asio::awaitable<void> WriteBody(Exchange& x, int status, std::span<const asio::const_buffer> body,
-                                Encoding encoding, CacheServeStats& stats) {
-  size_t length = asio::buffer_size(body);
-  if (length > kGzipThresholdBytes && AcceptsGzip(x.request.headers)) {
-    const std::string gzipped = Gzip(body);
-    length = gzipped.size();
-    ResponseHead head = Head(status, length, encoding);
-    head.fields.set(http::field::content_encoding, "gzip");
-    head.fields.insert(http::field::vary, "Accept-Encoding");
-    const std::array<asio::const_buffer, 1> piece{asio::buffer(gzipped)};
-    const beast::error_code ec = co_await WriteAnswer(*x.response, std::move(head), piece);
-    if (ec) x.error = ec.message();
-    stats.bytes_written += length;
-    co_return;
-  }
+// An answer whose body is past the threshold and whose client asks for gzip is compressed, as
+// the apiserver's SerializeObject compresses (edge/gzip.h).
+bool Compresses(const Exchange& x, size_t length) {
+  return length > kGzipThresholdBytes && AcceptsGzip(x.request.headers);
+}
+
+asio::awaitable<void> WritePlain(Exchange& x, int status, std::span<const asio::const_buffer> body,
+                                 Encoding encoding, CacheServeStats& stats) {
+  const size_t length = asio::buffer_size(body);
   const beast::error_code ec =
       co_await WriteAnswer(*x.response, Head(status, length, encoding), body);
   if (ec) x.error = ec.message();
   stats.bytes_written += length;
+}
+
+asio::awaitable<void> WriteGzipped(Exchange& x, int status, const std::string& gzipped,
+                                   Encoding encoding, CacheServeStats& stats) {
+  ResponseHead head = Head(status, gzipped.size(), encoding);
+  head.fields.set(http::field::content_encoding, "gzip");
+  head.fields.insert(http::field::vary, "Accept-Encoding");
+  const std::array<asio::const_buffer, 1> piece{asio::buffer(gzipped)};
+  const beast::error_code ec = co_await WriteAnswer(*x.response, std::move(head), piece);
+  if (ec) x.error = ec.message();
+  stats.bytes_written += gzipped.size();
+}
+
+asio::awaitable<void> WriteBody(Exchange& x, int status, std::span<const asio::const_buffer> body,
+                                Encoding encoding, CacheServeStats& stats) {
+  if (Compresses(x, asio::buffer_size(body))) {
+    const std::string gzipped = Gzip(body);
+    co_await WriteGzipped(x, status, gzipped, encoding, stats);
+    co_return;
+  }
+  co_await WritePlain(x, status, body, encoding, stats);
 }
 
 // The list's metadata: its RV and, for a page with more after it, the continue token (the key
@@ -82,25 +96,76 @@ std::string ListMeta(const Cacher::Page& list, const WatchFilter& filter, const 
   return meta + "}";
 }
 
-// A list in protobuf: the envelope around XList{1: ListMeta, 2: each item's message}.
-asio::awaitable<void> WriteProtoList(Exchange& x, const ResourceType& t, const Cacher::Page& list,
-                                     const std::string& list_meta, CacheServeStats& stats) {
-  std::string meta_field;
-  AppendBytesField(&meta_field, 1, list_meta);
-  size_t raw = meta_field.size();
-  for (const ObjectPtr& item : list.items)
-    raw += item->proto_item_head().size() + item->bytes().size();
-  const std::string head = UnknownHead(t.ApiVersion(), absl::StrCat(t.kind, "List"), raw);
+// A list's answer before it is written: the pieces over the items' own bytes and the few
+// strings around them. Built in place (the pieces point into its strings); never moved.
+struct ListAnswer {
+  ListAnswer() = default;
+  ListAnswer(const ListAnswer&) = delete;
+  ListAnswer& operator=(const ListAnswer&) = delete;
+
+  Cacher::Page page;
+  std::string head, meta_field;  // Protobuf: the envelope's head, the ListMeta field.
+  std::string open, close;       // JSON: before and after the items.
   std::vector<asio::const_buffer> body;
-  body.reserve(list.items.size() * 2 + 3);
-  body.emplace_back(head.data(), head.size());
-  body.emplace_back(meta_field.data(), meta_field.size());
-  for (const ObjectPtr& item : list.items) {
-    body.emplace_back(item->proto_item_head().data(), item->proto_item_head().size());
-    body.emplace_back(item->bytes().data(), item->bytes().size());
+  size_t length = 0;
+};
+
+// A list in protobuf: the envelope around XList{1: ListMeta, 2: each item's message}.
+void BuildProtoList(ListAnswer& a, const ResourceType& t, const std::string& list_meta) {
+  AppendBytesField(&a.meta_field, 1, list_meta);
+  size_t raw = a.meta_field.size();
+  for (const ObjectPtr& item : a.page.items)
+    raw += item->proto_item_head().size() + item->bytes().size();
+  a.head = UnknownHead(t.ApiVersion(), absl::StrCat(t.kind, "List"), raw);
+  a.body.reserve(a.page.items.size() * 2 + 3);
+  a.body.emplace_back(a.head.data(), a.head.size());
+  a.body.emplace_back(a.meta_field.data(), a.meta_field.size());
+  for (const ObjectPtr& item : a.page.items) {
+    a.body.emplace_back(item->proto_item_head().data(), item->proto_item_head().size());
+    a.body.emplace_back(item->bytes().data(), item->bytes().size());
   }
-  body.emplace_back(kUnknownTail.data(), kUnknownTail.size());
-  co_await WriteBody(x, 200, body, Encoding::kProtobuf, stats);
+  a.body.emplace_back(kUnknownTail.data(), kUnknownTail.size());
+}
+
+// A list in JSON: built-in lists in their struct's field order; custom resources'
+// (unstructured) sorted.
+void BuildJsonList(ListAnswer& a, const ResourceType& t, const std::string& meta) {
+  a.open = t.list_items_have_type_meta
+               ? absl::StrCat("{\"apiVersion\":\"", t.ApiVersion(), "\",\"items\":[")
+               : absl::StrCat("{\"kind\":\"", t.kind, "List\",\"apiVersion\":\"", t.ApiVersion(),
+                              "\",\"metadata\":", meta, ",\"items\":[");
+  a.close = t.list_items_have_type_meta
+                ? absl::StrCat("],\"kind\":\"", t.kind, "List\",\"metadata\":", meta, "}\n")
+                : std::string("]}\n");
+  static constexpr std::string_view kComma = ",";
+  a.body.reserve(a.page.items.size() * 3 + 2);
+  a.body.emplace_back(a.open.data(), a.open.size());
+  for (size_t i = 0; i < a.page.items.size(); ++i) {
+    if (i > 0) a.body.emplace_back(kComma.data(), kComma.size());
+    auto [prefix, rest] = a.page.items[i]->list_item();
+    if (!prefix.empty()) a.body.emplace_back(prefix.data(), prefix.size());
+    a.body.emplace_back(rest.data(), rest.size());
+  }
+  a.body.emplace_back(a.close.data(), a.close.size());
+}
+
+// False: the state at that RV has left the window.
+bool BuildList(ListAnswer& a, const Cacher& cacher, const WatchFilter& filter, const ListPlan& plan,
+               uint64_t at_rv) {
+  Cacher::PageRequest req = plan.page;
+  req.at_rv = plan.exact ? at_rv : 0;
+  auto page = cacher.ListPage(filter, req);
+  if (!page.ok()) return false;
+  a.page = *std::move(page);
+  const ResourceType& t = cacher.type();
+  const std::string meta = ListMeta(a.page, filter, t, plan.page.limit, cacher.encoding());
+  if (cacher.encoding() == Encoding::kProtobuf) {
+    BuildProtoList(a, t, meta);
+  } else {
+    BuildJsonList(a, t, meta);
+  }
+  a.length = asio::buffer_size(a.body);
+  return true;
 }
 
 }  // namespace
@@ -140,42 +205,53 @@ ListPlan PlanList(const RequestInfo& info, const WatchFilter& filter, const Reso
 }
 
 asio::awaitable<bool> WriteList(Exchange& x, Cacher& cacher, const WatchFilter& filter,
-                                const ListPlan& plan, uint64_t at_rv, CacheServeStats& stats) {
+                                const ListPlan& plan, uint64_t at_rv, CacheServeStats& stats,
+                                ListBuilding building) {
+  ListAnswer a;
+  bool found = false;
+  GzipCache::Bytes gzipped;
+  const bool accepts_gzip = AcceptsGzip(x.request.headers);
+  // The answer's identity for the shared compressed bytes: the same target of the same cache
+  // at the same RV is the same list (the state at an RV is the apiserver's at that RV), and the
+  // length is checked too. Read here, on the session's thread; completed where it is built.
   const ResourceType& t = cacher.type();
-  Cacher::PageRequest req = plan.page;
-  req.at_rv = plan.exact ? at_rv : 0;
-  auto page = cacher.ListPage(filter, req);
-  if (!page.ok()) co_return false;
-  const Cacher::Page& list = *page;
+  const std::string identity = absl::StrCat(
+      t.ApiVersion(), " ", t.resource, " ",
+      cacher.encoding() == Encoding::kProtobuf ? "protobuf " : "json ", ToAbsl(x.request.target));
+  const auto build = [&] { found = BuildList(a, cacher, filter, plan, at_rv); };
+  const auto compress = [&] {
+    if (!found || !accepts_gzip || a.length <= kGzipThresholdBytes) return;
+    const auto gzip = [&] { return Gzip(a.body); };
+    if (building.gzip == nullptr) {
+      gzipped = std::make_shared<const std::string>(gzip());
+      return;
+    }
+    gzipped = building.gzip->Get(
+        absl::StrCat(identity, " rv=", a.page.resource_version, " length=", a.length), gzip);
+  };
+  const auto build_and_compress = [&] {
+    build();
+    compress();
+  };
+  const bool large =
+      cacher.object_count() >= ListBuilding::kPoolObjects && !plan.page.node_name_index;
+  if (building.builds != nullptr && large) {
+    co_await building.builds->Run(build_and_compress);
+  } else {
+    build();
+    if (building.builds != nullptr && found && Compresses(x, a.length)) {
+      co_await building.builds->Run(compress);
+    } else {
+      compress();
+    }
+  }
+  if (!found) co_return false;
   ++stats.lists;
-  if (cacher.encoding() == Encoding::kProtobuf) {
-    const std::string meta = ListMeta(list, filter, t, plan.page.limit, Encoding::kProtobuf);
-    co_await WriteProtoList(x, t, list, meta, stats);
-    co_return true;
+  if (gzipped) {
+    co_await WriteGzipped(x, 200, *gzipped, cacher.encoding(), stats);
+  } else {
+    co_await WritePlain(x, 200, a.body, cacher.encoding(), stats);
   }
-  const std::string meta = ListMeta(list, filter, t, plan.page.limit, Encoding::kJson);
-  // Built-in lists in their struct's field order; custom resources' (unstructured) sorted.
-  const std::string open =
-      t.list_items_have_type_meta
-          ? absl::StrCat("{\"apiVersion\":\"", t.ApiVersion(), "\",\"items\":[")
-          : absl::StrCat("{\"kind\":\"", t.kind, "List\",\"apiVersion\":\"", t.ApiVersion(),
-                         "\",\"metadata\":", meta, ",\"items\":[");
-  const std::string close =
-      t.list_items_have_type_meta
-          ? absl::StrCat("],\"kind\":\"", t.kind, "List\",\"metadata\":", meta, "}\n")
-          : std::string("]}\n");
-  static constexpr std::string_view kComma = ",";
-  std::vector<asio::const_buffer> body;
-  body.reserve(list.items.size() * 3 + 2);
-  body.emplace_back(open.data(), open.size());
-  for (size_t i = 0; i < list.items.size(); ++i) {
-    if (i > 0) body.emplace_back(kComma.data(), kComma.size());
-    auto [prefix, rest] = list.items[i]->list_item();
-    if (!prefix.empty()) body.emplace_back(prefix.data(), prefix.size());
-    body.emplace_back(rest.data(), rest.size());
-  }
-  body.emplace_back(close.data(), close.size());
-  co_await WriteBody(x, 200, body, Encoding::kJson, stats);
   co_return true;
 }
 

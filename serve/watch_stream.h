@@ -21,6 +21,9 @@
 
 namespace kf {
 
+class ListPool;
+class GzipCache;
+
 // When a watch with ?timeoutSeconds=`timeout_seconds` (0 if absent) started at `now` ends, as
 // the apiserver's watch handler decides it, without overflowing the clock.
 std::chrono::steady_clock::time_point WatchDeadline(std::chrono::steady_clock::time_point now,
@@ -34,6 +37,10 @@ struct WatchOptions {
   // The cache handler's, beside the watches': one consistent LIST/GET per resource per this
   // interval goes to the apiserver at once (Reflector::TakeConsistentPassthrough); 0: none.
   std::chrono::milliseconds consistent_passthrough_interval{0};
+  // LISTs (list_response.h), for the cache handler: the pool large ones are built and
+  // compressed in, and their shared compressed bytes (null: on the I/O threads, anew).
+  ListPool* list_pool = nullptr;
+  GzipCache* list_gzip = nullptr;
 };
 
 // False: declined before anything was written (the RV cannot be promised in time).

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <tuple>
 
 #include "absl/strings/numbers.h"
@@ -56,6 +57,15 @@ class Writer {
     const auto end = std::to_chars(digits, digits + sizeof(digits), value).ptr;
     absl::StrAppend(&out_, ToAbsl(name), labels.empty() ? "" : "{", ToAbsl(labels),
                     labels.empty() ? "" : "}", " ", absl::string_view(digits, end - digits), "\n");
+  }
+  // A family whose samples differ by one label: {label="value"} per (value, sample).
+  void ByLabel(std::string_view name, std::string_view type, std::string_view help,
+               std::string_view label,
+               std::initializer_list<std::pair<std::string_view, double>> samples) {
+    Family(name, type, help);
+    for (const auto& [value, sample] : samples) {
+      Sample(name, absl::StrCat(ToAbsl(label), "=\"", ToAbsl(value), "\""), sample);
+    }
   }
   std::string Take() { return std::move(out_); }
 
@@ -417,17 +427,35 @@ std::string RenderWatchLimitMetrics(const QueueBudget& queues, const WatchSlots&
   return w.Take();
 }
 
+std::string RenderListGzipMetrics(const GzipCache::Stats& gzip) {
+  Writer w;
+  w.ByLabel("kube_fanout_list_gzip_answers_total", "counter",
+            "Compressed answers to cached LISTs, by whether their bytes were compressed for them "
+            "(compressed) or shared with an earlier answer to the same list at the same "
+            "resourceVersion (shared).",
+            "result",
+            {{"compressed", static_cast<double>(gzip.compressed)},
+             {"shared", static_cast<double>(gzip.shared)}});
+  w.Family("kube_fanout_list_gzip_cache_bytes", "gauge",
+           "Compressed LIST answers kept to be shared, keys included (what "
+           "--list-gzip-cache-bytes bounds).");
+  w.Sample("kube_fanout_list_gzip_cache_bytes", "", static_cast<double>(gzip.bytes));
+  w.Family("kube_fanout_list_gzip_cache_evictions_total", "counter",
+           "Compressed LIST answers dropped to make room for newer ones.");
+  w.Sample("kube_fanout_list_gzip_cache_evictions_total", "", static_cast<double>(gzip.evicted));
+  return w.Take();
+}
+
 std::string RenderConnectionsRefusedMetrics(uint64_t fd_headroom, uint64_t accept_errors,
                                             uint64_t accept_pauses) {
   Writer w;
-  w.Family("kube_fanout_connections_refused_total", "counter",
-           "New client connections closed at once, by reason (fd_headroom: the process is near "
-           "its descriptor limit, existing connections keep being served; accept_error: the "
-           "accept itself failed, e.g. EMFILE).");
-  w.Sample("kube_fanout_connections_refused_total", "reason=\"fd_headroom\"",
-           static_cast<double>(fd_headroom));
-  w.Sample("kube_fanout_connections_refused_total", "reason=\"accept_error\"",
-           static_cast<double>(accept_errors));
+  w.ByLabel("kube_fanout_connections_refused_total", "counter",
+            "New client connections closed at once, by reason (fd_headroom: the process is near "
+            "its descriptor limit, existing connections keep being served; accept_error: the "
+            "accept itself failed, e.g. EMFILE).",
+            "reason",
+            {{"fd_headroom", static_cast<double>(fd_headroom)},
+             {"accept_error", static_cast<double>(accept_errors)}});
   w.Family("kube_fanout_tls_accept_pauses_total", "counter",
            "Times the TLS listener stopped accepting for 20 ms because every I/O thread already "
            "had 512 accepted connections whose session had not started (new clients wait in the "

@@ -9,6 +9,7 @@
 
 #include "edge/exchange.h"
 #include "ratelimit/admission.h"
+#include "serve/gzip_cache.h"
 #include "upstream/review_stats.h"
 
 namespace kf {
@@ -52,6 +53,10 @@ std::string RenderConnectionsRefusedMetrics(uint64_t fd_headroom, uint64_t accep
 
 // --secure-listen's certificate: reloads, rejected new files, the served one's expiry.
 std::string RenderServingCertificateMetrics(uint64_t reloads, uint64_t failures, int64_t not_after);
+
+// Large LISTs' compressed answers (--list-gzip-cache-bytes): shared or compressed, kept bytes,
+// evictions.
+std::string RenderListGzipMetrics(const GzipCache::Stats& gzip);
 
 }  // namespace kf
 

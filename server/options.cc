@@ -229,6 +229,15 @@ po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
     ("shutdown-grace-period", po::value(grace)->value_name("DURATION")->default_value("30s"),
      "On SIGTERM/SIGINT: stop accepting, end watches cleanly, and give other in-flight "
      "requests this long to finish.")
+    ("list-threads", po::value(&o->list_threads)->value_name("N")->default_value(1),
+     "Threads, at a lower CPU priority than the I/O threads, that build cached LISTs of "
+     "resources with many objects and compress large answers, so that a large LIST does not "
+     "hold up the watches served beside it. 0: the I/O threads build and compress them.")
+    ("list-gzip-cache-bytes",
+     po::value(&o->list_gzip_cache_bytes)->value_name("BYTES")->default_value(64u << 20),
+     "Compressed LIST answers kept to be shared by the clients that ask for the same list at "
+     "the same resourceVersion (compressed once, not per answer); least recently used first "
+     "out. 0: every answer is compressed anew.")
     ("v", po::value(&o->verbosity)->value_name("N")->default_value(0),
      "Log verbosity: 0 requests and warnings, 4 and above adds debug lines.")
     ("config", po::value(&o->config_file)->value_name("PATH"),
@@ -277,7 +286,7 @@ const std::vector<Topic>& Topics() {
         "watchers-max-total-queue-bytes", "max-watchers", "max-watchers-per-user",
         "watch-bookmark-interval", "consistent-read-passthrough-interval", "cache-snapshot-dir",
         "cache-snapshot-max-bytes", "cache-snapshot-interval", "cache-snapshot-max-age",
-        "cache-snapshot-secrets"}},
+        "cache-snapshot-secrets", "list-threads", "list-gzip-cache-bytes"}},
       {"Admission and passthrough",
        {"enable-admission", "admission-config", "max-passthrough-in-flight", "event-spam-filter",
         "coalesce-reads"}},
@@ -491,6 +500,7 @@ absl::Status Validate(const ProxyOptions& o) {
     return absl::InvalidArgumentError(
         "--max-watchers and --max-watchers-per-user must be 0 or more");
   }
+  if (o.list_threads < 0) return absl::InvalidArgumentError("--list-threads must be 0 or more");
   return absl::OkStatus();
 }
 

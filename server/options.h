@@ -87,6 +87,10 @@ struct ProxyOptions {
   bool enable_admission = true;
   std::string admission_config;         // YAML file; empty: the defaults.
   int max_passthrough_in_flight = 400;  // 0: unlimited.
+  // Large cached LISTs (serve/list_pool.h): the threads that build and compress them (0: the
+  // I/O threads do), and the bytes of compressed answers shared (serve/gzip_cache.h; 0: none).
+  int list_threads = 1;
+  uint64_t list_gzip_cache_bytes = 64u << 20;
   int verbosity = 0;
   bool help = false;
   bool version = false;

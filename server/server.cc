@@ -347,6 +347,9 @@ void Server::BuildSharedStages() {
     in_flight_cap_ = std::make_unique<InFlightCap>(options_.max_passthrough_in_flight);
   }
   if (event_filter_) event_spam_gate_ = std::make_unique<EventSpamGate>(*event_filter_);
+  if (options_.list_threads > 0) {
+    list_pool_ = std::make_unique<ListPool>(static_cast<size_t>(options_.list_threads));
+  }
 }
 
 SharedStages Server::Stages() {
@@ -366,6 +369,8 @@ SharedStages Server::Stages() {
       std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.watch_bookmark_interval));
   s.watch.consistent_passthrough_interval = std::chrono::milliseconds(
       absl::ToInt64Milliseconds(options_.consistent_read_passthrough_interval));
+  s.watch.list_pool = list_pool_.get();
+  s.watch.list_gzip = &list_gzip_;
   return s;
 }
 
@@ -383,6 +388,7 @@ std::string Server::RenderAllMetrics() const {
         serving_cert_->reloads(), serving_cert_->reload_failures(), serving_cert_->not_after());
   }
   out += RenderWatchLimitMetrics(watch_queue_budget_, watch_slots_);
+  out += RenderListGzipMetrics(list_gzip_.GetStats());
   out += RenderConnectionsRefusedMetrics(connections_refused_[0].load(),
                                          connections_refused_[1].load(), accept_paused_.load());
   out += RenderProcessMetrics();

@@ -27,6 +27,8 @@
 #include "passthrough/coalescing_filter.h"
 #include "ratelimit/admission.h"
 #include "ratelimit/event_filter.h"
+#include "serve/gzip_cache.h"
+#include "serve/list_pool.h"
 #include "serve/serve_stats.h"
 #include "serve/watch_slots.h"
 #include "server/health.h"
@@ -145,6 +147,11 @@ class Server {
   std::atomic<uint64_t> connections_refused_[2] = {0, 0};
   // Times the TLS accept loop paused (20 ms) because every worker had kMaxHandshakesPending.
   std::atomic<uint64_t> accept_paused_{0};
+  // Large LISTs (--list-threads, --list-gzip-cache-bytes). Declared after the workers so the
+  // pool is joined first: its work resumes sessions on the workers' io_contexts (their threads
+  // already stopped by then), and uses the cache and the shared gzip bytes.
+  GzipCache list_gzip_{static_cast<size_t>(options_.list_gzip_cache_bytes)};
+  std::unique_ptr<ListPool> list_pool_;
 };
 
 }  // namespace kf

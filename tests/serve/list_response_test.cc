@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "absl/strings/str_cat.h"
+#include "edge/gzip.h"
 #include "rapidjson/document.h"
 #include "serve/cacheable.h"
 #include "tests/cache/test_objects.h"
@@ -113,6 +115,109 @@ TEST_CASE("PlanList reads the RV, exactness, limit and node index as the watch c
 
   const ListPlan by_node = plan("/api/v1/pods?fieldSelector=spec.nodeName%3Dn1");
   CHECK(by_node.page.node_name_index == "n1");
+}
+
+// `count` pods in namespace "big", every third one app=db (the others app=web), listed at RV 1000:
+// about 330 bytes each, so 600 make a list past the gzip threshold and 1,200 a cache built in the
+// pool.
+struct ManyPods {
+  explicit ManyPods(int count) {
+    std::vector<ObjectPtr> pods;
+    for (int i = 0; i < count; ++i) {
+      pods.push_back(
+          Pod("big", absl::StrCat("p-", 10000 + i), 100 + i, "", i % 3 == 0 ? "db" : "web"));
+    }
+    cacher.Replace(std::move(pods), 1000);
+  }
+
+  struct Answer {
+    std::string encoding, vary, body;
+  };
+  Answer List(const std::string& target, bool accept_gzip, ListBuilding where = {}) {
+    FilterCall call(http::verb::get, target);
+    if (accept_gzip) call.r.fields.set(http::field::accept_encoding, "gzip");
+    const auto filter = FilterFor(call.r.request.info, cacher.type());
+    REQUIRE(filter.has_value());
+    const ListPlan plan = PlanList(call.r.request.info, *filter, cacher.type());
+    REQUIRE(Run(ioc, WriteList(call.x, cacher, *filter, plan, 0, stats, where)));
+    REQUIRE(call.resp.head.has_value());
+    CHECK(call.resp.head->length == call.resp.body.size());
+    CHECK(call.resp.ended);
+    return {std::string(call.resp.head->fields[http::field::content_encoding]),
+            std::string(call.resp.head->fields[http::field::vary]), call.resp.body};
+  }
+
+  asio::io_context ioc;
+  Cacher cacher{PodsType(), EventRingLimits{}, [] { return std::chrono::steady_clock::now(); }};
+  CacheServeStats stats;
+  // Where lists are built off the session's thread, and their shared compressed bytes.
+  ListPool pool{1};
+  ListBuilds builds{pool};
+  GzipCache gzip{8 << 20};
+  const ListBuilding building{.builds = &builds, .gzip = &gzip};
+};
+
+TEST_CASE("WriteList builds a large list in the pool: the same bytes, compressed once per list") {
+  ManyPods p(1200);
+  REQUIRE(p.cacher.object_count() >= ListBuilding::kPoolObjects);
+  const ListBuilding& building = p.building;
+  GzipCache& gzip = p.gzip;
+  const std::string all = "/api/v1/pods?resourceVersion=0";
+
+  // On the session's thread, compressed anew: what the pool's answers must equal.
+  const auto plain = p.List(all, false);
+  REQUIRE(plain.body.size() > kGzipThresholdBytes);
+  CHECK(plain.body.starts_with(
+      R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1000"},"items":[)"));
+  CHECK(plain.encoding.empty());
+  const auto inline_gzip = p.List(all, true);
+  CHECK(inline_gzip.encoding == "gzip");
+  CHECK(inline_gzip.vary == "Accept-Encoding");
+  CHECK(inline_gzip.body.size() < plain.body.size() / 4);
+
+  CHECK(p.List(all, false, building).body == plain.body);
+  const auto first = p.List(all, true, building);
+  const auto second = p.List(all, true, building);
+  CHECK(first.encoding == "gzip");
+  CHECK(first.vary == "Accept-Encoding");
+  CHECK(first.body == inline_gzip.body);
+  CHECK(second.body == inline_gzip.body);
+  GzipCache::Stats s = gzip.GetStats();
+  CHECK(s.compressed == 1);
+  CHECK(s.shared == 1);
+
+  // Another selection is another answer, and so is the same one at the next RV.
+  const std::string web = "/api/v1/pods?labelSelector=app%3Dweb&resourceVersion=0";
+  const auto by_label = p.List(web, true, building);
+  CHECK(by_label.encoding == "gzip");
+  CHECK(by_label.body == p.List(web, true).body);
+  CHECK(by_label.body != first.body);
+  p.cacher.Apply(EventType::kModified, Pod("big", "p-10001", 2000, "", "web"));
+  const auto after = p.List(all, true, building);
+  CHECK(after.body == p.List(all, true).body);
+  CHECK(after.body != first.body);
+  s = gzip.GetStats();
+  CHECK(s.compressed == 3);
+  CHECK(s.shared == 1);
+  CHECK(p.stats.lists == 9);
+}
+
+TEST_CASE("WriteList compresses a list of a smaller cache in the pool too, with the same bytes") {
+  ManyPods p(600);
+  REQUIRE(p.cacher.object_count() < ListBuilding::kPoolObjects);
+  const ListBuilding& building = p.building;
+  GzipCache& gzip = p.gzip;
+  const std::string all = "/api/v1/namespaces/big/pods";
+  const auto inline_gzip = p.List(all, true);
+  REQUIRE(inline_gzip.encoding == "gzip");
+  CHECK(p.List(all, true, building).body == inline_gzip.body);
+  CHECK(p.List(all, true, building).body == inline_gzip.body);
+  CHECK(gzip.GetStats().compressed == 1);
+  CHECK(gzip.GetStats().shared == 1);
+  // Past the threshold only: a small list goes as it is.
+  const auto small = p.List("/api/v1/namespaces/big/pods?limit=3", true, building);
+  CHECK(small.encoding.empty());
+  CHECK(gzip.GetStats().compressed == 1);
 }
 
 TEST_CASE("WriteObject answers a cached object, and NotFound for a missing one") {

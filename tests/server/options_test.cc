@@ -229,5 +229,23 @@ TEST_CASE("An empty cache-resources flag turns the cache off and a list replaces
   CHECK_FALSE(unset->cache_resources_set);
 }
 
+TEST_CASE("The list pool's threads and shared gzip bytes are flags, at the end of the cache's") {
+  auto defaults = Parse({});
+  REQUIRE(defaults.ok());
+  CHECK(defaults->list_threads == 1);
+  CHECK(defaults->list_gzip_cache_bytes == 64u << 20);
+  auto set = Parse({"--list-threads=0", "--list-gzip-cache-bytes=0"});
+  REQUIRE(set.ok());
+  CHECK(set->list_threads == 0);
+  CHECK(set->list_gzip_cache_bytes == 0);
+  CHECK(Validate(*set).ok());
+  auto negative = Parse({"--list-threads=-1"});
+  REQUIRE(negative.ok());
+  CHECK(Validate(*negative).code() == absl::StatusCode::kInvalidArgument);
+  const std::string help = HelpText();
+  CHECK(help.find("--list-threads") > help.find("Cache flags:"));
+  CHECK(help.find("--list-gzip-cache-bytes") < help.find("Admission and passthrough flags:"));
+}
+
 }  // namespace
 }  // namespace kf
