@@ -468,6 +468,35 @@ def test_large_cached_answers_are_gzipped_as_the_apiserver_does(cluster, cached_
             assert ours.body == direct.body
 
 
+def test_a_large_list_asked_again_at_the_same_rv_shares_its_gzip_bytes(cluster, cached_proxy,
+                                                                            big_ns):
+    """A large LIST is compressed once per list and resourceVersion (serve/gzip_cache.h): asked
+    again while the resource has not changed, it gets the very bytes of the first answer."""
+    def counts():
+        text = cluster.request("GET", "/metrics", port=cached_proxy.port, tls=False).body.decode()
+        return metric_values(text, "kube_fanout_list_gzip_answers_total")
+
+    path = f"/api/v1/namespaces/{big_ns}/configmaps?resourceVersion=0&kfgz=shared"
+    before = counts()
+    answers = [cluster.request("GET", path, port=cached_proxy.port, tls=False,
+                               headers={"Accept-Encoding": "gzip", "User-Agent": UA})
+               for _ in range(4)]
+    after = counts()
+    assert routed(cached_proxy, "kfgz=shared") == "cache"
+    assert all(a.status == 200 and a.headers.get("content-encoding") == "gzip" for a in answers)
+    lists = [json.loads(gzip.decompress(a.body)) for a in answers]
+    assert all(len(items["items"]) == 30 for items in lists)
+    rvs = [items["metadata"]["resourceVersion"] for items in lists]
+    # The same RV: the same bytes, compressed once (the configmaps of the whole cluster may have
+    # moved on between two of them: then that RV's answer was compressed for it).
+    for answer, rv in zip(answers, rvs):
+        assert answer.body == answers[rvs.index(rv)].body
+    compressed = after['{result="compressed"}'] - before['{result="compressed"}']
+    shared = after['{result="shared"}'] - before['{result="shared"}']
+    assert (compressed, shared) == (len(set(rvs)), len(answers) - len(set(rvs)))
+    assert shared >= 1, rvs
+
+
 def test_watches_are_never_gzipped(cluster, cached_proxy, big_ns):
     c = h2_to(cluster, cached_proxy.secure_port)
     try:
