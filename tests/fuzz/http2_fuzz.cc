@@ -10,15 +10,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "common/any_stream.h"
-#include "common/log.h"
 #include "edge/http2_session.h"
 #include "edge/pipeline.h"
 #include "edge/request.h"
 #include "edge/response.h"
+#include "tests/fuzz/connection_fixture.h"
 
 namespace {
 
@@ -35,30 +34,14 @@ class Ok : public kf::Handler {
   }
 };
 
-struct Fixture {
-  Fixture() {
-    kf::PipelineStages stages;
-    stages.routes.is_local = [](std::string_view) { return true; };
-    stages.local = &ok;
-    stages.relay = &ok;
-    pipeline.emplace(std::move(stages), log, stats);
-  }
-  kf::Logger log{2, kf::Logger::Level::kError};
-  kf::RouteStats stats;
-  Ok ok;
-  std::optional<kf::Pipeline> pipeline;
-};
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static Fixture* fixture = new Fixture();
+  static auto* fixture = new kf::fuzz::OneHandlerPipeline<Ok>();
   asio::io_context ioc;
-  asio::ip::tcp::acceptor acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0});
-  asio::ip::tcp::socket client(ioc);
-  client.connect(acceptor.local_endpoint());
-  kf::AnyStream stream(beast::tcp_stream(acceptor.accept()));
-  client.shutdown(asio::ip::tcp::socket::shutdown_send);
+  kf::fuzz::LoopbackPair pair(ioc);
+  kf::AnyStream stream(pair.Accept());
+  pair.client.shutdown(asio::ip::tcp::socket::shutdown_send);
   auto session =
       std::make_shared<kf::Http2Session>(stream, "fuzz", "127.0.0.1", *fixture->pipeline,
                                          fixture->stats.transport, kf::ClientCertificate{});
