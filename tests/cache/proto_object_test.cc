@@ -13,6 +13,7 @@
 #include "common/kube_proto.h"
 #include "common/protowire.h"
 #include "common/strings.h"
+#include "tests/cache/fuzz_seed.h"
 
 namespace kf {
 namespace {
@@ -218,6 +219,7 @@ TEST_CASE("A protobuf cache's snapshot restores its objects and window byte for 
                               Encoding::kProtobuf};
   auto bytes = EncodeSnapshot(header, *state, 1 << 20);
   REQUIRE(bytes.ok());
+  testing::CheckFuzzSeed("snapshot_fuzz", "configmaps_protobuf", *bytes);  // Its seed.
   auto decoded = DecodeSnapshot(*bytes);
   REQUIRE(decoded.ok());
   CHECK(decoded->header.encoding == Encoding::kProtobuf);

@@ -1,14 +1,14 @@
 // libFuzzer target: a warm-restart snapshot file as SnapshotStore::Load reads it from
 // --cache-snapshot-dir (cache/snapshot.h): DecodeSnapshot, SnapshotToState, then
-// Cacher::ImportState into a cache of the snapshot's type, which is then listed and watched
-// from its window's start. The checksum stops nearly every mutation at the first step, so each
-// input is also tried with its payload size and CRC-32 made right (the reader's later checks
-// are what a torn or hand-made file with a valid checksum meets).
-// Invariants: nothing throws or crashes; a refused file is DataLoss or FailedPrecondition
-// (the errors Load counts as corrupt or version); what decodes holds no more than the file's
-// bytes; a state that converts re-encodes to a snapshot that decodes to the same state (the
-// encoding of that state is a fixed point); an imported cache lists its objects sorted by key,
-// once each, at the snapshot's resourceVersion.
+// Cacher::ImportState into a cache of the snapshot's type and encoding (JSON or protobuf), which is
+// then listed and watched from its window's start. The checksum stops nearly every mutation at the
+// first step, so each input is also tried with its payload size and CRC-32 made right (the reader's
+// later checks are what a torn or hand-made file with a valid checksum meets). Invariants: nothing
+// throws or crashes; a refused file is DataLoss or FailedPrecondition (the errors Load counts as
+// corrupt or version); what decodes holds no more than the file's bytes; a state that converts
+// re-encodes to a snapshot that decodes to the same state (the encoding of that state is a fixed
+// point); an imported cache lists its objects sorted by key, once each, at the snapshot's
+// resourceVersion.
 #include <zlib.h>
 
 #include <chrono>
@@ -65,8 +65,9 @@ void Check(std::string_view bytes) {
   Require(state_again.ok());
   Require(Reencode(header, *state_again) == once);
 
-  kf::Cacher cacher(header.type, kf::EventRingLimits{},
-                    [] { return std::chrono::steady_clock::now(); });
+  kf::Cacher cacher(
+      header.type, kf::EventRingLimits{}, [] { return std::chrono::steady_clock::now(); },
+      header.encoding);
   if (!cacher.ImportState(*std::move(state)).ok()) return;  // Events out of order: refused.
   Require(cacher.synced() && cacher.resource_version() == rv);
   const kf::Cacher::ListResult list = cacher.List(kf::WatchFilter{});
