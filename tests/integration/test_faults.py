@@ -225,7 +225,10 @@ def report(name, figures):
 def check_rss(figures, proxy, bound=RSS_BOUND_MIB):
     rss = peak_rss_mib(proxy.process.pid)
     figures["peak RSS MiB"] = round(rss)
-    assert rss < bound, f"kube-fanout's peak RSS {rss:.0f} MiB, bound {bound} MiB"
+    # A sanitizer's own memory is not kube-fanout's (ASan keeps 256 MiB of freed memory in its
+    # quarantine, plus shadow memory: 404-409 MiB here under asan): bounds hold unsanitized.
+    if not SANITIZER:
+        assert rss < bound, f"kube-fanout's peak RSS {rss:.0f} MiB, bound {bound} MiB"
 
 
 def relay_fault(cluster, namespace, tmp_path, name, on, off, extra_args=(), counters=(),

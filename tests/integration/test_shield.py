@@ -62,6 +62,13 @@ def passthrough_count(cluster, proxy):
     return metric_values(text, "kube_fanout_requests_total")['{route="passthrough"}']
 
 
+def own_watches(cluster, proxy, resource="pods"):
+    """Upstream WATCHes kube-fanout's own reflectors opened for `resource` (each resume too)."""
+    text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
+    return sum(v for k, v in metric_values(text, "kube_fanout_upstream_watches_total").items()
+               if f'resource="{resource}"' in k)
+
+
 def delta(after, before):
     return {k: after.get(k, 0) - before.get(k, 0) for k in set(after) | set(before)
             if after.get(k, 0) - before.get(k, 0)}
@@ -129,7 +136,9 @@ def test_a_thousand_pollers_cost_the_apiserver_close_to_nothing(cluster, cached_
     # probes (LIST limit=1, at most 20 per second of the run) and short progress watches.
     assert upstream.get("GET", 0) == 0
     assert upstream.get("LIST", 0) <= 20 * (took + 5)
-    assert sum(upstream.values()) <= 0.05 * sent
+    # 5% of the requests at the designed 10 s; the probes are bounded per second, so a slower
+    # run (a sanitizer: 577 in 10,000 under asan on a loaded machine) may have more.
+    assert sum(upstream.values()) <= 0.05 * sent * max(1.0, took / seconds)
 
 
 def test_a_client_past_its_budget_gets_429_while_others_keep_going(cluster, tmp_path, pods_ns):
@@ -245,15 +254,19 @@ def test_a_reconnect_storm_is_served_from_the_window(cluster, cached_proxy, pods
     for round_ in range(2):  # Connect, drop everyone, reconnect at once.
         before = apiserver_requests(cluster, "pods")
         passed_before = passthrough_count(cluster, cached_proxy)
+        own_before = own_watches(cluster, cached_proxy)
         t0 = time.monotonic()
         statuses = asyncio.run(storm())
         took = time.monotonic() - t0
         upstream = delta(apiserver_requests(cluster, "pods"), before)
+        # A reflector's own watch that ended meanwhile and was resumed (the longer a round, the
+        # likelier: 15.6 s under asan) is one the apiserver counts; kube-fanout counts the resume.
+        own = own_watches(cluster, cached_proxy) - own_before
         # (The apiserver counts a WATCH when it ends; kube-fanout's own count is immediate.)
         assert passthrough_count(cluster, cached_proxy) == passed_before
         print(f"round {round_}: {n} watches in {took:.1f}s {statuses}; upstream {upstream}")
         assert statuses == {b"HTTP/1.1 200 OK": n}
-        assert upstream.get("LIST", 0) == 0 and upstream.get("WATCH", 0) == 0
+        assert upstream.get("LIST", 0) == 0 and upstream.get("WATCH", 0) <= own
 
 
 def test_event_storm_from_one_source_is_filtered_while_another_passes(cluster, cached_proxy,
