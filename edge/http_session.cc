@@ -59,7 +59,6 @@ HttpSession::HttpSession(std::unique_ptr<AnyStream> client, std::string remote, 
 
 HttpSession::~HttpSession() {
   LeaveHandshakeQueue();  // A session that never ran (a stop before its start).
-
   sessions_.Unregister(this);
   active_sessions_.fetch_sub(1, std::memory_order_relaxed);
 }

@@ -447,8 +447,9 @@ asio::awaitable<void> Server::AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool
   asio::steady_timer backoff(main_ioc_);
   while (acceptor.is_open()) {
     if (tls) {
-      // Handshakes queued past the bound on the least busy worker: let the kernel hold the next
-      // clients for a moment (its listen queue costs this process nothing).
+      // Every worker has kMaxHandshakesPending connections whose session has not started: let
+      // the kernel hold the next clients for a moment (its listen queue costs this process
+      // nothing).
       const bool full =
           std::all_of(workers_.begin(), workers_.begin() + session_workers_,
                       [](const std::unique_ptr<Worker>& w) {
