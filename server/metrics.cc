@@ -220,7 +220,9 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
            "Requests refused before they could be routed, by reason (header_too_large: 431; "
            "bad_request: 400, a head that does not parse; header_timeout: a head begun and not "
            "finished within 30 s; tls_handshake: a TLS handshake that failed or took over 10 s, "
-           "TCP-only probes included). The 431s and 400s also count in "
+           "TCP-only probes included; handshake_queue: a TLS connection closed unhandshaken "
+           "because its I/O thread reached it more than 5 s after it was accepted). The 431s "
+           "and 400s also count in "
            "kube_fanout_requests_total{route=\"rejected\"}.");
   for (size_t i = 0; i < static_cast<size_t>(Refusal::kCount); ++i) {
     w.Sample("kube_fanout_requests_refused_total",
@@ -417,13 +419,13 @@ std::string RenderWatchLimitMetrics(const QueueBudget& queues, const WatchSlots&
            "Watches served from the cache open now, exempt clients aside (what --max-watchers "
            "bounds).");
   w.Sample("kube_fanout_cached_watches_open", "", static_cast<double>(slots.open()));
-  w.Family("kube_fanout_watches_refused_total", "counter",
-           "Watches of cached resources answered 429 before they started, by reason "
-           "(max_watchers, max_watchers_per_user).");
-  w.Sample("kube_fanout_watches_refused_total", "reason=\"max_watchers\"",
-           static_cast<double>(slots.refused(WatchSlots::Refused::kTotal)));
-  w.Sample("kube_fanout_watches_refused_total", "reason=\"max_watchers_per_user\"",
-           static_cast<double>(slots.refused(WatchSlots::Refused::kPerUser)));
+  w.ByLabel("kube_fanout_watches_refused_total", "counter",
+            "Watches of cached resources answered 429 before they started, by reason "
+            "(max_watchers, max_watchers_per_user).",
+            "reason",
+            {{"max_watchers", static_cast<double>(slots.refused(WatchSlots::Refused::kTotal))},
+             {"max_watchers_per_user",
+              static_cast<double>(slots.refused(WatchSlots::Refused::kPerUser))}});
   return w.Take();
 }
 
