@@ -37,7 +37,11 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
   if (cacher != nullptr && !synced && cacher->encoding() == Encoding::kProtobuf) {
     synced = co_await WaitSynced(*cacher, *reflector);
   }
-  if (!synced) {
+  // Not synced yet: answered as the apiserver answers while its own watch cache initializes
+  // (once the user is known to be allowed), unless the cache cannot sync (its LIST refused).
+  const bool initializing =
+      !synced && reflector != nullptr && !reflector->list_refused() && BusyWhileInitializing(info);
+  if (!synced && !initializing) {
     ++stats_.declined;
     co_return false;
   }
@@ -55,6 +59,13 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
   if (!allowed) {
     ++stats_.declined;
     co_return false;
+  }
+  if (initializing) {
+    ++stats_.initializing;
+    co_await x.Reject(KubeStatus{429, "TooManyRequests", "storage is (re)initializing",
+                                 RetryAfterWhileInitializing(reflector->running_for())},
+                      "cache not synced yet");
+    co_return true;
   }
   // A cached watch holds a slot while it is open; past the bounds it is refused as the
   // apiserver refuses a request when overloaded (the exempt level is not counted).

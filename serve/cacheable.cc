@@ -1,5 +1,8 @@
 #include "serve/cacheable.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cache/continue_token.h"
@@ -102,6 +105,21 @@ std::optional<WatchFilter> FilterFor(const RequestInfo& info, const ResourceType
   f.fields = *std::move(fields);
   f.name = f.fields.RequiresExactMatch("metadata.name");
   return f;
+}
+
+bool BusyWhileInitializing(const RequestInfo& info) {
+  if (info.verb == "watch") return true;
+  if (info.verb != "list" || info.query.Has("continue")) return false;
+  const bool selects = !info.query.First("labelSelector").value_or("").empty() ||
+                       !info.query.First("fieldSelector").value_or("").empty();
+  int64_t limit = 0;
+  if (auto v = info.query.First("limit"); !v || !absl::SimpleAtoi(ToAbsl(*v), &limit)) limit = 0;
+  return selects || limit <= 0;
+}
+
+int RetryAfterWhileInitializing(std::chrono::steady_clock::duration initializing_for) {
+  const double seconds = std::chrono::duration<double>(initializing_for).count();
+  return static_cast<int>(std::clamp(std::exp(0.06 * seconds), 1.0, 30.0));
 }
 
 }  // namespace kf

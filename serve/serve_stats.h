@@ -16,6 +16,9 @@ struct CacheServeStats {
   // Watches from before their cache's window, started at the window's start because the
   // resource's other cache (JSON or protobuf) proved nothing they would see happened between.
   std::atomic<uint64_t> watches_vouched{0};
+  // Reads refused with the apiserver's 429 "storage is (re)initializing": their cache had not
+  // synced yet (BusyWhileInitializing).
+  std::atomic<uint64_t> initializing{0};
 };
 
 }  // namespace kf

@@ -255,6 +255,12 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
            "(instead of a 410).");
   w.Sample("kube_fanout_cache_watches_vouched_total", "",
            static_cast<double>(serve.watches_vouched.load()));
+  w.Family("kube_fanout_cache_initializing_refused_total", "counter",
+           "Reads of cached resources refused with the apiserver's 429 \"storage is "
+           "(re)initializing\" because their cache had not synced yet (watches; LISTs with a "
+           "selector or without a limit), instead of passing them through.");
+  w.Sample("kube_fanout_cache_initializing_refused_total", "",
+           static_cast<double>(serve.initializing.load()));
   w.Family("kube_fanout_cache_declined_total", "counter",
            "Reads of cached resources passed through (not answerable exactly, or not allowed).");
   w.Sample("kube_fanout_cache_declined_total", "", static_cast<double>(serve.declined.load()));

@@ -77,7 +77,17 @@ asio::awaitable<void> Reflector::Backoff() {
   co_await timer.async_wait(use_nothrow);
 }
 
+std::chrono::steady_clock::duration Reflector::running_for() const {
+  const int64_t started = run_started_ns_.load(std::memory_order_relaxed);
+  if (started == 0) return {};
+  return std::chrono::steady_clock::now().time_since_epoch() - std::chrono::nanoseconds(started);
+}
+
 asio::awaitable<void> Reflector::Run() {
+  run_started_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch())
+                            .count(),
+                        std::memory_order_relaxed);
   co_await ProbeBookmarkTemplate();
   // A cache restored from a snapshot is synced already: it watches from the snapshot's RV, and
   // lists only if the upstream answers 410.
@@ -131,6 +141,9 @@ asio::awaitable<absl::Status> Reflector::ListAll() {
     }
     if (res->status != 200) {
       retry_after_ = res->retry_after;
+      list_refused_.store(
+          res->status == 401 || res->status == 403 || res->status == 404 || res->status == 406,
+          std::memory_order_relaxed);
       co_return absl::UnavailableError(absl::StrCat("LIST ", CollectionPath(), ": HTTP ",
                                                     res->status, ": ", res->body.substr(0, 300)));
     }
@@ -167,6 +180,7 @@ asio::awaitable<absl::Status> Reflector::ListAll() {
   listed_once_ = true;
   const size_t n = objects.size();
   cacher_.Replace(std::move(objects), list_rv);
+  list_refused_.store(false, std::memory_order_relaxed);
   backoff_ = std::chrono::milliseconds(0);
   log_.Info("cache synced", {{"resource", t.GroupResource()},
                              {"objects", static_cast<int64_t>(n)},

@@ -78,6 +78,14 @@ class Reflector {
   bool TakeConsistentPassthrough(std::chrono::milliseconds interval);
 
   const ReflectorStats& stats() const { return stats_; }
+  // True while the upstream's last answer to this cache's LIST was a refusal that retrying
+  // will not change soon (401, 403, 404, 406: kube-fanout may not list it, or the upstream does
+  // not serve it in this encoding): the cache cannot be counted on to sync, so its requests
+  // are the apiserver's to answer. Any thread.
+  bool list_refused() const { return list_refused_.load(std::memory_order_relaxed); }
+  // How long since Run() started (zero before): while the cache has not synced, how long it
+  // has been initializing. Any thread.
+  std::chrono::steady_clock::duration running_for() const;
   // The collection path, e.g. "/apis/discovery.k8s.io/v1/endpointslices".
   std::string CollectionPath() const;
 
@@ -112,6 +120,8 @@ class Reflector {
   UpstreamWatch* active_ = nullptr;
   UpstreamWatch* progress_active_ = nullptr;
   bool listed_once_ = false;
+  std::atomic<bool> list_refused_{false};
+  std::atomic<int64_t> run_started_ns_{0};  // steady_clock, set by Run().
 
   // Consistent-read state; on the reflector's thread only.
   asio::any_io_executor exec_;

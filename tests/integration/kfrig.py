@@ -256,7 +256,8 @@ class Proxy:
     log_path: pathlib.Path
 
     @classmethod
-    def start(cls, cluster, directory, extra_args=(), upstream_args=None, preexec_fn=None):
+    def start(cls, cluster, directory, extra_args=(), upstream_args=None, preexec_fn=None,
+              wait_ready=True):
         crt, key = cluster.issue_serving_cert(directory)
         port, secure_port = free_port(), free_port()
         log_path = directory / "kube-fanout.log"
@@ -274,7 +275,8 @@ class Proxy:
         process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
                                    preexec_fn=preexec_fn)
         proxy = cls(process, port, secure_port, log_path)
-        proxy.wait_ready(cluster)
+        if wait_ready:
+            proxy.wait_ready(cluster)
         return proxy
 
     @property

@@ -341,9 +341,10 @@ def apiserver_watches(cluster, resource="configmaps"):
 def test_sigkill_and_restart_without_a_snapshot_under_5000_watchers(cluster, namespace, tmp_path):
     """kube-fanout (the default caches, no --cache-snapshot-dir) is killed with SIGKILL under
     KILL_WATCHERS watchers; 6 writes while it is down; started again on the same ports. Each
-    watcher comes back with its RV: one that arrives before the caches have synced is passed
-    through to the apiserver and resumes there (and stays there); one after gets a 410 (its RV
-    is before the new cache's window) and relists."""
+    watcher comes back with its RV: one that arrives before the caches have synced gets the
+    apiserver's 429 "storage is (re)initializing" and tries again (a token not reviewed yet
+    past the review budget may still be passed through to the apiserver, and stays there); once
+    synced, a watch gets a 410 (its RV is before the new cache's window) and relists."""
     from test_warm_restart import CACHED, DEFAULT_CACHES, apiserver_lists, kill_hard, \
         lists_delta, restart
 
@@ -383,6 +384,8 @@ def test_sigkill_and_restart_without_a_snapshot_under_5000_watchers(cluster, nam
                 metrics, "kube_fanout_token_reviews_throttled_total").get("", 0)),
             "cache reads declined (passed through)": int(metric_values(
                 metrics, "kube_fanout_cache_declined_total").get("", 0)),
+            "reads refused while initializing (429)": int(metric_values(
+                metrics, "kube_fanout_cache_initializing_refused_total").get("", 0)),
             "ready s": round(marks["ready"], 2), "caught up s": round(caught_up, 2),
             "peak RSS before MiB": marks["rss before"]})
         check_rss(figures, again, KILL_RSS_BOUND_MIB)
@@ -401,6 +404,83 @@ def test_sigkill_and_restart_without_a_snapshot_under_5000_watchers(cluster, nam
     # The restart listed every cached resource again (nothing kept without a snapshot).
     assert synced >= DEFAULT_CACHES
     assert set(CACHED) <= set(lists), lists
+
+
+INITIALIZING = ('{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Failure",'
+                '"message":"storage is (re)initializing","reason":"TooManyRequests",'
+                '"details":{{"retryAfterSeconds":{}}},"code":429}}\n')
+
+
+def test_reads_before_the_cache_syncs_get_the_apiservers_initializing_answer(cluster, namespace,
+                                                                             tmp_path):
+    """kube-fanout starts while the upstream answers its ConfigMaps LIST with a 503, so that
+    cache cannot sync. Meanwhile a watch, and a LIST without a limit or with a selector, get the
+    apiserver's own answer while its watch cache initializes (KEP-4568): 429 "storage is
+    (re)initializing" with its Retry-After, and none reaches the apiserver; a LIST with a limit
+    and no selector, and a GET, are the apiserver's to answer (it sends them to etcd). Once the
+    LIST goes through, the same watch is served from the cache."""
+    name = "before-sync"
+    created = cluster.request("POST", f"/api/v1/namespaces/{namespace}/configmaps",
+                              body=json.dumps({"metadata": {"name": name}, "data": {"k": "v"}}),
+                              headers={"Content-Type": "application/json"})
+    assert created.status == 201, created
+    rv = json.loads(created.body)["metadata"]["resourceVersion"]
+    relay = FaultRelay(cluster, tmp_path)
+    token_file = tmp_path / "upstream-token"
+    token_file.write_text(cluster.token("admin"))
+    relay.fail("/api/v1/configmaps?limit=500", 503)
+    proxy = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=configmaps"],
+                        upstream_args=relay.upstream_args(token_file), wait_ready=False)
+    base = f"/api/v1/namespaces/{namespace}/configmaps"
+
+    def ask(target):
+        return cluster.request("GET", target, port=proxy.port, tls=False, timeout=scaled(20))
+
+    try:
+        # The cache tried to list, and was refused: it is initializing.
+        deadline = time.monotonic() + scaled(20)
+        while relay.count(contains="/api/v1/configmaps?limit=500", outcome="fault 503") < 1:
+            assert time.monotonic() < deadline, "kube-fanout never listed ConfigMaps"
+            time.sleep(0.1)
+        assert ask("/readyz").status != 200
+        before = relay.count(outcome="forwarded")
+        busy = {target: ask(target) for target in [
+            f"{base}?watch=1&resourceVersion={rv}", f"{base}?watch=1", base,
+            f"{base}?resourceVersion=0", f"{base}?limit=10&labelSelector=a%3Db"]}
+        for target, resp in busy.items():
+            assert resp.status == 429, (target, resp)
+            seconds = int(resp.headers["retry-after"])
+            assert 1 <= seconds <= 30, (target, resp.headers)
+            assert resp.body.decode() == INITIALIZING.format(seconds), (target, resp.body)
+        # None of them reached the apiserver (only kube-fanout's own reviews may have).
+        forwarded = [r.target for r in relay.requests[before:] if r.outcome == "forwarded"]
+        assert not any("/configmaps" in f for f in forwarded), forwarded
+        # What the apiserver sends to etcd, kube-fanout sends to the apiserver.
+        limited = ask(f"{base}?limit=10")
+        assert limited.status == 200, limited
+        assert [i["metadata"]["name"] for i in json.loads(limited.body)["items"]] == [name]
+        got = ask(f"{base}/{name}")
+        assert got.status == 200 and json.loads(got.body)["data"] == {"k": "v"}, got
+        assert relay.count(contains=f"{base}?limit=10", outcome="forwarded") == 1
+        assert relay.count(contains=f"{base}/{name}") == 1
+        refused = proxy_metric_total(cluster, proxy, "kube_fanout_cache_initializing_refused_total")
+        assert refused == len(busy), refused
+        # Once the LIST goes through, the cache serves the same watch.
+        relay.clear()
+        proxy.wait_ready(cluster)
+        watched = ask(f"{base}?watch=1&resourceVersion={rv}&timeoutSeconds=1")
+        assert watched.status == 200, watched
+        assert "x-kubernetes-pf-flowschema-uid" not in watched.headers  # Not the apiserver's.
+        assert relay.count(contains=f"{base}?watch=1") == 0
+    finally:
+        code = proxy.stop()
+        relay.stop()
+    assert code == 0, f"kube-fanout exited with {code}; log:\n{proxy.log_tail()}"
+
+
+def proxy_metric_total(cluster, proxy, name):
+    text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
+    return sum(metric_values(text, name).values())
 
 
 FLOOD = int(os.environ.get("KF_FAULT_FLOOD", "2000" if SANITIZER else "20000"))

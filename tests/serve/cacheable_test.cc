@@ -133,5 +133,45 @@ TEST_CASE("FilterFor leaves to the apiserver what it refuses") {
   CHECK(ns->namespace_.empty());
 }
 
+TEST_CASE("Before its cache syncs, a read is answered as the apiserver's initializing cache") {
+  struct Row {
+    std::string_view method, target;
+    bool busy;  // 429 "storage is (re)initializing"; false: the apiserver's to answer.
+  };
+  const Row rows[] = {
+      // Every watch, whatever its RV (the apiserver's cacher refuses them all while not ready).
+      {"GET", "/api/v1/pods?watch=1&resourceVersion=5", true},
+      {"GET", "/api/v1/pods?watch=1", true},
+      {"GET", "/api/v1/watch/namespaces/ns/pods/p", true},
+      // LISTs the apiserver sends to etcd: a limit and no selector; and a page after the first.
+      {"GET", "/api/v1/pods?limit=500", false},
+      {"GET", "/api/v1/pods?limit=500&resourceVersion=0", false},
+      {"GET", "/api/v1/pods?limit=500&continue=abc", false},
+      // LISTs whose cost from storage is unbounded: refused.
+      {"GET", "/api/v1/pods", true},
+      {"GET", "/api/v1/pods?resourceVersion=0", true},
+      {"GET", "/api/v1/pods?limit=0", true},
+      {"GET", "/api/v1/pods?limit=500&fieldSelector=spec.nodeName%3Dn1", true},
+      {"GET", "/api/v1/pods?limit=500&labelSelector=app%3Dx", true},
+      // A GET always goes to storage.
+      {"GET", "/api/v1/namespaces/ns/pods/p", false},
+      {"GET", "/api/v1/namespaces/ns/pods/p?resourceVersion=0", false},
+  };
+  for (const Row& row : rows) {
+    INFO(row.target);
+    CHECK(BusyWhileInitializing(Info(row.method, row.target)) == row.busy);
+  }
+}
+
+TEST_CASE("The Retry-After while initializing grows with how long the cache has been at it") {
+  using std::chrono::seconds;
+  CHECK(RetryAfterWhileInitializing(seconds(0)) == 1);
+  CHECK(RetryAfterWhileInitializing(seconds(10)) == 1);  // e^0.6 = 1.8
+  CHECK(RetryAfterWhileInitializing(seconds(20)) == 3);  // e^1.2 = 3.3
+  CHECK(RetryAfterWhileInitializing(seconds(30)) == 6);  // e^1.8 = 6.05
+  CHECK(RetryAfterWhileInitializing(seconds(56)) == 28);
+  CHECK(RetryAfterWhileInitializing(seconds(600)) == 30);
+}
+
 }  // namespace
 }  // namespace kf
