@@ -2,29 +2,31 @@
 
 namespace kf {
 
-GzipCache::Bytes GzipCache::Get(const std::string& key, absl::FunctionRef<std::string()> compress) {
+GzipCache::Bytes GzipCache::Get(const std::string& key, absl::FunctionRef<std::string()> compress,
+                                bool wait) {
+  bool registered = false;  // In `compressing_`: others wait for this thread's bytes.
   {
     absl::MutexLock lock(&mu_);
     // The same answer being compressed by another thread: its bytes, once they are there.
-    while (compressing_.contains(key)) done_.Wait(&mu_);
+    while (wait && compressing_.contains(key)) done_.Wait(&mu_);
     if (const auto it = index_.find(key); it != index_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
       ++shared_;
       return it->second->bytes;
     }
-    compressing_.insert(key);
+    registered = compressing_.insert(key).second;
   }
   Bytes bytes;
   try {
     bytes = std::make_shared<const std::string>(compress());
   } catch (...) {
     absl::MutexLock lock(&mu_);
-    compressing_.erase(key);
+    if (registered) compressing_.erase(key);
     done_.SignalAll();
     throw;
   }
   absl::MutexLock lock(&mu_);
-  compressing_.erase(key);
+  if (registered) compressing_.erase(key);
   ++compressed_;
   KeepLocked(key, bytes);
   done_.SignalAll();
@@ -33,9 +35,10 @@ GzipCache::Bytes GzipCache::Get(const std::string& key, absl::FunctionRef<std::s
 
 void GzipCache::KeepLocked(const std::string& key, Bytes bytes) {
   // An identity's key counts too: a target of kilobytes must not make a small answer free.
-  // Nothing (a compressor that could not start) is not kept either.
+  // Nothing (a compressor that could not start) is not kept either, nor a second copy (a
+  // caller that did not wait may finish after the one it did not wait for).
   const size_t size = key.size() + bytes->size();
-  if (bytes->empty() || size > max_bytes_) return;
+  if (bytes->empty() || size > max_bytes_ || index_.contains(key)) return;
   bytes_ += size;
   lru_.push_front(Entry{key, std::move(bytes)});
   index_[key] = lru_.begin();

@@ -8,7 +8,8 @@
 // Bounded by the bytes kept (compressed bytes and keys); the least recently used go first, and
 // an answer larger than the whole bound is compressed but not kept. A caller asking for an identity
 // another thread is compressing waits for that one instead of compressing it too (so Get may block:
-// call it from the list pool's threads, list_pool.h).
+// call it from the list pool's threads, list_pool.h), unless it asks not to wait (an I/O thread,
+// when there is no pool): then it compresses too.
 //
 // Thread-safe.
 #ifndef KUBE_FANOUT_SERVE_GZIP_CACHE_H_
@@ -40,7 +41,8 @@ class GzipCache {
   GzipCache& operator=(const GzipCache&) = delete;
 
   // The compressed bytes for `key`: kept ones, or `compress()`'s (then kept if they fit).
-  Bytes Get(const std::string& key, absl::FunctionRef<std::string()> compress);
+  // `wait` false: never blocks on another thread's compression of the same key.
+  Bytes Get(const std::string& key, absl::FunctionRef<std::string()> compress, bool wait = true);
 
   struct Stats {
     uint64_t shared = 0;      // Answers served from kept bytes.

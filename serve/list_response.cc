@@ -226,8 +226,11 @@ asio::awaitable<bool> WriteList(Exchange& x, Cacher& cacher, const WatchFilter& 
       gzipped = std::make_shared<const std::string>(gzip());
       return;
     }
+    // Without a list pool this runs on an I/O thread, which must not wait for another's
+    // compression.
     gzipped = building.gzip->Get(
-        absl::StrCat(identity, " rv=", a.page.resource_version, " length=", a.length), gzip);
+        absl::StrCat(identity, " rv=", a.page.resource_version, " length=", a.length), gzip,
+        /*wait=*/building.builds != nullptr);
   };
   const auto build_and_compress = [&] {
     build();

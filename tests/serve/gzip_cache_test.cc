@@ -118,5 +118,37 @@ TEST_CASE("GzipCache makes an asker of an identity being compressed wait for tho
   CHECK(cache.GetStats().shared == 1);
 }
 
+TEST_CASE("GzipCache lets an asker that must not wait compress beside the one compressing") {
+  GzipCache cache(1 << 20);
+  Compressor c;
+  absl::Notification started, release;
+  GzipCache::Bytes first;
+  std::thread compressing([&] {
+    first = cache.Get("pods rv=9", [&] {
+      started.Notify();
+      release.WaitForNotification();
+      return c("pods rv=9", 100);
+    });
+  });
+  started.WaitForNotification();
+  // An I/O thread (no list pool) compresses its own copy at once instead of blocking.
+  const auto own = cache.Get(
+      "pods rv=9", [&] { return c("pods rv=9", 100); }, /*wait=*/false);
+  REQUIRE(own != nullptr);
+  CHECK(c.calls == 1);
+  // Its copy is kept; the first finishes later and does not add a second entry.
+  release.Notify();
+  compressing.join();
+  REQUIRE(first != nullptr);
+  CHECK(*first == *own);
+  CHECK(c.calls == 2);
+  const GzipCache::Stats s = cache.GetStats();
+  CHECK(s.entries == 1);
+  CHECK(s.bytes == 9 + 100);
+  // And later askers share the kept bytes.
+  CHECK(cache.Get("pods rv=9", [&] { return c("pods rv=9", 100); }).get() == own.get());
+  CHECK(c.calls == 2);
+}
+
 }  // namespace
 }  // namespace kf::test
