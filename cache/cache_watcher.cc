@@ -25,19 +25,21 @@ CacheWatcher::~CacheWatcher() {
   budget_->Release(queued_bytes_);
 }
 
-CacheWatcher::Batch CacheWatcher::Take() {
+void CacheWatcher::Take(Batch* into) {
+  // Released outside the lock. A burst's large buffer is not kept for an idle watch.
+  into->pieces.clear();
+  constexpr size_t kKeptCapacity = 64;
+  if (into->pieces.capacity() > kKeptCapacity) std::vector<Piece>().swap(into->pieces);
   absl::MutexLock lock(&mu_);
   if (budget_ != nullptr) budget_->Release(queued_bytes_);
-  Batch b;
-  b.pieces.swap(queue_);
-  b.bytes = queued_bytes_;
-  b.last_rv = last_rv_;
-  b.closed = closed_;
-  b.close_cause = close_cause_;
+  into->pieces.swap(queue_);
+  into->bytes = queued_bytes_;
+  into->last_rv = last_rv_;
+  into->closed = closed_;
+  into->close_cause = close_cause_;
   queued_bytes_ = 0;
   last_rv_ = 0;
   pending_notify_ = false;
-  return b;
 }
 
 void CacheWatcher::CutLocked(std::atomic<uint64_t> CutCounts::*reason) {

@@ -68,8 +68,14 @@ class CacheWatcher {
     bool closed = false;   // No more events will come.
     CloseCause close_cause = CloseCause::kOpen;
   };
-  // Takes everything queued (consumer side).
-  Batch Take();
+  // Takes everything queued (consumer side) into `into`, whose vector (emptied first) becomes
+  // the queue's: a watch that reuses its Batch allocates nothing per delivery.
+  void Take(Batch* into);
+  Batch Take() {
+    Batch b;
+    Take(&b);
+    return b;
+  }
 
   // Producer side: appends one event's frame. Past the byte budget the queue is dropped and the
   // watcher closed (kTooSlow, notify due). When the process-wide budget has no room for it

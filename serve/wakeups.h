@@ -9,7 +9,6 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/post.hpp>
-#include <functional>
 #include <memory>
 #include <vector>
 
@@ -19,16 +18,24 @@ namespace kf {
 
 namespace asio = boost::asio;
 
+// What Wakeups wakes (a waiting watch). Woken on the Wakeups' thread.
+class Wakeable {
+ public:
+  virtual ~Wakeable() = default;
+  virtual void Wake() = 0;
+};
+
 class Wakeups {
  public:
   explicit Wakeups(asio::any_io_executor exec) : exec_(std::move(exec)) {}
 
-  // From any thread: runs `wake` on this thread soon (with the others queued meanwhile).
-  void Add(std::function<void()> wake) {
+  // From any thread: wakes `w` on this thread soon (with the others queued meanwhile), unless it
+  // is gone by then. No allocation once the queues have grown to the usual burst.
+  void Add(std::weak_ptr<Wakeable> w) {
     bool post = false;
     {
       absl::MutexLock lock(&mu_);
-      pending_.push_back(std::move(wake));
+      pending_.push_back(std::move(w));
       post = !posted_;
       posted_ = true;
     }
@@ -37,19 +44,22 @@ class Wakeups {
 
  private:
   void Drain() {
-    std::vector<std::function<void()>> run;
     {
       absl::MutexLock lock(&mu_);
-      run.swap(pending_);
+      running_.swap(pending_);
       posted_ = false;
     }
-    for (auto& wake : run) wake();
+    for (const auto& weak : running_) {
+      if (auto w = weak.lock()) w->Wake();
+    }
+    running_.clear();
   }
 
   asio::any_io_executor exec_;
   absl::Mutex mu_;
-  std::vector<std::function<void()>> pending_;
+  std::vector<std::weak_ptr<Wakeable>> pending_;
   bool posted_ = false;
+  std::vector<std::weak_ptr<Wakeable>> running_;  // Drain's, on this thread only.
 };
 
 }  // namespace kf

@@ -25,7 +25,7 @@ namespace http = beast::http;
 using Clock = std::chrono::steady_clock;
 
 // Wakes a waiting watch loop from the session's thread, without lost wakeups.
-struct Wakeup {
+struct Wakeup final : Wakeable {
   Wakeup(const asio::any_io_executor& e, Response& r) : timer(e), response(r) {}
   asio::steady_timer timer;
   Response& response;
@@ -34,7 +34,7 @@ struct Wakeup {
 
   // A watcher cut for slowness also aborts a write stuck on its client, so the connection is
   // dropped at once.
-  void Wake() {
+  void Wake() override {
     woken = true;
     timer.cancel();
     if (watcher && watcher->closed()) response.Cancel();
@@ -130,6 +130,7 @@ struct WatchRun {
   uint64_t last_rv = 0;
   bool first = true;
   std::shared_ptr<ProgressProof> proof;  // Set for a progress request until its bookmark.
+  CacheWatcher::Batch batch;             // Reused: its vector's capacity goes back to the queue.
 };
 
 // The bookmark due now, if one is. `cache_rv` is the cache's RV read before the batch just
@@ -162,7 +163,10 @@ std::shared_ptr<const std::string> DueBookmark(WatchRun& w, Clock::time_point no
 // False: the watch is over (closed by the cache, or the write failed).
 asio::awaitable<bool> WriteBatch(WatchRun& w, Clock::time_point now) {
   const uint64_t cache_rv = w.cacher.resource_version();  // Before the Take: see DueBookmark.
-  CacheWatcher::Batch batch = w.watcher->Take();
+  CacheWatcher::Batch& batch = w.batch;
+  w.watcher->Take(&batch);
+  // The frames are let go once written (an idle watch keeps no event alive); the capacity stays.
+  absl::Cleanup release = [&batch] { batch.pieces.clear(); };
   if (batch.last_rv > 0) w.last_rv = batch.last_rv;
   const auto bookmark = DueBookmark(w, now, cache_rv);
   absl::InlinedVector<asio::const_buffer, 16> bufs;
@@ -215,11 +219,7 @@ absl::StatusOr<std::shared_ptr<CacheWatcher>> Register(Cacher& cacher, WatchFilt
                                                        const std::shared_ptr<Wakeup>& wake,
                                                        Wakeups& wakeups,
                                                        const WatchOptions& options) {
-  auto notify = [weak = std::weak_ptr<Wakeup>(wake), &wakeups] {
-    wakeups.Add([weak] {
-      if (auto w = weak.lock()) w->Wake();
-    });
-  };
+  auto notify = [weak = std::weak_ptr<Wakeable>(wake), &wakeups] { wakeups.Add(weak); };
   return cacher.Watch(Cacher::WatchRequest{std::move(filter), p.start, p.rv,
                                            options.max_queue_bytes, notify, options.total_queue});
 }
