@@ -7,6 +7,7 @@
 // plane and kube-fanout and runs it (docs/benchmarks.md). This file: flags, limits, main.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <condition_variable>
@@ -146,7 +147,10 @@ int Main(int argc, char** argv) {
         "--ramp-rate>0, --duration>=1, --watch-order=shuffled|alternate\n");
     return 2;
   }
-  const rlim_t need = static_cast<rlim_t>(flags.watchers) + 1024;
+  // A socket per connection: a watcher's over HTTP/1.1, N watchers' over HTTP/2.
+  const int per_connection = std::max(1, flags.streams_per_connection);
+  const rlim_t need =
+      static_cast<rlim_t>((flags.watchers + per_connection - 1) / per_connection) + 1024;
   if (const rlim_t got = RaiseNoFile(need); got < need) {
     std::fprintf(stderr,
                  "kf_fanout_bench: need %lu file descriptors but the limit is %lu: raise "
