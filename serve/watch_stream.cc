@@ -4,7 +4,6 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/asio/experimental/channel.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -25,16 +24,10 @@ namespace {
 namespace http = beast::http;
 using Clock = std::chrono::steady_clock;
 
-// Wakes a waiting watch loop from the session's thread, without lost wakeups. An event wakes it
-// through a one-slot channel (no timer is touched per event); the timer only marks the next
-// bookmark or the deadline, and is armed again only when that time changes.
+// Wakes a waiting watch loop from the session's thread, without lost wakeups.
 struct Wakeup final : Wakeable {
-  using Signal = asio::experimental::channel<void(boost::system::error_code)>;
-  Wakeup(const asio::any_io_executor& e, Response& r) : timer(e), signal(e, 1), response(r) {}
+  Wakeup(const asio::any_io_executor& e, Response& r) : timer(e), response(r) {}
   asio::steady_timer timer;
-  Clock::time_point armed;     // The timer's expiry,
-  bool timer_waiting = false;  // while it waits.
-  Signal signal;
   Response& response;
   std::shared_ptr<CacheWatcher> watcher;  // Set once registered.
   bool woken = false;
@@ -42,17 +35,9 @@ struct Wakeup final : Wakeable {
   // A watcher cut for slowness also aborts a write stuck on its client, so the connection is
   // dropped at once.
   void Wake() override {
-    Resume();
-    if (watcher && watcher->closed()) response.Cancel();
-  }
-  void Resume() {
     woken = true;
-    (void)signal.try_send(boost::system::error_code());  // False: a wake-up is pending already.
-  }
-  // The wait is skipped (woken meanwhile): a wake-up left in the channel would only repeat it.
-  void Consume() {
-    woken = false;
-    (void)signal.try_receive([](boost::system::error_code) {});
+    timer.cancel();
+    if (watcher && watcher->closed()) response.Cancel();
   }
 };
 
@@ -216,25 +201,12 @@ asio::awaitable<void> RunWatch(WatchRun& w) {
       co_return;
     }
     if (w.x.stopping() || now >= w.params.deadline) break;
-    if (w.wake->woken) {
-      w.wake->Consume();
-      continue;
+    if (!w.wake->woken) {
+      auto until = w.params.deadline;
+      if (w.params.bookmarks) until = std::min(until, w.bookmarks.next);
+      w.wake->timer.expires_at(until);
+      co_await w.wake->timer.async_wait(asio::as_tuple(asio::use_awaitable));
     }
-    auto until = w.params.deadline;
-    if (w.params.bookmarks) until = std::min(until, w.bookmarks.next);
-    if (!w.wake->timer_waiting || until != w.wake->armed) {
-      w.wake->armed = until;
-      w.wake->timer_waiting = true;
-      w.wake->timer.expires_at(until);  // Cancels the wait for the previous time, if any.
-      w.wake->timer.async_wait([weak = std::weak_ptr<Wakeup>(w.wake)](beast::error_code ec) {
-        if (ec) return;  // Re-armed (a new wait is on) or gone.
-        if (auto p = weak.lock()) {
-          p->timer_waiting = false;
-          p->Resume();
-        }
-      });
-    }
-    co_await w.wake->signal.async_receive(asio::as_tuple(asio::use_awaitable));
     w.wake->woken = false;
   }
   co_await w.x.response->End();
@@ -298,7 +270,10 @@ asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflect
   ++stats.open_watches;
   absl::Cleanup open_watch = [&stats] { --stats.open_watches; };
   x.stop.hook = [weak = std::weak_ptr<Wakeup>(wake)] {
-    if (auto w = weak.lock()) w->Resume();
+    if (auto w = weak.lock()) {
+      w->woken = true;
+      w->timer.cancel();
+    }
   };
   absl::Cleanup clear_hook = [&x] { x.stop.hook = nullptr; };
   WatchRun run{x,    cacher,  wake->watcher,
