@@ -62,9 +62,10 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
   }
   if (initializing) {
     ++stats_.initializing;
-    co_await x.Reject(KubeStatus{429, "TooManyRequests", "storage is (re)initializing",
-                                 RetryAfterWhileInitializing(reflector->running_for())},
-                      "cache not synced yet");
+    // Named, not a temporary in the co_await (GCC 12 frees such a temporary twice).
+    const KubeStatus busy{429, "TooManyRequests", "storage is (re)initializing",
+                          RetryAfterWhileInitializing(reflector->running_for())};
+    co_await x.Reject(busy, "cache not synced yet");
     co_return true;
   }
   // A cached watch holds a slot while it is open; past the bounds it is refused as the

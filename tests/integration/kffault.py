@@ -185,6 +185,9 @@ class FaultRelay:
                     for t in (relay, eof):
                         if not t.done():
                             t.cancel()
+                    # A cancelled read leaves the stream only once its task has run: reading
+                    # the next request before then is asyncio's "already waiting" error.
+                    await asyncio.gather(relay, eof, return_exceptions=True)
                 if eof.done() and not eof.cancelled() and eof.exception() is None:
                     pending = eof.result() + pending
                 if not keep_alive:
