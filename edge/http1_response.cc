@@ -10,6 +10,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/read_buffer.h"
 #include "common/strings.h"
 #include "edge/request_parser.h"
 
@@ -24,6 +25,10 @@ constexpr auto kWriteTimeout = std::chrono::seconds(60);
 constexpr size_t kGoChunkingThreshold = 2048;
 // Buffers per gathered write: a large list is many shared pieces.
 constexpr size_t kBuffersPerWrite = 512;
+// ClientGone's reads: what an idle watch holds while it waits, and the buffer taken only while
+// the client sends more (common/read_buffer.h).
+constexpr size_t kClientGoneReadBytes = 512;
+constexpr size_t kClientGoneBurstBytes = 16 * 1024;
 
 std::string ChunkSize(size_t n) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -133,16 +138,23 @@ asio::awaitable<beast::error_code> Http1Response::Write(
 asio::awaitable<bool> Http1Response::ClientGone() {
   // What the client sends meanwhile is kept in the session's buffer up to one request head's
   // worth; past that it is read and dropped (the connection is not reused after this anyway),
-  // so a client streaming bytes at a watch cannot grow memory.
+  // so a client streaming bytes at a watch cannot grow memory. While nothing comes (an idle
+  // watch), neither buffer holds more than the small read buffer in this frame.
   read_ = true;
-  std::array<char, 4096> scratch;
+  if (buffer_.size() == 0) buffer_.shrink_to_fit();
+  ReadBuffer<kClientGoneReadBytes, kClientGoneBurstBytes> in;
   for (;;) {
     stream_.tcp().expires_never();
-    const bool keep = buffer_.size() < RequestParser::kMaxHeaderBytes;
-    auto [ec, n] = co_await stream_.async_read_some(
-        keep ? buffer_.prepare(scratch.size()) : asio::buffer(scratch), use_nothrow);
+    auto [ec, n] =
+        co_await stream_.async_read_some(asio::buffer(in.data(), in.size()), use_nothrow);
     if (ec) co_return ec != asio::error::operation_aborted;
-    if (keep) buffer_.commit(n);
+    const size_t room =
+        RequestParser::kMaxHeaderBytes - std::min(buffer_.size(), RequestParser::kMaxHeaderBytes);
+    const size_t keep = std::min(n, room);
+    if (keep > 0) {
+      buffer_.commit(asio::buffer_copy(buffer_.prepare(keep), asio::buffer(in.data(), keep)));
+    }
+    in.Consumed(n);
   }
 }
 

@@ -215,6 +215,30 @@ TEST_CASE("Http1Response's ClientGone is true when the client closes, keeping wh
   CHECK_FALSE(w.resp.reusable());  // The client's side was read meanwhile.
 }
 
+TEST_CASE("Http1Response's ClientGone holds no session buffer while the client is quiet") {
+  asio::io_context ioc;
+  WireCall w(ioc, http::verb::get, "/api/v1/pods?watch=1");
+  // What reading the request head left: capacity, nothing unread.
+  w.buffer.commit(asio::buffer_copy(w.buffer.prepare(2048), asio::buffer(std::string(2048, 'x'))));
+  w.buffer.consume(w.buffer.size());
+  REQUIRE(w.buffer.capacity() >= 2048);
+  std::optional<bool> gone;
+  const auto watching = Spawn(ioc, NoteClientGone(w.resp, &gone));
+  ioc.poll();
+  REQUIRE_FALSE(watching.finished());
+  CHECK(w.buffer.capacity() == 0);
+  // A client that then sends more than one small read's worth: all of it is kept, in order.
+  std::string sent;
+  for (int i = 0; sent.size() < 40000; ++i) sent += std::to_string(i) + ",";
+  asio::write(w.pair.client, asio::buffer(sent));
+  w.pair.client.close();
+  REQUIRE(RunUntil(ioc, [&] { return watching.finished(); }));
+  watching.Rethrow();
+  REQUIRE(gone.has_value());
+  CHECK(*gone);
+  CHECK(beast::buffers_to_string(w.buffer.data()) == sent);
+}
+
 TEST_CASE("Http1Response's ClientGone is false when cancelled by a racing timer") {
   asio::io_context ioc;
   WireCall w(ioc, http::verb::get, "/api/v1/pods?watch=1");
