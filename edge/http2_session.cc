@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
+#include "common/read_buffer.h"
 
 namespace kf {
 namespace {
@@ -20,6 +21,9 @@ constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 constexpr auto kWriteTimeout = std::chrono::seconds(60);
 // Frames gathered into one socket write.
 constexpr size_t kWriteBatchBytes = 64 * 1024;
+// Reads: a quiet connection's pending read holds the small buffer (a client's WINDOW_UPDATEs,
+// PINGs and short requests fit), a burst (request bodies) the large one (common/read_buffer.h).
+constexpr size_t kIdleReadBytes = 1024;
 constexpr size_t kReadPieceBytes = 64 * 1024;
 
 // ALPN wire format: length-prefixed protocol names, in the server's order of preference.
@@ -150,14 +154,16 @@ bool Http2Session::Receive(const char* data, size_t n) {
 }
 
 asio::awaitable<void> Http2Session::ReadLoop() {
-  std::vector<char> piece(kReadPieceBytes);
+  ReadBuffer<kIdleReadBytes, kReadPieceBytes> in;
   while (!done_) {
     // No read deadline: watches may be quiet for long. An idle connection is ended by
     // IdleLoop, a dead one by the writes' deadlines.
     stream_.tcp().expires_never();
-    auto [ec, n] = co_await stream_.async_read_some(asio::buffer(piece), use_nothrow);
+    auto [ec, n] =
+        co_await stream_.async_read_some(asio::buffer(in.data(), in.size()), use_nothrow);
     if (ec) break;
-    if (!Receive(piece.data(), n)) break;
+    if (!Receive(in.data(), n)) break;
+    in.Consumed(n);
     if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) break;
   }
   // The client is gone (or broke the protocol): nothing more will be read.
@@ -192,6 +198,9 @@ asio::awaitable<void> Http2Session::WriteLoop() {
         (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_))) {
       break;
     }
+    // Nothing to send for now: the batch's buffer goes with it, so a quiet connection holds
+    // none (the next wake-up allocates what it gathers).
+    std::string().swap(out);
     const bool woken = co_await write_wake_.Wait();
     if (!woken) break;
   }

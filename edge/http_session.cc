@@ -108,6 +108,7 @@ asio::awaitable<void> HttpSession::Run() {
                                          pipeline_.stats().transport, client_cert_, h2_limits_);
     std::string received(static_cast<const char*>(buffer_.data().data()), buffer_.size());
     buffer_.consume(buffer_.size());
+    buffer_.shrink_to_fit();  // HTTP/2 reads into its own buffers.
     co_await h2_->Run(std::move(received));
     co_await client_->Close(kTlsCloseBudget);
     co_return;
