@@ -1,5 +1,7 @@
 #include "edge/exchange.h"
 
+#include "edge/status_response.h"
+
 namespace kf {
 
 std::string_view AnswerName(Answer answer) {
@@ -42,6 +44,17 @@ asio::awaitable<void> Exchange::Reject(const KubeStatus& status, std::string why
   answer = Answer::kRejected;
   error = std::move(why);
   if (auto ec = co_await WriteStatus(*response, status); ec && error.empty()) error = ec.message();
+}
+
+RequestInfo ParseRequestInfo(std::string_view method, std::string_view target,
+                             absl::Status* parsed) {
+  auto info = RequestInfo::Parse(method, target);
+  *parsed = info.status();
+  return info.ok() ? *std::move(info) : RequestInfo{};
+}
+
+asio::awaitable<void> RejectUnparsed(Exchange& x, absl::Status parsed) {
+  co_await x.Reject(ToKubeStatus(parsed), std::string(parsed.message()));
 }
 
 }  // namespace kf

@@ -94,6 +94,15 @@ struct Exchange {
   asio::awaitable<void> Reject(const KubeStatus& status, std::string why);
 };
 
+// For the transports, which keep their request in a coroutine frame for as long as it is
+// served (a watch: hours): the target's RequestInfo, or an empty one with `parsed` saying why
+// not. Called outside the frame, so the frame does not also keep the StatusOr it came in.
+RequestInfo ParseRequestInfo(std::string_view method, std::string_view target,
+                             absl::Status* parsed);
+// Refuses a request whose target did not parse (`parsed`), as the apiserver does. Its own
+// coroutine: the Status it writes is not kept in the caller's frame.
+asio::awaitable<void> RejectUnparsed(Exchange& x, absl::Status parsed);
+
 }  // namespace kf
 
 #endif  // KUBE_FANOUT_EDGE_EXCHANGE_H_

@@ -329,13 +329,12 @@ asio::awaitable<void> Http2Session::Serve(std::shared_ptr<Http2Stream> stream) {
     s.Finish();
     co_return;
   }
-  auto info = RequestInfo::Parse(s.method(), s.path());
-  const absl::Status parsed = info.status();
+  absl::Status parsed;
   Request request =
-      s.MakeRequest(remote_ip_, parsed.ok() ? *std::move(info) : RequestInfo{}, &client_cert_);
+      s.MakeRequest(remote_ip_, ParseRequestInfo(s.method(), s.path(), &parsed), &client_cert_);
   Exchange x{request, &s.response(), s.stop()};
   if (!parsed.ok()) {
-    co_await x.Reject(ToKubeStatus(parsed), std::string(parsed.message()));
+    co_await RejectUnparsed(x, parsed);
   } else {
     co_await pipeline_.Serve(x);
   }

@@ -153,15 +153,14 @@ asio::awaitable<bool> HttpSession::ServeOne() {
   state_ = State::kBusy;
   const auto& head = parser.get();
   Http1Body body(*client_, buffer_, parser);
-  auto info = RequestInfo::Parse(head.method_string(), head.target());
-  const absl::Status parsed = info.status();
+  absl::Status parsed;
   Request request{head.method(),
                   head.method_string(),
                   head.target(),
                   head.version(),
                   head.keep_alive() && !stop_.requested,
                   head.base(),
-                  parsed.ok() ? *std::move(info) : RequestInfo{},
+                  ParseRequestInfo(head.method_string(), head.target(), &parsed),
                   remote_ip_,
                   body,
                   std::nullopt,
@@ -170,7 +169,7 @@ asio::awaitable<bool> HttpSession::ServeOne() {
   Exchange x{request, &response, stop_};
   if (!parsed.ok()) {
     response.CloseAfter();
-    co_await x.Reject(ToKubeStatus(parsed), std::string(parsed.message()));
+    co_await RejectUnparsed(x, parsed);
   } else {
     co_await pipeline_.Serve(x);
   }

@@ -52,16 +52,25 @@ asio::awaitable<ratelimit::Decision> AdmissionFilter::Decide(
 }
 
 asio::awaitable<void> AdmissionFilter::Serve(Exchange& x, const Next& next) {
+  // Only the seat stays in this frame while the request runs (a watch: for hours); the
+  // decision, what it was asked from and a refusal's answer are Admit's.
+  ratelimit::Seat seat;
+  const bool admitted = co_await Admit(x, &seat);
+  if (admitted) co_await next(x);
+}
+
+asio::awaitable<bool> AdmissionFilter::Admit(Exchange& x, ratelimit::Seat* seat) {
   ratelimit::Decision admitted = co_await Decide(Attributes(x));
   if (!admitted.admitted) {
     co_await x.Reject(TooManyRequestsStatus(admitted.retry_after_seconds),
                       absl::StrCat("admission: ", admitted.reject_reason, " (",
                                    admitted.flow.schema, "/", admitted.flow.level, ")"));
-    co_return;
+    co_return false;
   }
   x.priority_level = admitted.flow.level;
-  if (x.request.info.verb == "watch") admitted.seat.Release();
-  co_await next(x);
+  // A watch's seat is given back here, as it starts.
+  if (x.request.info.verb != "watch") *seat = std::move(admitted.seat);
+  co_return true;
 }
 
 }  // namespace kf

@@ -23,6 +23,8 @@ class AdmissionFilter : public Filter {
 
  private:
   asio::awaitable<ratelimit::Decision> Decide(const ratelimit::RequestAttributes& a);
+  // False: refused (answered). Admitted: `seat` holds the request's seat (none for a watch).
+  asio::awaitable<bool> Admit(Exchange& x, ratelimit::Seat* seat);
 
   ratelimit::Admission& admission_;
 };

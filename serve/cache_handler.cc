@@ -7,6 +7,17 @@
 #include "serve/list_response.h"
 
 namespace kf {
+namespace {
+
+// A watch past --max-watchers or --max-watchers-per-user: 429, as the apiserver refuses a
+// request when overloaded. (Its own frame: the Status is not kept in every open watch's.)
+asio::awaitable<void> RejectWatch(Exchange& x, WatchSlots::Refused refused) {
+  co_await x.Reject(TooManyRequestsStatus(1), refused == WatchSlots::Refused::kTotal
+                                                  ? "watch refused: --max-watchers"
+                                                  : "watch refused: --max-watchers-per-user");
+}
+
+}  // namespace
 
 asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
   const RequestInfo& info = x.request.info;
@@ -74,29 +85,33 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
   if (info.verb == "watch" && options_.slots != nullptr && x.priority_level != "exempt") {
     const WatchSlots::Refused refused = options_.slots->Take(user->username, &slot);
     if (refused != WatchSlots::Refused::kNone) {
-      co_await x.Reject(TooManyRequestsStatus(1), refused == WatchSlots::Refused::kTotal
-                                                      ? "watch refused: --max-watchers"
-                                                      : "watch refused: --max-watchers-per-user");
+      co_await RejectWatch(x, refused);
       co_return true;
     }
   }
-  const Cacher* witness = cacher == entry->cacher.get()
-                              ? (entry->proto_started.load() ? entry->proto_cacher.get() : nullptr)
-                              : entry->cacher.get();
-  const bool served = co_await ServeRead(x, *cacher, *reflector, *filter, witness);
+  bool served = false;
+  if (info.verb == "watch") {
+    // Straight to the watch: this frame and the watch's are all the handler keeps while the
+    // watch is open.
+    const Cacher* witness =
+        cacher == entry->cacher.get()
+            ? (entry->proto_started.load() ? entry->proto_cacher.get() : nullptr)
+            : entry->cacher.get();
+    const bool watched =
+        co_await ServeWatch(x, *cacher, *reflector, *filter, wakeups_, stats_, options_, witness);
+    served = watched;
+  } else {
+    const bool read = co_await ServeRead(x, *cacher, *reflector, *filter);
+    served = read;
+  }
   if (!served) ++stats_.declined;
   if (served && cacher->encoding() == Encoding::kProtobuf) ++stats_.protobuf;
   co_return served;
 }
 
 asio::awaitable<bool> CacheHandler::ServeRead(Exchange& x, Cacher& cacher, Reflector& reflector,
-                                              const WatchFilter& filter, const Cacher* witness) {
+                                              const WatchFilter& filter) {
   const RequestInfo& info = x.request.info;
-  if (info.verb == "watch") {
-    const bool served =
-        co_await ServeWatch(x, cacher, reflector, filter, wakeups_, stats_, options_, witness);
-    co_return served;
-  }
   // A consistent read (no resourceVersion) of a quiet resource waits for the apiserver's
   // bookmark to prove the cache current; one per interval goes straight to the apiserver.
   // (Not a page after the first: its continue token is kube-fanout's to read.)

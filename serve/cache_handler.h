@@ -44,9 +44,9 @@ class CacheHandler : public Handler {
   asio::awaitable<bool> Serve(Exchange& x) override;
 
  private:
-  // `witness`: the resource's cache in the other encoding, when running (ServeWatch).
+  // A GET or LIST (a WATCH goes to ServeWatch).
   asio::awaitable<bool> ServeRead(Exchange& x, Cacher& cacher, Reflector& reflector,
-                                  const WatchFilter& filter, const Cacher* witness);
+                                  const WatchFilter& filter);
 
   const CachedResources& cache_;
   UpstreamPool& pool_;
