@@ -10,7 +10,6 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/read_buffer.h"
 #include "common/strings.h"
 #include "edge/request_parser.h"
 
@@ -25,10 +24,6 @@ constexpr auto kWriteTimeout = std::chrono::seconds(60);
 constexpr size_t kGoChunkingThreshold = 2048;
 // Buffers per gathered write: a large list is many shared pieces.
 constexpr size_t kBuffersPerWrite = 512;
-// ClientGone's reads: what an idle watch holds while it waits, and the buffer taken only while
-// the client sends more (common/read_buffer.h).
-constexpr size_t kClientGoneReadBytes = 512;
-constexpr size_t kClientGoneBurstBytes = 16 * 1024;
 
 std::string ChunkSize(size_t n) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -135,27 +130,62 @@ asio::awaitable<beast::error_code> Http1Response::Write(
   co_return beast::error_code{};
 }
 
-asio::awaitable<bool> Http1Response::ClientGone() {
-  // What the client sends meanwhile is kept in the session's buffer up to one request head's
-  // worth; past that it is read and dropped (the connection is not reused after this anyway),
-  // so a client streaming bytes at a watch cannot grow memory. While nothing comes (an idle
-  // watch), neither buffer holds more than the small read buffer in this frame.
+// What the client sends meanwhile is kept in the session's buffer up to one request head's
+// worth; past that it is read and dropped (the connection is not reused after this anyway), so
+// a client streaming bytes at a watch cannot grow memory. While nothing comes (an idle watch),
+// neither buffer holds more than the small read buffer.
+void Http1Response::StartReadingClient() {
   read_ = true;
   if (buffer_.size() == 0) buffer_.shrink_to_fit();
-  ReadBuffer<kClientGoneReadBytes, kClientGoneBurstBytes> in;
+}
+
+void Http1Response::KeepClientBytes(const char* data, size_t n) {
+  const size_t room =
+      RequestParser::kMaxHeaderBytes - std::min(buffer_.size(), RequestParser::kMaxHeaderBytes);
+  const size_t keep = std::min(n, room);
+  if (keep > 0) buffer_.commit(asio::buffer_copy(buffer_.prepare(keep), asio::buffer(data, keep)));
+}
+
+asio::awaitable<bool> Http1Response::ClientGone() {
+  StartReadingClient();
+  ClientReadBuffer in;
   for (;;) {
     stream_.tcp().expires_never();
     auto [ec, n] =
         co_await stream_.async_read_some(asio::buffer(in.data(), in.size()), use_nothrow);
     if (ec) co_return ec != asio::error::operation_aborted;
-    const size_t room =
-        RequestParser::kMaxHeaderBytes - std::min(buffer_.size(), RequestParser::kMaxHeaderBytes);
-    const size_t keep = std::min(n, room);
-    if (keep > 0) {
-      buffer_.commit(asio::buffer_copy(buffer_.prepare(keep), asio::buffer(in.data(), keep)));
-    }
+    KeepClientBytes(in.data(), n);
     in.Consumed(n);
   }
+}
+
+void Http1Response::WatchClient(const asio::any_io_executor& /*executor*/,
+                                std::function<void(bool)> gone) {
+  StartReadingClient();
+  watch_ = std::make_unique<ClientWatch>();
+  watch_->gone = std::move(gone);
+  ReadClient();
+}
+
+void Http1Response::ReadClient() {
+  // The handler runs from the io_context, never inside async_read_some.
+  stream_.tcp().expires_never();
+  stream_.async_read_some(asio::buffer(watch_->in.data(), watch_->in.size()),
+                          [this](beast::error_code ec, size_t n) {
+                            if (ec) {
+                              auto gone = std::move(watch_->gone);
+                              watch_.reset();
+                              gone(ec != asio::error::operation_aborted);
+                              return;
+                            }
+                            KeepClientBytes(watch_->in.data(), n);
+                            watch_->in.Consumed(n);
+                            ReadClient();
+                          });
+}
+
+void Http1Response::StopWatchingClient() {
+  if (watch_) stream_.Cancel();
 }
 
 asio::awaitable<beast::error_code> Http1Response::Continue() {

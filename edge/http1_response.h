@@ -10,8 +10,11 @@
 
 #include <boost/beast/core/flat_buffer.hpp>
 #include <chrono>
+#include <functional>
+#include <memory>
 
 #include "common/any_stream.h"
+#include "common/read_buffer.h"
 #include "edge/exchange.h"
 #include "edge/response.h"
 
@@ -29,6 +32,8 @@ class Http1Response : public Response {
   asio::awaitable<beast::error_code> WriteBody(std::span<const asio::const_buffer> pieces) override;
   asio::awaitable<beast::error_code> End() override;
   asio::awaitable<bool> ClientGone() override;
+  void WatchClient(const asio::any_io_executor& executor, std::function<void(bool)> gone) override;
+  void StopWatchingClient() override;
   asio::awaitable<beast::error_code> Continue() override;
   void Cancel() override { stream_.Cancel(); }
   void CloseAfter() override { close_after_ = true; }
@@ -46,6 +51,18 @@ class Http1Response : public Response {
   enum class Body { kNone, kLength, kChunked, kUntilClose };
   asio::awaitable<beast::error_code> Write(std::span<const asio::const_buffer> buffers);
   std::string SerializeHead(const ResponseHead& head);
+  // Reading the client while an answer is written (ClientGone, WatchClient): starts it, and
+  // keeps what was read (bounded) in the session's buffer.
+  void StartReadingClient();
+  void KeepClientBytes(const char* data, size_t n);
+  // WatchClient's read, again after each.
+  void ReadClient();
+  // While nothing comes, a watch holds only the small buffer (common/read_buffer.h).
+  using ClientReadBuffer = ReadBuffer<512, 16 * 1024>;
+  struct ClientWatch {
+    std::function<void(bool)> gone;
+    ClientReadBuffer in;
+  };
 
   AnyStream& stream_;
   beast::flat_buffer& buffer_;
@@ -60,6 +77,7 @@ class Http1Response : public Response {
   bool read_ = false;  // The client's side was read meanwhile (ClientGone, an upgrade).
   bool continued_ = false;
   uint64_t body_bytes_ = 0;
+  std::unique_ptr<ClientWatch> watch_;  // While WatchClient reads.
 };
 
 }  // namespace kf

@@ -4,6 +4,7 @@
 #include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/error.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <cstring>
 
@@ -160,6 +161,7 @@ void Http2Stream::OnClose(bool abnormal) {
   body_wake_.Notify();
   write_wake_.Notify();
   gone_wake_.Notify();
+  TellClientWatch(false);
 }
 
 void Http2Stream::OnConnectionGone() {
@@ -178,7 +180,15 @@ void Http2Stream::Reset(uint32_t code) {
   body_wake_.Notify();
   write_wake_.Notify();
   gone_wake_.Notify();
+  TellClientWatch(false);
   if (flush) flush();
+}
+
+void Http2Stream::TellClientWatch(bool stopped) {
+  if (!client_watch_ || !(gone_ || reset_ || stopped)) return;
+  // Posted: this may run inside nghttp2's callbacks, where the watch must not act.
+  std::unique_ptr<ClientWatch> w = std::move(client_watch_);
+  asio::post(w->executor, [gone = std::move(w->gone), client_left = gone_] { gone(client_left); });
 }
 
 void Http2Stream::Finish() {
@@ -326,6 +336,15 @@ asio::awaitable<bool> Http2Response::ClientGone() {
     if (!woken) co_return false;
   }
 }
+
+void Http2Response::WatchClient(const asio::any_io_executor& executor,
+                                std::function<void(bool)> gone) {
+  stream_.client_watch_ = std::make_unique<Http2Stream::ClientWatch>(
+      Http2Stream::ClientWatch{executor, std::move(gone)});
+  stream_.TellClientWatch(false);  // Already over.
+}
+
+void Http2Response::StopWatchingClient() { stream_.TellClientWatch(true); }
 
 asio::awaitable<beast::error_code> Http2Response::Continue() {
   Http2Stream& s = stream_;

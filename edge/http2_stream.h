@@ -65,6 +65,8 @@ class Http2Response : public Response {
   asio::awaitable<beast::error_code> WriteBody(std::span<const asio::const_buffer> pieces) override;
   asio::awaitable<beast::error_code> End() override;
   asio::awaitable<bool> ClientGone() override;
+  void WatchClient(const asio::any_io_executor& executor, std::function<void(bool)> gone) override;
+  void StopWatchingClient() override;
   asio::awaitable<beast::error_code> Continue() override;
   void Cancel() override;
   void CloseAfter() override {}  // Streams end alone; the connection is not the request's.
@@ -133,6 +135,9 @@ class Http2Stream {
   friend class Http2Response;
 
   void Reset(uint32_t code);
+  // Tells WatchClient's callback, once, when the stream ended (`gone_`) or was reset, or when
+  // `stopped`.
+  void TellClientWatch(bool stopped);
   bool usable() const { return !closed_ && !reset_ && session_ != nullptr; }
 
   nghttp2_session* session_;  // Null once the connection is gone.
@@ -161,6 +166,11 @@ class Http2Stream {
   bool reset_ = false;  // Ended abnormally (either side reset it, or the connection ended).
   bool gone_ = false;   // ... by the client's doing.
   Http2Wakeup gone_wake_;
+  struct ClientWatch {
+    asio::any_io_executor executor;
+    std::function<void(bool)> gone;
+  };
+  std::unique_ptr<ClientWatch> client_watch_;  // While WatchClient waits.
   StopSignal stop_;
   Http2Body body_{*this};
   Http2Response response_{*this};

@@ -7,11 +7,13 @@
 #ifndef KUBE_FANOUT_EDGE_RESPONSE_H_
 #define KUBE_FANOUT_EDGE_RESPONSE_H_
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/fields.hpp>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -56,6 +58,14 @@ class Response {
   // Completes when the client goes away (or sends what it may not) while the answer is being
   // written: true. False: cancelled first (raced against the writer with awaitable operators).
   virtual asio::awaitable<bool> ClientGone() = 0;
+  // The same without a coroutine, for an answer that stays open and mostly waits (a watch, for
+  // hours: a second coroutine racing the writer would be kept as long): `gone(true)` once the
+  // client goes away; after StopWatchingClient, `gone(false)` if it had not. `gone` is called
+  // once, later, on `executor`'s thread (never from inside these calls), and the Response
+  // must stay until it was.
+  virtual void WatchClient(const asio::any_io_executor& executor,
+                           std::function<void(bool)> gone) = 0;
+  virtual void StopWatchingClient() = 0;
   // An interim "100 Continue" when the client waits for one before sending its body.
   virtual asio::awaitable<beast::error_code> Continue() = 0;
   // Cancels the write under way (a watcher cut for slowness whose client stopped reading).

@@ -20,6 +20,10 @@ class CapturingResponse : public Response {
   asio::awaitable<beast::error_code> WriteBody(std::span<const asio::const_buffer> pieces) override;
   asio::awaitable<beast::error_code> End() override;
   asio::awaitable<bool> ClientGone() override { return inner_.ClientGone(); }
+  void WatchClient(const asio::any_io_executor& executor, std::function<void(bool)> gone) override {
+    inner_.WatchClient(executor, std::move(gone));
+  }
+  void StopWatchingClient() override { inner_.StopWatchingClient(); }
   asio::awaitable<beast::error_code> Continue() override { return inner_.Continue(); }
   void Cancel() override { inner_.Cancel(); }
   void CloseAfter() override { inner_.CloseAfter(); }

@@ -3,7 +3,6 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -31,6 +30,11 @@ struct Wakeup final : Wakeable {
   Response& response;
   std::shared_ptr<CacheWatcher> watcher;  // Set once registered.
   bool woken = false;
+  // The client's end (Response::WatchClient): the callback ran; it said the client left
+  // before the watch stopped watching.
+  bool client_told = false;
+  bool client_gone = false;
+  bool client_unwatched = false;  // StopWatchingClient was called.
 
   // A watcher cut for slowness also aborts a write stuck on its client, so the connection is
   // dropped at once.
@@ -194,6 +198,7 @@ asio::awaitable<void> RunWatch(WatchRun& w) {
       co_await w.x.response->WriteHead(WatchHead(w.cacher.encoding()));
   if (head_failed) co_return;
   for (;;) {
+    if (w.wake->client_gone) co_return;  // Nobody to write to, nor to end the answer for.
     const auto now = Clock::now();
     const bool more = co_await WriteBatch(w, now);
     if (!more) {
@@ -242,9 +247,9 @@ Clock::time_point WatchDeadline(Clock::time_point now, int64_t timeout_seconds) 
 }
 
 asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflector,
-                                 WatchFilter filter, Wakeups& wakeups, CacheServeStats& stats,
-                                 const WatchOptions& options, const Cacher* witness) {
-  using namespace asio::experimental::awaitable_operators;
+                                 const WatchFilter& filter, Wakeups& wakeups,
+                                 CacheServeStats& stats, const WatchOptions& options,
+                                 const Cacher* witness) {
   auto params = co_await Plan(x, cacher, reflector);
   if (!params) co_return false;
   ++stats.watches;
@@ -294,8 +299,28 @@ asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflect
         }(cacher, reflector, run.proof, wake),
         asio::detached);
   }
-  auto result = co_await (RunWatch(run) || x.response->ClientGone());
-  if (result.index() == 1) x.error = "client closed";
+  // The client's end is watched beside the loop without a second coroutine: it wakes the loop,
+  // which then stops, and aborts a write under way.
+  // (Named first: GCC 12 miscompiles a co_await's result bound to a reference parameter.)
+  const asio::any_io_executor executor = co_await asio::this_coro::executor;
+  x.response->WatchClient(executor, [wake](bool gone) {
+    wake->client_told = true;
+    if (gone && !wake->client_unwatched) {
+      wake->client_gone = true;
+      wake->response.Cancel();
+    }
+    wake->timer.cancel();
+  });
+  co_await RunWatch(run);
+  if (!wake->client_told) {
+    wake->client_unwatched = true;
+    x.response->StopWatchingClient();
+    while (!wake->client_told) {
+      wake->timer.expires_at(Clock::time_point::max());
+      co_await wake->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+  }
+  if (wake->client_gone) x.error = "client closed";
   co_return true;
 }
 

@@ -48,8 +48,9 @@ struct WatchOptions {
 // start RV before `cacher`'s window that it shows nothing for starts at the window's start
 // instead of a 410.
 asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflector,
-                                 WatchFilter filter, Wakeups& wakeups, CacheServeStats& stats,
-                                 const WatchOptions& options, const Cacher* witness = nullptr);
+                                 const WatchFilter& filter, Wakeups& wakeups,
+                                 CacheServeStats& stats, const WatchOptions& options,
+                                 const Cacher* witness = nullptr);
 
 }  // namespace kf
 

@@ -6,6 +6,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
 #include <catch2/catch.hpp>
+#include <vector>
 
 #include "tests/edge/test_support.h"
 
@@ -237,6 +238,47 @@ TEST_CASE("Http1Response's ClientGone holds no session buffer while the client i
   REQUIRE(gone.has_value());
   CHECK(*gone);
   CHECK(beast::buffers_to_string(w.buffer.data()) == sent);
+}
+
+TEST_CASE("Http1Response's WatchClient tells once when the client closes, keeping what it sent") {
+  asio::io_context ioc;
+  WireCall w(ioc, http::verb::get, "/api/v1/pods?watch=1");
+  w.buffer.commit(asio::buffer_copy(w.buffer.prepare(1024), asio::buffer(std::string(1024, 'x'))));
+  w.buffer.consume(w.buffer.size());
+  std::vector<bool> told;
+  w.resp.WatchClient(ioc.get_executor(), [&](bool gone) { told.push_back(gone); });
+  CHECK(told.empty());  // Never from inside the call.
+  ioc.poll();
+  CHECK(told.empty());
+  CHECK(w.buffer.capacity() == 0);  // Quiet: the session's buffer is given back.
+  std::string sent;
+  for (int i = 0; sent.size() < 40000; ++i) sent += std::to_string(i) + ",";
+  asio::write(w.pair.client, asio::buffer(sent));
+  w.pair.client.close();
+  REQUIRE(RunUntil(ioc, [&] { return !told.empty(); }));
+  ioc.poll();
+  CHECK(told == std::vector<bool>{true});
+  CHECK(beast::buffers_to_string(w.buffer.data()) == sent);
+  CHECK_FALSE(w.resp.reusable());
+  w.resp.StopWatchingClient();  // After the end: nothing more.
+  ioc.poll();
+  CHECK(told.size() == 1);
+}
+
+TEST_CASE("Http1Response's WatchClient tells false once stopped while the client stays") {
+  asio::io_context ioc;
+  WireCall w(ioc, http::verb::get, "/api/v1/pods?watch=1");
+  std::vector<bool> told;
+  w.resp.WatchClient(ioc.get_executor(), [&](bool gone) { told.push_back(gone); });
+  ioc.poll();
+  REQUIRE(told.empty());
+  w.resp.StopWatchingClient();
+  CHECK(told.empty());
+  REQUIRE(RunUntil(ioc, [&] { return !told.empty(); }));
+  CHECK(told == std::vector<bool>{false});
+  // The connection is still there: an answer can still be written on it.
+  CHECK_FALSE(Run(ioc, w.resp.WriteHead(Head(200, ResponseHead::Framing::kStreamed))));
+  CHECK_FALSE(w.pair.ReadAvailable().empty());
 }
 
 TEST_CASE("Http1Response's ClientGone is false when cancelled by a racing timer") {

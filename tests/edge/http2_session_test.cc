@@ -2,13 +2,18 @@
 
 #include <nghttp2/nghttp2.h>
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <list>
 #include <map>
+#include <vector>
 
 #include "edge/http_session.h"
 #include "tests/edge/test_support.h"
@@ -41,6 +46,20 @@ class Paths : public Handler {
         }
       }
       co_await x.response->End();
+    } else if (path == "/watch") {
+      // Watches for the client's end as a cached watch does, until told.
+      ResponseHead head;
+      head.framing = ResponseHead::Framing::kStreamed;
+      if (co_await x.response->WriteHead(std::move(head))) co_return true;
+      const asio::any_io_executor executor = co_await asio::this_coro::executor;
+      asio::steady_timer told(executor, asio::steady_timer::time_point::max());
+      x.response->WatchClient(executor, [&](bool gone) {
+        watch_told.push_back(gone);
+        told.cancel();
+      });
+      if (stop_watching) x.response->StopWatchingClient();
+      co_await told.async_wait(asio::as_tuple(asio::use_awaitable));
+      if (!watch_told.empty() && !watch_told.back()) co_await x.response->End();
     } else if (path == "/echo") {
       auto body = co_await ReadWholeBody(x.request.body, 1 << 20);
       const std::string echo = body.value_or("?");  // Named: GCC 12 and coroutine temporaries.
@@ -51,6 +70,8 @@ class Paths : public Handler {
     co_return true;
   }
   bool big_failed = false;
+  bool stop_watching = false;
+  std::vector<bool> watch_told;
 };
 
 // An nghttp2 client session over the client side of the pair.
@@ -108,6 +129,10 @@ class Client {
     return id;
   }
 
+  void Reset(int32_t id) {
+    nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+    Send();
+  }
   // Reads what arrived and answers it (window updates, acknowledgements).
   void Pump() {
     const std::string in = pair_.ReadAvailable();
@@ -277,6 +302,28 @@ TEST_CASE("Http2Session keeps serving other streams while one stream's client st
   CHECK_FALSE(h.client.streams[stalled].closed);
   CHECK(h.client.streams[stalled].data.size() == 65535);
   CHECK(h.stats.transport.http2_streams == 1);
+}
+
+TEST_CASE("Http2Response's WatchClient tells once when the client resets the stream") {
+  H2c h;
+  const int32_t watch = h.client.Request("/watch");
+  REQUIRE(h.RunUntil([&] { return h.client.streams[watch].headers.count(":status") == 1; }));
+  CHECK(h.paths.watch_told.empty());
+  h.client.Reset(watch);
+  REQUIRE(h.RunUntil([&] { return !h.paths.watch_told.empty(); }));
+  h.ioc.poll();
+  CHECK(h.paths.watch_told == std::vector<bool>{true});
+}
+
+TEST_CASE("Http2Response's WatchClient tells false once stopped while the client stays") {
+  H2c h;
+  h.paths.stop_watching = true;
+  const int32_t watch = h.client.Request("/watch");
+  REQUIRE(h.RunUntil([&] { return !h.paths.watch_told.empty(); }));
+  // The answer then ends cleanly: the stream was not reset.
+  REQUIRE(h.RunUntil([&] { return h.client.streams[watch].closed; }));
+  CHECK(h.paths.watch_told == std::vector<bool>{false});
+  CHECK(h.client.streams[watch].error == NGHTTP2_NO_ERROR);
 }
 
 TEST_CASE("Http2Session answers a header list past its limit with Go's 431") {

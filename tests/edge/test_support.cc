@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
@@ -143,6 +144,18 @@ asio::awaitable<bool> RecordingResponse::ClientGone() {
                            asio::steady_timer::time_point::max());
   co_await never.async_wait(asio::as_tuple(asio::use_awaitable));
   co_return false;
+}
+
+void RecordingResponse::WatchClient(const asio::any_io_executor& executor,
+                                    std::function<void(bool)> gone) {
+  watch_executor = executor;
+  watch_gone = std::move(gone);
+}
+
+void RecordingResponse::StopWatchingClient() {
+  if (!watch_gone) return;
+  asio::post(*watch_executor, [gone = std::move(watch_gone)] { gone(false); });
+  watch_gone = nullptr;
 }
 
 asio::awaitable<beast::error_code> RecordingResponse::Continue() {

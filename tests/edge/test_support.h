@@ -139,6 +139,9 @@ class RecordingResponse : public Response {
   asio::awaitable<beast::error_code> End() override;
   // Waits until cancelled: false (a recorded client never leaves).
   asio::awaitable<bool> ClientGone() override;
+  // Never gone: `gone(false)` once stopped.
+  void WatchClient(const asio::any_io_executor& executor, std::function<void(bool)> gone) override;
+  void StopWatchingClient() override;
   asio::awaitable<beast::error_code> Continue() override;
   void Cancel() override { ++cancels; }
   void CloseAfter() override { close_after = true; }
@@ -154,6 +157,8 @@ class RecordingResponse : public Response {
   int continues = 0;
   int cancels = 0;
   beast::error_code fail;
+  std::optional<asio::any_io_executor> watch_executor;
+  std::function<void(bool)> watch_gone;
 };
 
 // The rest of the chain for a filter under test: counts the calls that reach it and runs
