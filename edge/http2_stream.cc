@@ -27,6 +27,8 @@ constexpr size_t kGoH2BufferedBytes = 4096;
 constexpr auto kWriteTimeout = std::chrono::seconds(60);
 // Go counts each header field as its name, value and 32 bytes (RFC 9113 §6.5.2).
 constexpr size_t kFieldOverhead = 32;
+// Pieces of an answer's write whose room a stream keeps between writes (Http2Stream::ClearOut).
+constexpr size_t kKeptPieces = 4;
 
 // Fields HTTP/2 forbids (RFC 9113 §8.2.2); "te" is allowed only as "trailers".
 bool ConnectionSpecific(std::string_view lower_name, std::string_view value) {
@@ -175,8 +177,7 @@ void Http2Stream::Reset(uint32_t code) {
   if (!usable()) return;
   nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id_, code);
   reset_ = true;
-  out_.clear();
-  out_index_ = 0;
+  ClearOut();
   body_wake_.Notify();
   write_wake_.Notify();
   gone_wake_.Notify();
@@ -189,6 +190,17 @@ void Http2Stream::TellClientWatch(bool stopped) {
   // Posted: this may run inside nghttp2's callbacks, where the watch must not act.
   std::unique_ptr<ClientWatch> w = std::move(client_watch_);
   asio::post(w->executor, [gone = std::move(w->gone), client_left = gone_] { gone(client_left); });
+}
+
+void Http2Stream::ClearOut() {
+  // A long list (a watch's initial state: a piece per event) is given back, so a quiet stream
+  // does not keep it; the usual few pieces' room is kept for the next write.
+  if (out_.capacity() > kKeptPieces) {
+    std::vector<asio::const_buffer>().swap(out_);
+  } else {
+    out_.clear();
+  }
+  out_index_ = 0;
 }
 
 void Http2Stream::Finish() {
@@ -296,8 +308,7 @@ asio::awaitable<beast::error_code> Http2Response::WriteBody(
     if (!woken) break;
   }
   const bool complete = s.out_index_ >= s.out_.size();
-  s.out_.clear();
-  s.out_index_ = 0;
+  s.ClearOut();
   if (complete) co_return beast::error_code{};
   // Abandoned part way (the stream ended, or the writer was cancelled): the answer is cut.
   s.Reset(NGHTTP2_INTERNAL_ERROR);

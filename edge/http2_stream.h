@@ -135,6 +135,8 @@ class Http2Stream {
   friend class Http2Response;
 
   void Reset(uint32_t code);
+  // Drops the pieces WriteBody was given (and a long list's room).
+  void ClearOut();
   // Tells WatchClient's callback, once, when the stream ended (`gone_`) or was reset, or when
   // `stopped`.
   void TellClientWatch(bool stopped);
