@@ -25,11 +25,13 @@ CacheWatcher::~CacheWatcher() {
   budget_->Release(queued_bytes_);
 }
 
+void CacheWatcher::Release(Batch* batch) {
+  batch->pieces.clear();
+  if (batch->pieces.capacity() > kKeptPieces) std::vector<Piece>().swap(batch->pieces);
+}
+
 void CacheWatcher::Take(Batch* into) {
-  // Released outside the lock. A burst's large buffer is not kept for an idle watch.
-  into->pieces.clear();
-  constexpr size_t kKeptCapacity = 64;
-  if (into->pieces.capacity() > kKeptCapacity) std::vector<Piece>().swap(into->pieces);
+  Release(into);  // Outside the lock.
   absl::MutexLock lock(&mu_);
   if (budget_ != nullptr) budget_->Release(queued_bytes_);
   into->pieces.swap(queue_);

@@ -71,6 +71,10 @@ class CacheWatcher {
   // Takes everything queued (consumer side) into `into`, whose vector (emptied first) becomes
   // the queue's: a watch that reuses its Batch allocates nothing per delivery.
   void Take(Batch* into);
+  // Lets a taken batch's frames go, and its vector's room too past a few pieces (a burst's, or
+  // a watch's initial state): an idle watch keeps no more than kKeptPieces of room.
+  static void Release(Batch* batch);
+  static constexpr size_t kKeptPieces = 4;
   Batch Take() {
     Batch b;
     Take(&b);

@@ -169,8 +169,8 @@ asio::awaitable<bool> WriteBatch(WatchRun& w, Clock::time_point now) {
   const uint64_t cache_rv = w.cacher.resource_version();  // Before the Take: see DueBookmark.
   CacheWatcher::Batch& batch = w.batch;
   w.watcher->Take(&batch);
-  // The frames are let go once written (an idle watch keeps no event alive); the capacity stays.
-  absl::Cleanup release = [&batch] { batch.pieces.clear(); };
+  // The frames are let go once written (an idle watch keeps no event alive), and a burst's room.
+  absl::Cleanup release = [&batch] { CacheWatcher::Release(&batch); };
   if (batch.last_rv > 0) w.last_rv = batch.last_rv;
   const auto bookmark = DueBookmark(w, now, cache_rv);
   absl::InlinedVector<asio::const_buffer, 16> bufs;

@@ -380,6 +380,35 @@ TEST_CASE("Cacher lists one namespace in key order with selectors applied") {
   CHECK(list.resource_version == 10);
 }
 
+TEST_CASE("A watcher's reused batch keeps a few pieces of room, not a burst's") {
+  CacheWatcher w(WatchFilter{}, 1 << 20, [] {});
+  const auto frame = std::make_shared<const std::string>("event\n");
+  const auto push = [&](int n) {
+    std::vector<Piece> pieces(n, Piece{frame, *frame});
+    w.Push(pieces, pieces.size() * frame->size(), 1);
+  };
+  CacheWatcher::Batch batch;
+  // A burst (a watch's initial state): taken whole, its room let go once written.
+  push(100);
+  w.Take(&batch);
+  CHECK(batch.pieces.size() == 100);
+  CacheWatcher::Release(&batch);
+  CHECK(batch.pieces.empty());
+  CHECK(batch.pieces.capacity() <= CacheWatcher::kKeptPieces);
+  CHECK(frame.use_count() == 1);  // No event kept alive by an idle watch.
+  // One event at a time: the room goes back and forth between the queue and the batch.
+  push(1);
+  w.Take(&batch);
+  REQUIRE(batch.pieces.size() == 1);
+  const Piece* room = batch.pieces.data();
+  CacheWatcher::Release(&batch);
+  push(1);
+  w.Take(&batch);  // The queue's vector (the first Take's small one) comes back.
+  push(1);
+  w.Take(&batch);
+  CHECK(batch.pieces.data() == room);  // The same room again: no allocation per delivery.
+}
+
 }  // namespace
 }  // namespace kf
 
