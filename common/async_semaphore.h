@@ -15,8 +15,10 @@
 #include <boost/system/system_error.hpp>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 
 namespace kf {
 
@@ -41,24 +43,37 @@ class AsyncSemaphore {
   };
 
   boost::asio::awaitable<Permit> Acquire() {
+    auto permit = co_await TryAcquire(std::chrono::steady_clock::time_point::max(), SIZE_MAX);
+    co_return std::move(*permit);
+  }
+
+  // As Acquire, but gives up (nullopt) at once when `max_waiting` others already wait, and when
+  // its turn has not come by `deadline`.
+  boost::asio::awaitable<std::optional<Permit>> TryAcquire(
+      std::chrono::steady_clock::time_point deadline, size_t max_waiting) {
     namespace asio = boost::asio;
-    if (free_ > 0 && waiters_.empty()) {
+    if (free_ > 0 && waiting_ == 0) {
       --free_;
       co_return Permit(this);
     }
+    if (waiting_ >= max_waiting) co_return std::nullopt;
     auto waiter = std::make_shared<Waiter>(co_await asio::this_coro::executor, this);
     waiters_.push_back(waiter);
+    ++waiting_;
     while (!waiter->granted) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) co_return std::nullopt;  // ~Waiter leaves the line.
       // Woken by Release (the timer is cancelled); the slice is only a safety net for a
       // cancellation that could not be made (see Wake).
-      waiter->timer.expires_after(kRecheck);
+      waiter->timer.expires_at(deadline - now < kRecheck ? deadline : now + kRecheck);
       co_await waiter->timer.async_wait(asio::as_tuple(asio::use_awaitable));
     }
     waiter->taken = true;
     co_return Permit(this);
   }
 
-  size_t waiting() const { return waiters_.size(); }
+  // Waiters still waiting for their turn.
+  size_t waiting() const { return waiting_; }
 
  private:
   // How long a waiter sleeps before it looks at `granted` again by itself.
@@ -66,9 +81,14 @@ class AsyncSemaphore {
 
   struct Waiter {
     Waiter(const boost::asio::any_io_executor& ex, AsyncSemaphore* s) : timer(ex), owner(s) {}
-    // A waiter that went away after being handed the permit gives it back.
+    // A waiter that went away after being handed the permit gives it back; one that went
+    // away before (its deadline passed, its coroutine was destroyed) leaves the line.
     ~Waiter() {
-      if (granted && !taken) owner->Release();
+      if (!granted) {
+        --owner->waiting_;
+      } else if (!taken) {
+        owner->Release();
+      }
     }
     boost::asio::steady_timer timer;
     AsyncSemaphore* owner;
@@ -83,6 +103,7 @@ class AsyncSemaphore {
       waiters_.pop_front();
       if (next) {
         next->granted = true;
+        --waiting_;
         Wake(next->timer);
         return;
       }
@@ -102,6 +123,7 @@ class AsyncSemaphore {
   }
 
   size_t free_;
+  size_t waiting_ = 0;  // Waiters in waiters_ not yet granted and not gone.
   std::deque<std::weak_ptr<Waiter>> waiters_;
 };
 

@@ -33,6 +33,10 @@ std::string_view RefusalName(Refusal refusal) {
       return "header_timeout";
     case Refusal::kHandshakeQueue:
       return "handshake_queue";
+    case Refusal::kTokenReviewUnavailable:
+      return "token_review_unavailable";
+    case Refusal::kAccessReviewUnavailable:
+      return "access_review_unavailable";
     case Refusal::kTlsHandshake:
     case Refusal::kCount:
       break;

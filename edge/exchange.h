@@ -46,6 +46,10 @@ enum class Refusal {
   kHeaderTimeout,
   kTlsHandshake,
   kHandshakeQueue,  // Waited too long for a handshake slot (HttpSession::SetHandshakeGate).
+  // A cached read answered 429 because the TokenReview or SubjectAccessReview it needed got
+  // no answer in time (upstream/review_call.h).
+  kTokenReviewUnavailable,
+  kAccessReviewUnavailable,
   kCount
 };
 std::string_view RefusalName(Refusal refusal);
@@ -84,6 +88,9 @@ struct Exchange {
   // apiserver's system:anonymous or its 401). Neither this nor `user`: unknown (not asked, or
   // the apiserver could not be asked).
   bool unauthenticated = false;
+  // Set by the identity filter: the TokenReview got no answer in time (`user` may then be a
+  // stale answer): a cached read is refused at once rather than asking again.
+  bool identity_unavailable = false;
   std::string priority_level;  // Admission's, when admission ran.
   std::string upstream;        // The upstream endpoint used, for the log.
   std::string error;           // Why it ended early or was refused, for the log.

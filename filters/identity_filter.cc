@@ -5,9 +5,10 @@ namespace kf {
 asio::awaitable<void> IdentityFilter::Serve(Exchange& x, const Next& next) {
   const RequestInfo& info = x.request.info;
   if (always_ || (event_creations_ && info.IsEventCreation())) {
-    bool unauthenticated = false;
-    x.user = co_await authn_.Authenticate(pool_, x.request, /*allow_stale=*/true, &unauthenticated);
-    x.unauthenticated = unauthenticated;
+    Authentication who = co_await authn_.Authenticate(pool_, x.request, /*allow_stale=*/true);
+    x.user = std::move(who.user);
+    x.unauthenticated = who.unauthenticated;
+    x.identity_unavailable = who.unavailable;
   }
   co_await next(x);
 }

@@ -64,10 +64,26 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
   }
   // Asked again even when the identity filter knew the user: its answer may be a stale one
   // (kept for admission while the apiserver cannot be asked), which must not open the cache.
-  const auto user = co_await authn_.Authenticate(pool_, x.request, /*allow_stale=*/false);
-  bool allowed = false;
-  if (user) allowed = co_await access_.Allowed(pool_, *user, info);
-  if (!allowed) {
+  // Unless the filter's lookup just got no answer: asking again would wait as long.
+  Authentication who;
+  if (x.identity_unavailable) {
+    who.unavailable = true;
+  } else {
+    Authentication asked = co_await authn_.Authenticate(pool_, x.request, /*allow_stale=*/false);
+    who = std::move(asked);
+  }
+  if (who.unavailable) {
+    co_await RefuseUnreviewed(x, Refusal::kTokenReviewUnavailable);
+    co_return true;
+  }
+  const std::optional<UserInfo>& user = who.user;
+  Access access = Access::kDenied;
+  if (user) access = co_await access_.Allowed(pool_, *user, info);
+  if (access == Access::kUnavailable) {
+    co_await RefuseUnreviewed(x, Refusal::kAccessReviewUnavailable);
+    co_return true;
+  }
+  if (access != Access::kAllowed) {
     ++stats_.declined;
     co_return false;
   }
@@ -107,6 +123,15 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
   if (!served) ++stats_.declined;
   if (served && cacher->encoding() == Encoding::kProtobuf) ++stats_.protobuf;
   co_return served;
+}
+
+asio::awaitable<void> CacheHandler::RefuseUnreviewed(Exchange& x, Refusal why) {
+  if (routes_ != nullptr) routes_->Refused(why);
+  const KubeStatus status = TooManyRequestsStatus(1);
+  std::string reason = why == Refusal::kTokenReviewUnavailable
+                           ? "cached read refused: TokenReview unavailable"
+                           : "cached read refused: SubjectAccessReview unavailable";
+  co_await x.Reject(status, std::move(reason));
 }
 
 asio::awaitable<bool> CacheHandler::ServeRead(Exchange& x, Cacher& cacher, Reflector& reflector,

@@ -5,6 +5,15 @@
 // exactly, or for an unknown or refused client, it declines (Serve returns false, nothing
 // written) and the request passes through, for the apiserver's own answer.
 //
+// When either review got no answer in time (upstream/review_call.h: the upstream unreachable or
+// overloaded, the review past its 10 s, too many reviews waiting), the read is answered as the
+// apiserver answers when overloaded, 429 TooManyRequests with Retry-After: 1 and a Status body,
+// and counted (kube_fanout_requests_refused_total{reason="token_review_unavailable" or
+// "access_review_unavailable"}): passing it through would turn an overload of kube-fanout into
+// one of the apiserver. A denial, or a review the apiserver refused kube-fanout (401, 403: no
+// system:auth-delegator), still passes through: the apiserver answered, and serving the request
+// itself is the only way left.
+//
 //   Cacheable? ─► FilterFor ─► Authenticator ─► AccessReview ─┬─► watch: ServeWatch
 //          get:  RequiredVersion ─► WriteObject             ◄─┤
 //          list: PlanList ─► RequiredVersion ─► WriteList   ◄─┘
@@ -29,15 +38,18 @@ namespace kf {
 class CacheHandler : public Handler {
  public:
   // `own_pool`: kube-fanout's own connections, for the reviews.
+  // `routes` (optional): where refusals are counted.
   CacheHandler(const CachedResources& cache, UpstreamPool& own_pool, Authenticator& authn,
-               AccessReview& access, Wakeups& wakeups, CacheServeStats& stats, WatchOptions options)
+               AccessReview& access, Wakeups& wakeups, CacheServeStats& stats, WatchOptions options,
+               RouteStats* routes = nullptr)
       : cache_(cache),
         pool_(own_pool),
         authn_(authn),
         access_(access),
         wakeups_(wakeups),
         stats_(stats),
-        options_(options) {
+        options_(options),
+        routes_(routes) {
     if (options_.list_pool != nullptr) list_builds_.emplace(*options_.list_pool);
   }
 
@@ -47,6 +59,8 @@ class CacheHandler : public Handler {
   // A GET or LIST (a WATCH goes to ServeWatch).
   asio::awaitable<bool> ServeRead(Exchange& x, Cacher& cacher, Reflector& reflector,
                                   const WatchFilter& filter);
+  // Answers 429 for a read whose review got no answer in time, and counts it.
+  asio::awaitable<void> RefuseUnreviewed(Exchange& x, Refusal why);
 
   const CachedResources& cache_;
   UpstreamPool& pool_;
@@ -55,6 +69,7 @@ class CacheHandler : public Handler {
   Wakeups& wakeups_;
   CacheServeStats& stats_;
   WatchOptions options_;
+  RouteStats* routes_;
   std::optional<ListBuilds> list_builds_;  // This thread's place in the list pool.
 };
 

@@ -217,13 +217,15 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
              static_cast<double>(routes.count(answer)));
   }
   w.Family("kube_fanout_requests_refused_total", "counter",
-           "Requests refused before they could be routed, by reason (header_too_large: 431; "
-           "bad_request: 400, a head that does not parse; header_timeout: a head begun and not "
-           "finished within 30 s; tls_handshake: a TLS handshake that failed or took over 10 s, "
-           "TCP-only probes included; handshake_queue: a TLS connection closed unhandshaken "
-           "because its I/O thread reached it more than 5 s after it was accepted). The 431s "
-           "and 400s also count in "
-           "kube_fanout_requests_total{route=\"rejected\"}.");
+           "Requests refused before they could be routed or served, by reason "
+           "(header_too_large: 431; bad_request: 400, a head that does not parse; "
+           "header_timeout: a head begun and not finished within 30 s; tls_handshake: a TLS "
+           "handshake that failed or took over 10 s, TCP-only probes included; "
+           "handshake_queue: a TLS connection closed unhandshaken because its I/O thread "
+           "reached it more than 5 s after it was accepted; token_review_unavailable, "
+           "access_review_unavailable: a cached read answered 429 because the TokenReview or "
+           "SubjectAccessReview it needed got no answer in time). The 431s, 400s and 429s also "
+           "count in kube_fanout_requests_total{route=\"rejected\"}.");
   for (size_t i = 0; i < static_cast<size_t>(Refusal::kCount); ++i) {
     w.Sample("kube_fanout_requests_refused_total",
              Label("reason", RefusalName(static_cast<Refusal>(i))),

@@ -11,9 +11,9 @@ Worker::Worker(const WorkerUpstream& up)
       request_header_(*up.request_header),
       pool_(ioc_, *up.upstream, *up.passthrough_tls, up.dial_timeout),
       own_pool_(ioc_, *up.upstream, *up.own_tls, up.dial_timeout),
-      authn_(up.authentication, *up.authentication_stats, reviews_in_flight_, up.own_authorization,
+      authn_(up.authentication, *up.authentication_stats, review_slots_, up.own_authorization,
              *up.request_header),
-      access_(up.authorization, *up.authorization_stats, reviews_in_flight_, up.own_authorization) {
+      access_(up.authorization, *up.authorization_stats, review_slots_, up.own_authorization) {
   const auto pool = [&](const UpstreamConfig& config, asio::ssl::context& tls) {
     return std::make_unique<UpstreamPool>(ioc_, config, tls, up.dial_timeout);
   };
@@ -54,7 +54,7 @@ void Worker::BuildPipeline(const SharedStages& shared, const Logger& log, RouteS
       return cache->Find(info) != nullptr;
     };
     own_handlers_.push_back(std::make_unique<CacheHandler>(
-        *cache, own_pool_, authn_, access_, wakeups_, *shared.cache_stats, shared.watch));
+        *cache, own_pool_, authn_, access_, wakeups_, *shared.cache_stats, shared.watch, &stats));
     stages.cache = own_handlers_.back().get();
   }
   RelayPools pools;

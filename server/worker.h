@@ -57,9 +57,6 @@ struct SharedStages {
 
 class Worker {
  public:
-  // TokenReviews and SubjectAccessReviews on their way to the apiserver at once, per thread;
-  // more wait their turn (a fleet of new node identities arriving together: one review each).
-  static constexpr size_t kMaxReviewsInFlight = 32;
   // A TLS connection whose session starts more than this after it was accepted is closed
   // unhandshaken (HttpSession::SetHandshakeGate).
   static constexpr std::chrono::milliseconds kHandshakeQueueWait{5000};
@@ -105,7 +102,9 @@ class Worker {
   UpstreamPool own_pool_;  // kube-fanout's identity: reflectors, reviews.
   std::unique_ptr<UpstreamPool> events_pool_, events_own_pool_;
   std::unique_ptr<UpstreamPool> front_pool_, events_front_pool_;  // The front proxy's.
-  AsyncSemaphore reviews_in_flight_{kMaxReviewsInFlight};
+  // TokenReviews and SubjectAccessReviews on their way to the apiserver at once, and those
+  // waiting their turn (a fleet of new node identities arriving together: one review each).
+  ReviewSlots review_slots_;
   std::atomic<int64_t> handshakes_pending_{0};
   Authenticator authn_;
   AccessReview access_;

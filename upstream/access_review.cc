@@ -8,7 +8,6 @@
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
-#include "upstream/upstream_client.h"
 
 namespace kf {
 namespace {
@@ -132,8 +131,8 @@ std::string AccessReview::ReviewBody(const UserInfo& user, const AccessAttribute
   return std::string(buf.GetString(), buf.GetSize());
 }
 
-asio::awaitable<bool> AccessReview::Allowed(UpstreamPool& own_pool, const UserInfo& user,
-                                            const RequestInfo& info) {
+asio::awaitable<Access> AccessReview::Allowed(UpstreamPool& own_pool, const UserInfo& user,
+                                              const RequestInfo& info) {
   const AccessAttributes attrs = AccessAttributes::Of(info);
   // Who may do this across the whole resource may do it to any object of it, with any
   // selector (a selector only narrows): one review then covers every namespace, name and
@@ -145,38 +144,39 @@ asio::awaitable<bool> AccessReview::Allowed(UpstreamPool& own_pool, const UserIn
   const bool node =
       std::find(user.groups.begin(), user.groups.end(), "system:nodes") != user.groups.end();
   if (!attrs.IsWholeResource() && !node) {
-    const bool whole = co_await Check(own_pool, user, attrs.WholeResource());
-    if (whole) co_return true;
+    const Access whole = co_await Check(own_pool, user, attrs.WholeResource());
+    // Unavailable: the narrower question would wait as long for no answer.
+    if (whole != Access::kDenied) co_return whole;
   }
-  const bool allowed = co_await Check(own_pool, user, attrs);
-  co_return allowed;
+  const Access access = co_await Check(own_pool, user, attrs);
+  co_return access;
 }
 
-asio::awaitable<bool> AccessReview::Check(UpstreamPool& pool, const UserInfo& user,
-                                          const AccessAttributes& attrs) {
+asio::awaitable<Access> AccessReview::Check(UpstreamPool& pool, const UserInfo& user,
+                                            const AccessAttributes& attrs) {
   const std::string key = CacheKey(user, attrs);
   if (const auto* e = entries_.Find(key)) {
     if (e->fresh(std::chrono::steady_clock::now())) {
       stats_.Count(stats_.cache_hits);
-      co_return e->value;
+      co_return e->value ? Access::kAllowed : Access::kDenied;
     }
     entries_.Erase(key);
   }
-  const bool allowed = co_await flights_.Do(
+  const Access access = co_await flights_.Do(
       key, [this, &pool, &user, &attrs, &key] { return Review(pool, user, attrs, key); });
-  co_return allowed;
+  co_return access;
 }
 
-asio::awaitable<bool> AccessReview::Review(UpstreamPool& pool, const UserInfo& user,
-                                           const AccessAttributes& attrs, const std::string& key) {
-  const auto permit = co_await in_flight_.Acquire();
-  auto res = co_await UpstreamCall(
-      pool, http::verb::post, "/apis/authorization.k8s.io/v1/subjectaccessreviews",
-      own_authorization_(), ReviewBody(user, attrs), std::chrono::seconds(10));
+asio::awaitable<Access> AccessReview::Review(UpstreamPool& pool, const UserInfo& user,
+                                             const AccessAttributes& attrs,
+                                             const std::string& key) {
+  const ReviewReply reply =
+      co_await PostReview(pool, slots_, "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                          own_authorization_(), ReviewBody(user, attrs));
   std::optional<bool> allowed;
-  if (res.ok() && (res->status == 201 || res->status == 200)) {
+  if (reply.failure == ReviewFailure::kNone) {
     rapidjson::Document doc;
-    if (ParseJson(res->body, doc).ok() && doc.IsObject() && doc.HasMember("status") &&
+    if (ParseJson(reply.body, doc).ok() && doc.IsObject() && doc.HasMember("status") &&
         doc["status"].IsObject() && doc["status"].HasMember("allowed") &&
         doc["status"]["allowed"].IsBool()) {
       allowed = doc["status"]["allowed"].GetBool();
@@ -184,13 +184,13 @@ asio::awaitable<bool> AccessReview::Review(UpstreamPool& pool, const UserInfo& u
   }
   if (!allowed) {  // Not cached: unreachable, refused (no system:auth-delegator), unreadable.
     stats_.Count(stats_.errors);
-    co_return false;
+    co_return reply.failure == ReviewFailure::kUnavailable ? Access::kUnavailable : Access::kDenied;
   }
   stats_.Count(*allowed ? stats_.allowed : stats_.denied);
   entries_.Put(
       key, *allowed,
       std::chrono::steady_clock::now() + (*allowed ? settings_.ttl : settings_.negative_ttl));
-  co_return *allowed;
+  co_return *allowed ? Access::kAllowed : Access::kDenied;
 }
 
 }  // namespace kf

@@ -6,9 +6,13 @@
 // the request's field and label selectors (the Node authorizer lets a kubelet list only its own
 // pods, by spec.nodeName). Answers are cached per user and attributes, as the apiserver's
 // webhook authorizer caches (--authorization-webhook-cache-authorized-ttl / -unauthorized-ttl),
-// so N agents of one user cost one review per distinct request shape. A denied, unknown or
-// failed review sends the request through to the apiserver, which gives its own exact answer
-// (403, ...): a failure never serves from the cache.
+// so N agents of one user cost one review per distinct request shape. A denied review, or one
+// the apiserver refused kube-fanout (401, 403: no system:auth-delegator), sends the request
+// through to the apiserver, which gives its own exact answer (403, ...). A review that got no
+// answer in time (review_call.h: the upstream unreachable or overloaded, past its 10 s, too many
+// waiting) is unavailable: the cached read is answered 429 (serve/cache_handler.h), so an
+// overload of kube-fanout does not become one of the apiserver. No failure serves from the
+// cache.
 //
 // One per worker thread; not thread-safe. Bounded.
 #ifndef KUBE_FANOUT_UPSTREAM_ACCESS_REVIEW_H_
@@ -22,6 +26,7 @@
 #include "common/single_flight.h"
 #include "edge/request_info.h"
 #include "upstream/identity.h"
+#include "upstream/review_call.h"
 #include "upstream/review_stats.h"
 #include "upstream/upstream_pool.h"
 
@@ -39,37 +44,44 @@ struct AccessAttributes {
   bool IsWholeResource() const;
 };
 
+// A review's answer for a cached read.
+enum class Access {
+  kAllowed,
+  kDenied,       // Denied, or the review refused kube-fanout: the apiserver answers.
+  kUnavailable,  // No answer in time: the client is answered 429.
+};
+
 class AccessReview {
  public:
-  // `in_flight`: bounds the reviews this thread has on their way to the apiserver.
-  AccessReview(CacheSettings settings, ReviewStats& stats, AsyncSemaphore& in_flight,
+  // `slots`: bounds the reviews this thread has on their way to the apiserver.
+  AccessReview(CacheSettings settings, ReviewStats& stats, ReviewSlots& slots,
                std::function<std::string()> own_authorization)
       : settings_(settings),
         stats_(stats),
-        in_flight_(in_flight),
+        slots_(slots),
         own_authorization_(std::move(own_authorization)),
         entries_(settings.max_entries) {}
 
-  // True when the apiserver says `user` may do `info`'s verb on what it names. False on
-  // denial or error. `own_pool` is a pool of kube-fanout's own connections.
-  asio::awaitable<bool> Allowed(UpstreamPool& own_pool, const UserInfo& user,
-                                const RequestInfo& info);
+  // kAllowed when the apiserver says `user` may do `info`'s verb on what it names. `own_pool`
+  // is a pool of kube-fanout's own connections.
+  asio::awaitable<Access> Allowed(UpstreamPool& own_pool, const UserInfo& user,
+                                  const RequestInfo& info);
 
   // The SubjectAccessReview body.
   static std::string ReviewBody(const UserInfo& user, const AccessAttributes& attrs);
 
  private:
-  asio::awaitable<bool> Check(UpstreamPool& pool, const UserInfo& user,
-                              const AccessAttributes& attrs);
-  asio::awaitable<bool> Review(UpstreamPool& pool, const UserInfo& user,
-                               const AccessAttributes& attrs, const std::string& key);
+  asio::awaitable<Access> Check(UpstreamPool& pool, const UserInfo& user,
+                                const AccessAttributes& attrs);
+  asio::awaitable<Access> Review(UpstreamPool& pool, const UserInfo& user,
+                                 const AccessAttributes& attrs, const std::string& key);
 
   CacheSettings settings_;
   ReviewStats& stats_;
-  AsyncSemaphore& in_flight_;
+  ReviewSlots& slots_;
   std::function<std::string()> own_authorization_;
   ExpiringCache<bool> entries_;
-  SingleFlight<bool> flights_;  // Reviews on their way, shared by identical ones.
+  SingleFlight<Access> flights_;  // Reviews on their way, shared by identical ones.
 };
 
 }  // namespace kf

@@ -9,7 +9,6 @@
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
-#include "upstream/upstream_client.h"
 
 namespace kf {
 namespace {
@@ -91,41 +90,44 @@ std::optional<UserInfo> Authenticator::ParseReview(std::string_view body) {
   return u;
 }
 
-asio::awaitable<std::optional<UserInfo>> Authenticator::Authenticate(UpstreamPool& own_pool,
-                                                                     const Request& request,
-                                                                     bool allow_stale,
-                                                                     bool* unauthenticated) {
-  bool ignored = false;
-  bool& no_user = unauthenticated != nullptr ? *unauthenticated : ignored;
-  no_user = false;
-  if (auto vouched = VouchedUser(request, names_)) co_return AuthenticatedUser(*std::move(vouched));
+asio::awaitable<Authentication> Authenticator::Authenticate(UpstreamPool& own_pool,
+                                                            const Request& request,
+                                                            bool allow_stale) {
+  Authentication out;
+  if (auto vouched = VouchedUser(request, names_)) {
+    out.user = AuthenticatedUser(*std::move(vouched));
+    co_return out;
+  }
   const std::string_view token = BearerToken(request.headers);
   if (token.empty()) {
-    no_user = true;  // Anonymous, or (a certificate that does not verify) refused.
-    co_return std::nullopt;
+    out.unauthenticated = true;  // Anonymous, or (a certificate that does not verify) refused.
+    co_return out;
   }
   const std::string key = TokenKey(token);
   const auto now = std::chrono::steady_clock::now();
   if (const auto* e = entries_.Find(key); e != nullptr && e->fresh(now)) {
     stats_.Count(stats_.cache_hits);
-    no_user = !e->value.has_value();
-    co_return e->value;
+    out.user = e->value;
+    out.unauthenticated = !e->value.has_value();
+    co_return out;
   }
   const std::string tok(token);
-  auto answer = co_await flights_.Do(
+  const Reviewed answer = co_await flights_.Do(
       key, [this, &own_pool, &tok, &key] { return Review(own_pool, tok, key); });
-  if (answer) {
-    no_user = !answer->has_value();
-    co_return *answer;
+  if (answer.failure == ReviewFailure::kNone) {
+    out.user = answer.user;
+    out.unauthenticated = !answer.user.has_value();
+    co_return out;
   }
+  out.unavailable = answer.failure == ReviewFailure::kUnavailable;
   // No answer (the apiserver overloaded, unreachable): an expired entry stays until replaced,
   // so the last answer can still classify the request for admission rather than "unknown"
   // (its user agent and address). Never for cached reads (allow_stale false).
   if (const auto* e = entries_.Find(key); allow_stale && e != nullptr) {
-    no_user = !e->value.has_value();
-    co_return e->value;
+    out.user = e->value;
+    out.unauthenticated = !e->value.has_value();
   }
-  co_return std::nullopt;
+  co_return out;
 }
 
 bool Authenticator::TakeReviewToken() {
@@ -141,27 +143,27 @@ bool Authenticator::TakeReviewToken() {
   return true;
 }
 
-asio::awaitable<std::optional<std::optional<UserInfo>>> Authenticator::Review(
-    UpstreamPool& pool, const std::string& token, const std::string& key) {
+asio::awaitable<Authenticator::Reviewed> Authenticator::Review(UpstreamPool& pool,
+                                                               const std::string& token,
+                                                               const std::string& key) {
   if (!TakeReviewToken()) {
     stats_.Count(stats_.throttled);
-    co_return std::nullopt;
+    co_return Reviewed{ReviewFailure::kRefused, std::nullopt};
   }
-  const auto permit = co_await in_flight_.Acquire();
-  auto res =
-      co_await UpstreamCall(pool, http::verb::post, "/apis/authentication.k8s.io/v1/tokenreviews",
-                            own_authorization_(), ReviewBody(token), std::chrono::seconds(10));
-  if (!res.ok() || (res->status != 201 && res->status != 200)) {
+  const ReviewReply reply =
+      co_await PostReview(pool, slots_, "/apis/authentication.k8s.io/v1/tokenreviews",
+                          own_authorization_(), ReviewBody(token));
+  if (reply.failure != ReviewFailure::kNone) {
     // Not cached: the upstream was unreachable, overloaded, or refused kube-fanout the review
     // (no system:auth-delegator).
     stats_.Count(stats_.errors);
-    co_return std::nullopt;
+    co_return Reviewed{reply.failure, std::nullopt};
   }
-  std::optional<UserInfo> user = ParseReview(res->body);
+  std::optional<UserInfo> user = ParseReview(reply.body);
   stats_.Count(user ? stats_.allowed : stats_.denied);
   entries_.Put(key, user,
                std::chrono::steady_clock::now() + (user ? settings_.ttl : settings_.negative_ttl));
-  co_return std::optional<std::optional<UserInfo>>(user);
+  co_return Reviewed{ReviewFailure::kNone, std::move(user)};
 }
 
 }  // namespace kf

@@ -4,7 +4,11 @@
 // identity needs system:auth-delegator), and the answer is cached per token (keyed by its
 // SHA-256, never the token itself) for --authentication-token-webhook-cache-ttl, as the
 // apiserver's delegated authentication caches. No credentials, or ones the apiserver rejects:
-// unknown (nullopt): the request then goes through to the apiserver, which answers it.
+// unauthenticated. A review the apiserver refused kube-fanout (401, 403), or one not asked
+// because the budget for new reviews was spent: unknown, and the request goes through to the
+// apiserver, which answers it. A review that got no answer in time (review_call.h: the upstream
+// unreachable or overloaded, the review past its 10 s, too many waiting): unavailable, and a
+// cached read is answered 429 rather than passed through (serve/cache_handler.h).
 //
 // Used for admission's flows and rules, the Event spam filter's keys, and the authorization of
 // cached reads (access_review.h). One per worker thread; not thread-safe. Bounded.
@@ -17,11 +21,11 @@
 #include <string>
 #include <vector>
 
-#include "common/async_semaphore.h"
 #include "common/expiring_cache.h"
 #include "common/single_flight.h"
 #include "edge/request.h"
 #include "upstream/request_header.h"
+#include "upstream/review_call.h"
 #include "upstream/review_stats.h"
 #include "upstream/upstream_pool.h"
 
@@ -41,43 +45,54 @@ struct CacheSettings {
   double review_burst = 0;
 };
 
+// Who a request is, as far as the Authenticator learnt.
+struct Authentication {
+  std::optional<UserInfo> user;  // nullopt: not known.
+  // Without a user: the answer is that the request has no credentials or ones the apiserver
+  // does not accept, rather than that it could not be asked.
+  bool unauthenticated = false;
+  // The TokenReview got no answer (ReviewFailure::kUnavailable); `user` may then be a stale
+  // answer, when allowed.
+  bool unavailable = false;
+};
+
 class Authenticator {
  public:
   // `own_authorization`: kube-fanout's own Authorization header, for the TokenReviews.
-  // `in_flight`: bounds the reviews this thread has on their way to the apiserver.
+  // `slots`: bounds the reviews this thread has on their way to the apiserver.
   // `names`: the request-header fields front proxies name users in.
-  Authenticator(CacheSettings settings, ReviewStats& stats, AsyncSemaphore& in_flight,
+  Authenticator(CacheSettings settings, ReviewStats& stats, ReviewSlots& slots,
                 std::function<std::string()> own_authorization,
                 const RequestHeaderNames& names = DefaultRequestHeaderNames())
       : names_(names),
         settings_(settings),
         stats_(stats),
-        in_flight_(in_flight),
+        slots_(slots),
         review_tokens_(settings.review_burst),
         review_tokens_at_(std::chrono::steady_clock::now()),
         own_authorization_(std::move(own_authorization)),
         entries_(settings.max_entries) {}
 
   // The request's user: its client certificate's when that authenticates (the apiserver's
-  // x509 authenticator runs before its token authenticators), else its bearer token's. nullopt:
-  // unknown. `own_pool` is a pool of kube-fanout's own connections. `allow_stale`: when the
-  // apiserver cannot be asked, the last answer for the token, however old (for classifying a
-  // request, never for serving data).
-  // `unauthenticated` (optional): set when the answer is that the request has no credentials
-  // or ones the apiserver does not accept, rather than that it could not be asked.
-  asio::awaitable<std::optional<UserInfo>> Authenticate(UpstreamPool& own_pool,
-                                                        const Request& request, bool allow_stale,
-                                                        bool* unauthenticated = nullptr);
+  // x509 authenticator runs before its token authenticators), else its bearer token's.
+  // `own_pool` is a pool of kube-fanout's own connections. `allow_stale`: when the apiserver
+  // cannot be asked, the last answer for the token, however old (for classifying a request,
+  // never for serving data).
+  asio::awaitable<Authentication> Authenticate(UpstreamPool& own_pool, const Request& request,
+                                               bool allow_stale);
 
   // The TokenReview body for `token`, and its answer's user (nullopt: not authenticated).
   static std::string ReviewBody(std::string_view token);
   static std::optional<UserInfo> ParseReview(std::string_view body);
 
  private:
-  // nullopt: no answer (the review failed).
-  asio::awaitable<std::optional<std::optional<UserInfo>>> Review(UpstreamPool& pool,
-                                                                 const std::string& token,
-                                                                 const std::string& key);
+  // A TokenReview's outcome: the apiserver's answer (cached), or why there is none.
+  struct Reviewed {
+    ReviewFailure failure = ReviewFailure::kNone;  // kRefused also when not asked (budget).
+    std::optional<UserInfo> user;                  // The answer, when failure is kNone.
+  };
+  asio::awaitable<Reviewed> Review(UpstreamPool& pool, const std::string& token,
+                                   const std::string& key);
 
   // Takes one new-review token; false when the budget is spent.
   bool TakeReviewToken();
@@ -85,12 +100,12 @@ class Authenticator {
   const RequestHeaderNames& names_;
   CacheSettings settings_;
   ReviewStats& stats_;
-  AsyncSemaphore& in_flight_;
+  ReviewSlots& slots_;
   double review_tokens_ = 0;
   std::chrono::steady_clock::time_point review_tokens_at_{};
   std::function<std::string()> own_authorization_;
   ExpiringCache<std::optional<UserInfo>> entries_;
-  SingleFlight<std::optional<std::optional<UserInfo>>> flights_;  // Reviews on their way.
+  SingleFlight<Reviewed> flights_;  // Reviews on their way.
 };
 
 // A user a connection vouched for (a client certificate's, a front proxy's) as the apiserver's

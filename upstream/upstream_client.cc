@@ -64,7 +64,7 @@ std::chrono::milliseconds RetryWait(std::optional<std::chrono::seconds> retry_af
 
 asio::awaitable<absl::StatusOr<UpstreamResponse>> UpstreamCall(
     UpstreamPool& pool, http::verb method, std::string target, std::string authorization,
-    std::string body, std::chrono::seconds timeout, std::string_view accept) {
+    std::string body, std::chrono::milliseconds timeout, std::string_view accept) {
   for (int attempt = 0;; ++attempt) {
     auto lease = co_await pool.Acquire(/*allow_reuse=*/attempt == 0);
     if (!lease.ok()) co_return lease.status();

@@ -55,7 +55,7 @@ std::chrono::milliseconds RetryWait(std::optional<std::chrono::seconds> retry_af
 // One request, response read whole. Unavailable when no endpoint answers.
 asio::awaitable<absl::StatusOr<UpstreamResponse>> UpstreamCall(
     UpstreamPool& pool, http::verb method, std::string target, std::string authorization,
-    std::string body = "", std::chrono::seconds timeout = std::chrono::seconds(60),
+    std::string body = "", std::chrono::milliseconds timeout = std::chrono::seconds(60),
     std::string_view accept = "application/json");
 
 // An open upstream watch, read one event line at a time.

@@ -20,7 +20,7 @@ struct Identities {
   explicit Identities(std::string_view answer, bool always, bool event_creations,
                       CacheSettings settings = {std::chrono::seconds(60), std::chrono::seconds(10),
                                                 100})
-      : who(settings, stats, in_flight, [] { return std::string("Bearer own-token"); }),
+      : who(settings, stats, slots, [] { return std::string("Bearer own-token"); }),
         filter(who, up.pool, always, event_creations) {
     up.answer = std::string(answer);
   }
@@ -32,7 +32,7 @@ struct Identities {
   asio::io_context ioc;
   FakeUpstream up{ioc};
   ReviewStats stats;
-  AsyncSemaphore in_flight{4};
+  ReviewSlots slots{4};
   Authenticator who;
   IdentityFilter filter;
 };
@@ -108,6 +108,21 @@ TEST_CASE("IdentityFilter goes on without an identity when kube-fanout may not r
   CHECK(call.probe.calls == 1);
   CHECK_FALSE(call.x.user.has_value());
   CHECK(ids.stats.errors == 1);
+  // The apiserver answered (a refusal): unknown, for the apiserver to judge, not unavailable.
+  CHECK_FALSE(call.x.identity_unavailable);
+  CHECK_FALSE(call.x.unauthenticated);
+}
+
+TEST_CASE("IdentityFilter marks a lookup the apiserver was too busy to answer as unavailable") {
+  Identities ids("HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1\r\nContent-Length: 0\r\n\r\n",
+                 true, false);
+  CallWith call("alice-token", http::verb::get, "/api/v1/namespaces/ns/configmaps");
+  ids.Serve(call);
+  CHECK(call.probe.calls == 1);  // Admission still sees it (as unknown).
+  CHECK_FALSE(call.x.user.has_value());
+  CHECK(call.x.identity_unavailable);
+  CHECK_FALSE(call.x.unauthenticated);
+  CHECK(ids.stats.errors == 1);
 }
 
 TEST_CASE("IdentityFilter reviews new tokens within a budget and leaves the rest unknown") {
@@ -123,7 +138,8 @@ TEST_CASE("IdentityFilter reviews new tokens within a budget and leaves the rest
   ids.Serve(made_up, /*reviewed=*/false);
   CHECK(made_up.probe.calls == 1);
   CHECK_FALSE(made_up.x.user.has_value());
-  CHECK_FALSE(made_up.x.unauthenticated);  // Unknown, not judged.
+  CHECK_FALSE(made_up.x.unauthenticated);       // Unknown, not judged.
+  CHECK_FALSE(made_up.x.identity_unavailable);  // Not asked: the apiserver judges it.
   CHECK(ids.stats.throttled == 1);
   // A token already known costs nothing from the budget.
   CallWith again("alice-token", http::verb::get, "/api/v1/pods");

@@ -392,3 +392,87 @@ def test_a_node_through_two_tiers_is_still_that_node(world, tmp_path):
             assert bottom.stop() == 0
     finally:
         assert top.stop() == 0
+
+
+def test_a_review_without_an_answer_is_answered_429_not_passed_through(cluster, namespace,
+                                                                       tmp_path):
+    # kube-fanout's upstream through a relay that fails or stalls the reviews only. A review
+    # that gets no answer (the apiserver overloaded: 503; stalled past kube-fanout's 10 s) must
+    # not turn into a passthrough read at the apiserver: the client gets 429 with Retry-After
+    # and a TooManyRequests Status (kube-fanout's overload answer, as for --max-watchers) and
+    # tries again. A review the apiserver refuses kube-fanout (403: no system:auth-delegator)
+    # still passes through: the apiserver answered, and only it can serve the read then.
+    from kffault import FaultRelay
+
+    relay = FaultRelay(cluster, tmp_path)
+    token_file = tmp_path / "upstream-token"
+    token_file.write_text(cluster.token("admin"))
+    p = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=configmaps"],
+                    upstream_args=relay.upstream_args(token_file))
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    client = Caller(cluster, "kf-admin", token=cluster.token("admin"))
+
+    def refused(reason):
+        text = cluster.request("GET", "/metrics", port=p.port, tls=False).body.decode()
+        return metric_values(text, "kube_fanout_requests_refused_total").get(
+            f'{{reason="{reason}"}}', 0)
+
+    def answered_429(target, t0):
+        conn = http.client.HTTPSConnection("127.0.0.1", p.secure_port, timeout=60,
+                                           context=client.context)
+        conn.request("GET", target, headers={"Accept": "application/json",
+                                             "Authorization": f"Bearer {client.token}"})
+        resp = conn.getresponse()
+        body = resp.read()
+        conn.close()
+        assert resp.status == 429, (resp.status, body)
+        assert resp.getheader("Retry-After") == "1"
+        status = json.loads(body)
+        assert status["kind"] == "Status" and status["reason"] == "TooManyRequests", status
+        assert status["code"] == 429 and status["details"]["retryAfterSeconds"] == 1, status
+        # Nothing of it reached the apiserver: no read of the namespace's ConfigMaps at all.
+        assert relay.count(method="GET", contains=path, since=t0) == 0, relay.requests[-10:]
+        return time.monotonic() - t0
+
+    try:
+        cluster.kubectl("create", "configmap", "cm-1", "-n", namespace)
+        # Setup: served from the cache while the reviews work (so this read can be cached).
+        st, body = client.call(p.secure_port, "GET", path)
+        assert st == 200 and [i["metadata"]["name"] for i in json.loads(body)["items"]] == ["cm-1"]
+        assert relay.count(contains="tokenreviews", outcome="forwarded") >= 1
+        assert relay.count(contains="subjectaccessreviews", outcome="forwarded") >= 1
+        assert cache_counts(cluster, p)["list"] >= 1
+
+        # The apiserver too busy to review a token (admin's answer is cached now: another
+        # identity's token, not reviewed yet).
+        relay.fail("tokenreviews", 503)
+        client = Caller(cluster, "kf-alice", token=cluster.token("alice"))
+        t0 = time.monotonic()
+        answered_429(path, t0)
+        answered_429(f"{path}?watch=1&resourceVersion=0", t0)
+        assert relay.count(contains="tokenreviews", outcome="fault 503", since=t0) >= 1
+        assert refused("token_review_unavailable") == 2
+
+        # A SubjectAccessReview that stalls: answered 429 after the review's 10 s.
+        relay.clear()
+        relay.stall("subjectaccessreviews")
+        client = Caller(cluster, "kf-bob", token=cluster.token("bob"))
+        t0 = time.monotonic()
+        took = answered_429(path, t0)
+        assert 9 <= took < 30, took
+        assert relay.count(contains="subjectaccessreviews", outcome="stalled", since=t0) >= 1
+        assert refused("access_review_unavailable") == 1
+
+        # The review API refused to kube-fanout itself: the apiserver answers the read.
+        relay.unstall()
+        relay.fail("subjectaccessreviews", 403)
+        client = Caller(cluster, "kf-admin", token=cluster.token("admin"))
+        t0 = time.monotonic()
+        st, body = client.call(p.secure_port, "GET", f"{path}/cm-1")
+        assert st == 200 and json.loads(body)["metadata"]["name"] == "cm-1", body
+        assert relay.count(contains="subjectaccessreviews", outcome="fault 403", since=t0) >= 1
+        assert relay.count(method="GET", contains=f"{path}/cm-1", since=t0) == 1
+        assert refused("access_review_unavailable") == 1
+    finally:
+        assert p.stop() == 0
+        relay.stop()
