@@ -99,7 +99,19 @@ asio::awaitable<void> HttpSession::Run() {
   // (GCC 12 miscompiles co_await inside conditions: results are named first throughout.)
   bool h2 = NegotiatedHttp2(*client_);
   if (!client_->is_tls()) {
-    const bool preface = co_await ReadsHttp2Preface();
+    bool preface = false;
+    const beast::error_code ec = co_await ReadHttp2Preface(&preface);
+    if (ec) {
+      // The peer closed (or went silent, or a stop came) before its first request: done. The
+      // HTTP/1.x reader must not read again: on an edge-triggered reactor a read after the
+      // one that saw the end of the stream waits for another readiness event that never
+      // comes, and the socket stayed in CLOSE-WAIT until the 90 s idle timeout.
+      if (ec == beast::error::timeout && buffer_.size() > 0) {
+        pipeline_.stats().Refused(Refusal::kHeaderTimeout);
+      }
+      co_await client_->Close(kTlsCloseBudget);
+      co_return;
+    }
     h2 = preface;
   }
   if (h2 && !stop_.requested) {
@@ -118,16 +130,19 @@ asio::awaitable<void> HttpSession::Run() {
   co_await client_->Close(kTlsCloseBudget);
 }
 
-asio::awaitable<bool> HttpSession::ReadsHttp2Preface() {
+asio::awaitable<beast::error_code> HttpSession::ReadHttp2Preface(bool* preface) {
   for (;;) {
     const std::string_view seen(static_cast<const char*>(buffer_.data().data()), buffer_.size());
     const size_t n = std::min(seen.size(), kHttp2Preface.size());
-    if (seen.substr(0, n) != kHttp2Preface.substr(0, n)) co_return false;
-    if (n == kHttp2Preface.size()) co_return true;
+    if (seen.substr(0, n) != kHttp2Preface.substr(0, n)) co_return beast::error_code{};
+    if (n == kHttp2Preface.size()) {
+      *preface = true;
+      co_return beast::error_code{};
+    }
     client_->tcp().expires_after(n > 0 ? kHeaderTimeout : kIdleTimeout);
     auto [ec, got] =
         co_await client_->async_read_some(buffer_.prepare(kHttp2Preface.size() - n), use_nothrow);
-    if (ec) co_return false;  // The HTTP/1.x reader meets the same end.
+    if (ec) co_return ec;
     buffer_.commit(got);
   }
 }

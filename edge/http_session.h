@@ -64,8 +64,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
       handshake_pending_ = nullptr;
     }
   }
-  // Reads until the bytes seen so far are, or cannot be, HTTP/2's client preface.
-  asio::awaitable<bool> ReadsHttp2Preface();
+  // Reads until the bytes seen so far are, or cannot be, HTTP/2's client preface (`*preface`
+  // set when they are). An error: the read failed (the peer closed, a timeout, a stop), and
+  // the connection is over.
+  asio::awaitable<beast::error_code> ReadHttp2Preface(bool* preface);
   asio::awaitable<bool> ServeOne();  // false: close the connection.
   // Go's http.Server's answer to a head it cannot read: 431 (too large) or 400, plain text.
   asio::awaitable<void> WriteGoServerError(int code, std::string_view why);

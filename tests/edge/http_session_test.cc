@@ -126,5 +126,25 @@ TEST_CASE("HttpSession closes an idle connection on a graceful stop") {
   CHECK(s.pair.closed);
 }
 
+TEST_CASE("HttpSession lets go of a connection its client closed before sending a byte") {
+  // Also with part of HTTP/2's preface sent first. The server side must close at once, not
+  // after the 90 s idle timeout (a second read after the end of the stream never completed).
+  for (const std::string_view sent : {std::string_view(""), std::string_view("PRI * HT")}) {
+    INFO(sent);
+    Session s;
+    asio::write(s.pair.client, asio::buffer(sent));
+    RunUntil(
+        s.ioc, [] { return false; }, std::chrono::milliseconds(200));
+    REQUIRE(s.active == 1);  // The session is waiting for the rest.
+    CHECK(s.pair.ReadAvailable().empty());
+    s.pair.client.shutdown(asio::ip::tcp::socket::shutdown_send);
+    CHECK(RunUntil(s.ioc, [&] {
+      s.pair.ReadAvailable();
+      return s.active == 0 && s.pair.closed;
+    }));
+    for (const auto& n : s.stats.refused) CHECK(n.load() == 0);
+  }
+}
+
 }  // namespace
 }  // namespace kf::test

@@ -483,11 +483,35 @@ def proxy_metric_total(cluster, proxy, name):
     return sum(metric_values(text, name).values())
 
 
+def close_wait_sockets(pid):
+    """kube-fanout's TCP sockets in CLOSE-WAIT: the peer closed, kube-fanout has not (yet)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue  # Closed meanwhile.
+        if link.startswith("socket:["):
+            inodes.add(link[len("socket:["):-1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                if fields[3] == "08" and fields[9] in inodes:  # 08: TCP_CLOSE_WAIT
+                    count += 1
+    return count
+
+
 FLOOD = int(os.environ.get("KF_FAULT_FLOOD", "2000" if SANITIZER else "20000"))
 FLOOD_PER_PROCESS = 10000  # Each flood process has the machine's descriptor limit (20,000 here).
 FLOOD_SECONDS = 60  # Held this long; on 2 busy cores 20,000 connect in about 25 s.
 # kube-fanout's peak RSS under the flood.
 FLOOD_RSS_BOUND_MIB = 2048
+# kube-fanout's sockets still in CLOSE-WAIT 10 s after the flood closed its connections (their
+# peers gone): the 500 watchers and the upstream connections stay open, and are not in it.
+FLOOD_CLOSE_WAIT_BOUND = 300
 
 
 def test_a_flood_of_20000_client_connections(cluster, namespace, tmp_path):
@@ -530,6 +554,16 @@ def test_a_flood_of_20000_client_connections(cluster, namespace, tmp_path):
         for p in procs:
             out, _ = p.communicate(timeout=FLOOD_SECONDS + 90)
             marks["outcomes"].append(json.loads(out.strip().splitlines()[-1]))
+        # Every flood connection is closed now (the processes have exited): kube-fanout must
+        # notice and close its side promptly, not hold the descriptors until a timeout.
+        closed = time.monotonic()
+        marks["close-wait at the end"] = close_wait_sockets(pid)
+        while True:
+            marks["close-wait"] = close_wait_sockets(pid)
+            marks["close-wait s"] = round(time.monotonic() - closed, 1)
+            if marks["close-wait"] <= FLOOD_CLOSE_WAIT_BOUND or time.monotonic() > closed + 10:
+                break
+            time.sleep(0.5)
         # A crash here would otherwise show only as watchers that never catch up.
         assert proxy.process.poll() is None, (
             f"kube-fanout died during the flood (exit {proxy.process.returncode}):\n"
@@ -553,6 +587,8 @@ def test_a_flood_of_20000_client_connections(cluster, namespace, tmp_path):
             "kube-fanout open fds before, peak": (marks["fds"], marks["max fds"]),
             "flood in s": marks["flood in s"],
             "kube-fanout refused": {k: int(v) for k, v in refused.items() if v},
+            "CLOSE-WAIT sockets when the flood ended, then (s later)": (
+                marks["close-wait at the end"], marks["close-wait"], marks["close-wait s"]),
             "fds after": open_fds()})
         check_rss(figures, proxy, FLOOD_RSS_BOUND_MIB)
     finally:
@@ -566,3 +602,5 @@ def test_a_flood_of_20000_client_connections(cluster, namespace, tmp_path):
     # The flood reached kube-fanout: most connections held, watches answered.
     assert outcomes["connected"] >= 0.9 * FLOOD, figures
     assert outcomes["answered 200"] >= 0.4 * FLOOD * 0.9, figures
+    # The flood's connections were released within 10 s of their clients closing them.
+    assert marks["close-wait"] <= FLOOD_CLOSE_WAIT_BOUND, figures
