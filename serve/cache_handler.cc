@@ -17,6 +17,15 @@ asio::awaitable<void> RejectWatch(Exchange& x, WatchSlots::Refused refused) {
                                                   : "watch refused: --max-watchers-per-user");
 }
 
+// A read of a cache that has not synced yet: the apiserver's answer while its own watch cache
+// initializes. (Its own frame, as above; a named Status: GCC 12 frees a braced temporary inside
+// co_await twice.)
+asio::awaitable<void> RejectInitializing(Exchange& x, const Reflector& reflector) {
+  const KubeStatus busy{429, "TooManyRequests", "storage is (re)initializing",
+                        RetryAfterWhileInitializing(reflector.running_for())};
+  co_await x.Reject(busy, "cache not synced yet");
+}
+
 }  // namespace
 
 asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
@@ -89,10 +98,7 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
   }
   if (initializing) {
     ++stats_.initializing;
-    // Named, not a temporary in the co_await (GCC 12 frees such a temporary twice).
-    const KubeStatus busy{429, "TooManyRequests", "storage is (re)initializing",
-                          RetryAfterWhileInitializing(reflector->running_for())};
-    co_await x.Reject(busy, "cache not synced yet");
+    co_await RejectInitializing(x, *reflector);
     co_return true;
   }
   // A cached watch holds a slot while it is open; past the bounds it is refused as the
