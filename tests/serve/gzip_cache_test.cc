@@ -87,19 +87,32 @@ TEST_CASE("GzipCache with no bytes keeps nothing") {
   CHECK(cache.GetStats().entries == 0);
 }
 
+// A compression of "pods rv=9" under way on its own thread, held until Release().
+struct HeldCompression {
+  HeldCompression(GzipCache& cache, Compressor& c)
+      : thread([&] {
+          bytes = cache.Get("pods rv=9", [&] {
+            started.Notify();
+            release.WaitForNotification();
+            return c("pods rv=9", 100);
+          });
+        }) {
+    started.WaitForNotification();
+  }
+  void Release() {
+    release.Notify();
+    thread.join();
+  }
+  absl::Notification started, release;
+  GzipCache::Bytes bytes;
+  std::thread thread;  // Last: started once the rest is built.
+};
+
 TEST_CASE("GzipCache makes an asker of an identity being compressed wait for those bytes") {
   GzipCache cache(1 << 20);
   Compressor c;
-  absl::Notification started, release;
-  GzipCache::Bytes first, second;
-  std::thread compressing([&] {
-    first = cache.Get("pods rv=9", [&] {
-      started.Notify();
-      release.WaitForNotification();
-      return c("pods rv=9", 100);
-    });
-  });
-  started.WaitForNotification();
+  HeldCompression compressing(cache, c);
+  GzipCache::Bytes second;
   std::atomic<bool> got{false};
   std::thread waiting([&] {
     second = cache.Get("pods rv=9", [&] { return c("pods rv=9", 100); });
@@ -109,11 +122,10 @@ TEST_CASE("GzipCache makes an asker of an identity being compressed wait for tho
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   CHECK_FALSE(got.load());
   CHECK(c.calls == 0);
-  release.Notify();
-  compressing.join();
+  compressing.Release();
   waiting.join();
-  REQUIRE(first != nullptr);
-  CHECK(second.get() == first.get());
+  REQUIRE(compressing.bytes != nullptr);
+  CHECK(second.get() == compressing.bytes.get());
   CHECK(c.calls == 1);
   CHECK(cache.GetStats().shared == 1);
 }
@@ -121,26 +133,16 @@ TEST_CASE("GzipCache makes an asker of an identity being compressed wait for tho
 TEST_CASE("GzipCache lets an asker that must not wait compress beside the one compressing") {
   GzipCache cache(1 << 20);
   Compressor c;
-  absl::Notification started, release;
-  GzipCache::Bytes first;
-  std::thread compressing([&] {
-    first = cache.Get("pods rv=9", [&] {
-      started.Notify();
-      release.WaitForNotification();
-      return c("pods rv=9", 100);
-    });
-  });
-  started.WaitForNotification();
+  HeldCompression compressing(cache, c);
   // An I/O thread (no list pool) compresses its own copy at once instead of blocking.
   const auto own = cache.Get(
       "pods rv=9", [&] { return c("pods rv=9", 100); }, /*wait=*/false);
   REQUIRE(own != nullptr);
   CHECK(c.calls == 1);
   // Its copy is kept; the first finishes later and does not add a second entry.
-  release.Notify();
-  compressing.join();
-  REQUIRE(first != nullptr);
-  CHECK(*first == *own);
+  compressing.Release();
+  REQUIRE(compressing.bytes != nullptr);
+  CHECK(*compressing.bytes == *own);
   CHECK(c.calls == 2);
   const GzipCache::Stats s = cache.GetStats();
   CHECK(s.entries == 1);
