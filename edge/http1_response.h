@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 
+#include "absl/container/inlined_vector.h"
 #include "common/any_stream.h"
 #include "common/read_buffer.h"
 #include "edge/exchange.h"
@@ -36,6 +37,10 @@ class Http1Response : public Response {
   void StopWatchingClient() override;
   asio::awaitable<beast::error_code> Continue() override;
   void Cancel() override { stream_.Cancel(); }
+  // Plain TCP only: a TLS stream cannot write part of a record without waiting.
+  bool can_write_now() const override;
+  TryWrite TryWriteBody(std::span<const asio::const_buffer> pieces) override;
+  asio::awaitable<beast::error_code> FinishWrite() override;
   void CloseAfter() override { close_after_ = true; }
   std::optional<Upgraded> TakeUpgraded() override;
 
@@ -77,6 +82,9 @@ class Http1Response : public Response {
   bool read_ = false;  // The client's side was read meanwhile (ClientGone, an upgrade).
   bool continued_ = false;
   uint64_t body_bytes_ = 0;
+  // TryWriteBody's: the chunk's size line, and what the socket did not take yet.
+  std::string chunk_size_;
+  absl::InlinedVector<asio::const_buffer, 18> held_;
   std::unique_ptr<ClientWatch> watch_;  // While WatchClient reads.
 };
 

@@ -70,6 +70,20 @@ class Response {
   virtual asio::awaitable<beast::error_code> Continue() = 0;
   // Cancels the write under way (a watcher cut for slowness whose client stopped reading).
   virtual void Cancel() = 0;
+
+  // Without a coroutine, for a watch's events (serve/watch_stream.cc): writes `pieces` as one
+  // body piece now, as far as the connection takes them without waiting. Only while no write
+  // is under way. kWritten: all went out. kHeld: part went out (maybe none); the rest still
+  // points into `pieces`, which must stay valid until FinishWrite() completed, and nothing
+  // else may be written before. kFailed: the connection failed. kUnsupported (the default,
+  // and whenever can_write_now() is false): nothing was done; use WriteBody.
+  enum class TryWrite { kWritten, kHeld, kFailed, kUnsupported };
+  virtual bool can_write_now() const { return false; }
+  virtual TryWrite TryWriteBody(std::span<const asio::const_buffer> /*pieces*/) {
+    return TryWrite::kUnsupported;
+  }
+  // Writes what TryWriteBody held (nothing when it held nothing).
+  virtual asio::awaitable<beast::error_code> FinishWrite() { co_return beast::error_code{}; }
   // The connection must close after this answer (the request body was not all read, ...).
   virtual void CloseAfter() = 0;
   // After a 101 head: the raw connection for a tunnel; null where the transport has none.

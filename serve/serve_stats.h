@@ -19,6 +19,9 @@ struct CacheServeStats {
   // Reads refused with the apiserver's 429 "storage is (re)initializing": their cache had not
   // synced yet (BusyWhileInitializing).
   std::atomic<uint64_t> initializing{0};
+  // Watch writes by how they went out: straight from the wake-up (Response::TryWriteBody took
+  // them whole), or by the watch's loop (the first, TLS, HTTP/2, a client behind).
+  std::atomic<uint64_t> watch_writes_direct{0}, watch_writes_loop{0};
 };
 
 }  // namespace kf

@@ -23,6 +23,10 @@ namespace {
 namespace http = beast::http;
 using Clock = std::chrono::steady_clock;
 
+struct WatchRun;
+// Delivers what a parked watch has queued without resuming its loop; false: the loop must run.
+bool DeliverNow(WatchRun& w);
+
 // Wakes a waiting watch loop from the session's thread, without lost wakeups.
 struct Wakeup final : Wakeable {
   Wakeup(const asio::any_io_executor& e, Response& r) : timer(e), response(r) {}
@@ -30,15 +34,20 @@ struct Wakeup final : Wakeable {
   Response& response;
   std::shared_ptr<CacheWatcher> watcher;  // Set once registered.
   bool woken = false;
+  // The loop, while it waits on `timer` with nothing written or held (RunWatch).
+  WatchRun* parked = nullptr;
   // The client's end (Response::WatchClient): the callback ran; it said the client left
   // before the watch stopped watching.
   bool client_told = false;
   bool client_gone = false;
   bool client_unwatched = false;  // StopWatchingClient was called.
 
+  // Events for a parked watch go out from here when the connection takes them at once (the
+  // usual case: no coroutine resumed, no timer re-armed per delivery). Otherwise the loop runs.
   // A watcher cut for slowness also aborts a write stuck on its client, so the connection is
   // dropped at once.
   void Wake() override {
+    if (parked != nullptr && !client_gone && DeliverNow(*parked)) return;
     woken = true;
     timer.cancel();
     if (watcher && watcher->closed()) response.Cancel();
@@ -135,6 +144,14 @@ struct WatchRun {
   bool first = true;
   std::shared_ptr<ProgressProof> proof;  // Set for a progress request until its bookmark.
   CacheWatcher::Batch batch;             // Reused: its vector's capacity goes back to the queue.
+  // The batch taken and framed (TakeBatch) and not yet written, or held part-written by
+  // Response::TryWriteBody (then `held`): the loop writes it before taking more.
+  bool taken = false;
+  bool held = false;
+  std::shared_ptr<const std::string> bookmark;
+  absl::InlinedVector<asio::const_buffer, 16> bufs;
+  size_t bytes = 0;
+  bool failed = false;  // A write without the loop failed (x.error says why).
 };
 
 // The bookmark due now, if one is. `cache_rv` is the cache's RV read before the batch just
@@ -163,37 +180,89 @@ std::shared_ptr<const std::string> DueBookmark(WatchRun& w, Clock::time_point no
   return bookmark;
 }
 
-// Writes what the watcher has queued (and a bookmark when one is due) as one body piece.
-// False: the watch is over (closed by the cache, or the write failed).
-asio::awaitable<bool> WriteBatch(WatchRun& w, Clock::time_point now) {
+// Takes what the watcher has queued (and a bookmark when one is due) as one body piece: w.bufs,
+// w.bytes. No I/O.
+void TakeBatch(WatchRun& w, Clock::time_point now) {
   const uint64_t cache_rv = w.cacher.resource_version();  // Before the Take: see DueBookmark.
-  CacheWatcher::Batch& batch = w.batch;
-  w.watcher->Take(&batch);
-  // The frames are let go once written (an idle watch keeps no event alive), and a burst's room.
-  absl::Cleanup release = [&batch] { CacheWatcher::Release(&batch); };
-  if (batch.last_rv > 0) w.last_rv = batch.last_rv;
-  const auto bookmark = DueBookmark(w, now, cache_rv);
-  absl::InlinedVector<asio::const_buffer, 16> bufs;
-  for (const Piece& piece : batch.pieces) bufs.emplace_back(piece.bytes.data(), piece.bytes.size());
-  if (bookmark) bufs.push_back(asio::buffer(*bookmark));
-  const size_t n = asio::buffer_size(bufs);
-  if (n > 0) {
-    if (auto ec = co_await w.x.response->WriteBody(bufs)) {
-      w.x.error = ec.message();
-      co_return false;
-    }
-    w.stats.bytes_written += n;
+  w.watcher->Take(&w.batch);
+  if (w.batch.last_rv > 0) w.last_rv = w.batch.last_rv;
+  w.bookmark = DueBookmark(w, now, cache_rv);
+  w.bufs.clear();
+  for (const Piece& piece : w.batch.pieces) {
+    w.bufs.emplace_back(piece.bytes.data(), piece.bytes.size());
   }
-  if (batch.closed && batch.close_cause == CacheWatcher::CloseCause::kTooSlow) {
+  if (w.bookmark) w.bufs.push_back(asio::buffer(*w.bookmark));
+  w.bytes = asio::buffer_size(w.bufs);
+  w.taken = true;
+}
+
+// After the taken batch was written: lets its frames go (an idle watch keeps no event alive,
+// nor a burst's room). False: the watch is over.
+bool BatchWritten(WatchRun& w) {
+  w.stats.bytes_written += w.bytes;
+  const bool closed = w.batch.closed;
+  const bool too_slow = closed && w.batch.close_cause == CacheWatcher::CloseCause::kTooSlow;
+  CacheWatcher::Release(&w.batch);
+  w.bookmark.reset();
+  w.bufs.clear();
+  w.bytes = 0;
+  w.taken = w.held = false;
+  if (too_slow) {
     // The client is not reading: no polite end can reach it. Drop the connection; the client
     // re-watches from the last RV it received.
     w.x.error = "watcher too slow";
-    co_return false;
+    return false;
   }
-  co_return !batch.closed;
+  return !closed;
+}
+
+bool DeliverNow(WatchRun& w) {
+  if (w.taken || w.failed || !w.x.response->can_write_now() || w.x.stopping()) return false;
+  const auto now = Clock::now();
+  if (now >= w.params.deadline || w.watcher->closed()) return false;
+  TakeBatch(w, now);
+  if (w.batch.closed) return false;  // The loop writes it and ends the answer.
+  switch (w.x.response->TryWriteBody(w.bufs)) {
+    case Response::TryWrite::kWritten:
+      if (w.bytes > 0) ++w.stats.watch_writes_direct;
+      return BatchWritten(w);
+    case Response::TryWrite::kHeld:
+      w.held = true;
+      return false;
+    case Response::TryWrite::kFailed:
+      w.failed = true;
+      w.x.error = "write failed";
+      return false;
+    case Response::TryWrite::kUnsupported:
+      return false;
+  }
+  return false;
+}
+
+// Writes what the watcher has queued (and a bookmark when one is due) as one body piece, or
+// the rest of what DeliverNow took. False: the watch is over (closed by the cache, or the
+// write failed).
+asio::awaitable<bool> WriteBatch(WatchRun& w, Clock::time_point now) {
+  if (w.failed) co_return false;
+  if (!w.taken) TakeBatch(w, now);
+  if (w.bytes > 0) {
+    beast::error_code ec;
+    if (w.held) {
+      ec = co_await w.x.response->FinishWrite();
+    } else {
+      ec = co_await w.x.response->WriteBody(w.bufs);
+    }
+    if (ec) {
+      w.x.error = ec.message();
+      co_return false;
+    }
+    ++w.stats.watch_writes_loop;
+  }
+  co_return BatchWritten(w);
 }
 
 asio::awaitable<void> RunWatch(WatchRun& w) {
+  absl::Cleanup unpark = [&w] { w.wake->parked = nullptr; };  // Also if the frame is destroyed.
   const beast::error_code head_failed =
       co_await w.x.response->WriteHead(WatchHead(w.cacher.encoding()));
   if (head_failed) co_return;
@@ -210,7 +279,9 @@ asio::awaitable<void> RunWatch(WatchRun& w) {
       auto until = w.params.deadline;
       if (w.params.bookmarks) until = std::min(until, w.bookmarks.next);
       w.wake->timer.expires_at(until);
+      w.wake->parked = &w;
       co_await w.wake->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+      w.wake->parked = nullptr;
     }
     w.wake->woken = false;
   }

@@ -290,6 +290,52 @@ TEST_CASE("Http1Response's ClientGone is false when cancelled by a racing timer"
   CHECK_FALSE(*gone);
 }
 
+TEST_CASE(
+    "Http1Response's TryWriteBody writes a chunk at once, holds what the socket does not take") {
+  asio::io_context ioc;
+  WireCall w(ioc, http::verb::get, "/api/v1/pods?watch=1");
+  const std::string_view event = "{\"a\":1}\n";
+  const std::array<asio::const_buffer, 1> small{asio::buffer(event)};
+  CHECK_FALSE(w.resp.can_write_now());  // No head yet.
+  CHECK(w.resp.TryWriteBody(small) == Response::TryWrite::kUnsupported);
+  REQUIRE_FALSE(Run(ioc, w.resp.WriteHead(Head(200, ResponseHead::Framing::kStreamed))));
+  REQUIRE(w.resp.can_write_now());
+  CHECK(w.resp.TryWriteBody(small) == Response::TryWrite::kWritten);
+  std::string seen = w.pair.ReadAvailable();
+  CHECK(seen.find("\r\n8\r\n{\"a\":1}\n\r\n") != std::string::npos);
+
+  // The client does not read: more than the socket buffers is held, and nothing else goes out
+  // until FinishWrite sent it, in order.
+  const std::string big(8 << 20, 'x');
+  const std::array<asio::const_buffer, 2> pieces{asio::buffer(big), asio::buffer(event)};
+  REQUIRE(w.resp.TryWriteBody(pieces) == Response::TryWrite::kHeld);
+  CHECK_FALSE(w.resp.can_write_now());
+  CHECK(w.resp.TryWriteBody(small) == Response::TryWrite::kUnsupported);
+  const Spawned finish = Spawn(ioc, [](Response& r) -> asio::awaitable<void> {
+    const beast::error_code ec = co_await r.FinishWrite();
+    if (ec) throw std::runtime_error(ec.message());
+  }(w.resp));
+  const bool finished = RunUntil(
+      ioc,
+      [&] {
+        seen += w.pair.ReadAvailable();
+        return finish.finished();
+      },
+      std::chrono::seconds(10));
+  REQUIRE(finished);
+  finish.Rethrow();
+  CHECK(w.resp.can_write_now());
+  CHECK_FALSE(Run(ioc, w.resp.End()));
+  seen += w.pair.ReadAvailable();
+  auto got = ParseResponse(seen);
+  REQUIRE(got.done);
+  const std::string want = "{\"a\":1}\n" + big + "{\"a\":1}\n";
+  CHECK(got.message.body().size() == want.size());
+  const bool same = got.message.body() == want;  // (Not printed: 8 MiB.)
+  CHECK(same);
+  CHECK(w.resp.reusable());
+}
+
 TEST_CASE("Http1Response answers 100 Continue once, only to a client waiting with a body") {
   SECTION("Expect: 100-continue and a body not yet read") {
     asio::io_context ioc;
