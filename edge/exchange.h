@@ -34,6 +34,9 @@ struct TransportStats {
   std::atomic<uint64_t> http2_streams_total{0};
   std::atomic<uint64_t> http2_streams_reset{0};  // Ended before their answer did.
   std::atomic<uint64_t> http2_header_too_large{0};
+  // Request bodies not sent whole within kRequestBodyDeadline: HTTP/1.1, HTTP/2.
+  std::atomic<uint64_t> body_timeouts_http1{0};
+  std::atomic<uint64_t> body_timeouts_h2{0};
   std::array<std::atomic<uint64_t>, static_cast<size_t>(Answer::kCount)> http2_answered{};
 };
 

@@ -10,9 +10,6 @@ namespace {
 // A client sending a body must keep it coming (Go's server has no such limit by default; this
 // only frees connections that stalled for good).
 constexpr auto kBodyIdleTimeout = std::chrono::seconds(120);
-// And send it whole within the apiserver's request timeout (--request-timeout, 60 s, which
-// covers reading the body): a body trickled in keeps a connection no longer than that.
-constexpr auto kBodyDeadline = std::chrono::seconds(60);
 
 }  // namespace
 
@@ -20,7 +17,7 @@ Http1Body::Http1Body(AnyStream& stream, beast::flat_buffer& buffer, RequestParse
     : stream_(stream),
       buffer_(buffer),
       parser_(parser),
-      deadline_(stream.get_executor(), std::chrono::steady_clock::now() + kBodyDeadline) {}
+      deadline_(stream.get_executor(), std::chrono::steady_clock::now() + kRequestBodyDeadline) {}
 
 asio::awaitable<std::pair<beast::error_code, size_t>> Http1Body::ReadSome(std::span<char> into) {
   namespace http = beast::http;

@@ -1,7 +1,7 @@
 // Http1Body: the body of an HTTP/1.1 request as a BodySource, read through the session's
 // parser (Content-Length or chunked; Beast removes the framing). Each read has a deadline, and
-// the whole body one (60 s from the head, the apiserver's request timeout): past either the read
-// fails with beast::error::timeout.
+// the whole body one (kRequestBodyDeadline from the head, the apiserver's request timeout): past
+// either the read fails with beast::error::timeout.
 //
 // Owned by the session for one request; used on its thread only.
 #ifndef KUBE_FANOUT_EDGE_HTTP1_BODY_H_
@@ -25,6 +25,8 @@ class Http1Body : public BodySource {
 
   bool done() const override { return parser_.is_done(); }
   bool chunked() const override { return parser_.chunked(); }
+  // The whole body's deadline passed before it was read (kube_fanout_request_body_timeouts_total).
+  bool timed_out() const { return timed_out_; }
   asio::awaitable<std::pair<beast::error_code, size_t>> ReadSome(std::span<char> into) override;
 
  private:

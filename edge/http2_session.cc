@@ -340,6 +340,7 @@ asio::awaitable<void> Http2Session::Serve(std::shared_ptr<Http2Stream> stream) {
   }
   pipeline_.Log(x, remote_);
   stats_.http2_answered[static_cast<size_t>(x.answer)].fetch_add(1, std::memory_order_relaxed);
+  if (s.body().timed_out()) stats_.body_timeouts_h2.fetch_add(1, std::memory_order_relaxed);
   s.Finish();
 }
 

@@ -125,6 +125,7 @@ bool Http2Stream::AddHeader(std::string_view name, std::string_view value, size_
 Request Http2Stream::MakeRequest(std::string_view remote_ip, RequestInfo info,
                                  const ClientCertificate* client_cert) {
   bodiless_ = body_end_ && body_in_.empty();
+  body_deadline_ = std::chrono::steady_clock::now() + kRequestBodyDeadline;
   return Request{http::string_to_verb(method_),
                  method_,
                  path_,
@@ -242,6 +243,7 @@ bool Http2Body::chunked() const {
 
 asio::awaitable<std::pair<beast::error_code, size_t>> Http2Body::ReadSome(std::span<char> into) {
   Http2Stream& s = stream_;
+  if (timed_out_) co_return std::pair{beast::error_code(beast::error::timeout), size_t{0}};
   for (;;) {
     if (s.unconsumed() > 0) {
       const size_t n = std::min(into.size(), s.unconsumed());
@@ -258,8 +260,15 @@ asio::awaitable<std::pair<beast::error_code, size_t>> Http2Body::ReadSome(std::s
     if (s.reset_ || s.session_ == nullptr) {
       co_return std::pair{beast::error_code(asio::error::connection_reset), size_t{0}};
     }
-    const bool woken = co_await s.body_wake_.Wait();
-    if (!woken) co_return std::pair{beast::error_code(asio::error::operation_aborted), size_t{0}};
+    // Bytes the client sent in time are read even past the deadline; only a wait for more ends.
+    if (std::chrono::steady_clock::now() >= s.body_deadline_) {
+      timed_out_ = true;
+      co_return std::pair{beast::error_code(beast::error::timeout), size_t{0}};
+    }
+    const bool woken = co_await s.body_wake_.Wait(s.body_deadline_);
+    if (!woken && std::chrono::steady_clock::now() < s.body_deadline_) {
+      co_return std::pair{beast::error_code(asio::error::operation_aborted), size_t{0}};
+    }
   }
 }
 

@@ -18,6 +18,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -51,10 +52,15 @@ class Http2Body : public BodySource {
   explicit Http2Body(Http2Stream& stream) : stream_(stream) {}
   bool done() const override;
   bool chunked() const override;
+  // Past the stream's body deadline (kRequestBodyDeadline from its head) with the body not
+  // ended, a read that finds no bytes fails with beast::error::timeout; the stream stays
+  // writable for the answer, and the connection's other streams go on.
   asio::awaitable<std::pair<beast::error_code, size_t>> ReadSome(std::span<char> into) override;
+  bool timed_out() const { return timed_out_; }
 
  private:
   Http2Stream& stream_;
+  bool timed_out_ = false;
 };
 
 class Http2Response : public Response {
@@ -153,6 +159,9 @@ class Http2Stream {
   size_t body_offset_ = 0;
   bool body_end_ = false;
   bool bodiless_ = false;  // The head came with END_STREAM.
+  // The whole body's deadline (set with the request, from its complete head).
+  std::chrono::steady_clock::time_point body_deadline_ =
+      std::chrono::steady_clock::time_point::max();
   Http2Wakeup body_wake_;
   // The answer: the pieces WriteBody is waiting on, how far they were handed to nghttp2.
   std::vector<asio::const_buffer> out_;

@@ -189,6 +189,9 @@ asio::awaitable<bool> HttpSession::ServeOne() {
     co_await pipeline_.Serve(x);
   }
   pipeline_.Log(x, remote_);
+  if (body.timed_out()) {
+    pipeline_.stats().transport.body_timeouts_http1.fetch_add(1, std::memory_order_relaxed);
+  }
   // Not reusable also when nothing could be answered at all: the connection's state is unknown.
   co_return response.reusable() && !stop_.requested;
 }

@@ -10,6 +10,7 @@
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/fields.hpp>
 #include <boost/beast/http/verb.hpp>
+#include <chrono>
 #include <optional>
 #include <span>
 #include <string>
@@ -23,6 +24,12 @@ namespace kf {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
+
+// A request body must arrive whole within this of its request's head, over either protocol:
+// the apiserver's --request-timeout (60 s), which covers reading the body. Past it the read
+// under way (and every later one) fails with beast::error::timeout, and the request can still
+// be answered (edge/http1_body.h, edge/http2_stream.h).
+inline constexpr std::chrono::seconds kRequestBodyDeadline{60};
 
 // The request body, read in pieces by whoever forwards or inspects it.
 class BodySource {

@@ -98,6 +98,14 @@ void RenderTransport(Writer& w, const TransportStats& t, int64_t open_connection
   single("kube_fanout_http2_header_too_large_total", "counter",
          "HTTP/2 requests refused 431 for a header list past 1 MiB (+320).",
          static_cast<double>(t.http2_header_too_large.load()));
+  w.Family("kube_fanout_request_body_timeouts_total", "counter",
+           "Request bodies not sent whole within 60 s of their head (the apiserver's "
+           "--request-timeout), by protocol: the read was ended, an Event creation answered 504 "
+           "Timeout, a passed-through request ended (HTTP/2: its stream reset).");
+  w.Sample("kube_fanout_request_body_timeouts_total", Label("protocol", "http/1.1"),
+           static_cast<double>(t.body_timeouts_http1.load()));
+  w.Sample("kube_fanout_request_body_timeouts_total", Label("protocol", "h2"),
+           static_cast<double>(t.body_timeouts_h2.load()));
   w.Family("kube_fanout_http2_requests_total", "counter",
            "Requests served over HTTP/2, by how they were answered.");
   for (size_t i = 0; i < static_cast<size_t>(Answer::kCount); ++i) {

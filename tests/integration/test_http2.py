@@ -522,3 +522,107 @@ def test_gzip_over_h2_matches_the_apiserver(cluster, cached_proxy, big_ns):
     finally:
         direct.close()
         ours.close()
+
+
+
+def test_a_body_trickled_in_ends_its_stream_at_the_deadline_and_only_it(cluster, cached_proxy,
+                                                                       ns):
+    """HTTP/2 request bodies have the apiserver's 60 s request timeout, as HTTP/1.1's have: an
+    Event body kube-fanout reads itself gets the apiserver's 504 Timeout Status and a
+    passed-through body's stream is ended, each 60 s after its head, while a watch and reads on
+    the same connection go on."""
+    token = cluster.token("admin")
+    c = h2_to(cluster, cached_proxy.secure_port)
+
+    def body_timeouts():
+        text = bytes(c.get("/metrics", token)["data"]).decode()
+        return metric_values(text, "kube_fanout_request_body_timeouts_total")['{protocol="h2"}']
+
+    def open_body(path, length):
+        """A POST whose head says `length` bytes and whose body comes later, by hand."""
+        sid = c.conn.get_next_available_stream_id()
+        c.streams[sid] = {"headers": None, "data": bytearray(), "ended": False, "reset": None}
+        c.conn.send_headers(sid, [(":method", "POST"), (":path", path), (":scheme", "https"),
+                                  (":authority", "127.0.0.1"), ("user-agent", UA),
+                                  ("accept", "application/json"),
+                                  ("authorization", f"Bearer {token}"),
+                                  ("content-type", "application/json"),
+                                  ("content-length", str(length))])
+        c._flush()
+        return sid
+
+    event = json.dumps({
+        "apiVersion": "v1", "kind": "Event", "metadata": {"name": "slow-h2", "namespace": ns},
+        "involvedObject": {"kind": "Pod", "namespace": ns, "name": "p0"},
+        "reason": "Slow", "message": "a body sent a byte at a time",
+        "source": {"component": "slowpoke"}, "type": "Normal"}).encode()
+    configmap = json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": "slow-h2"}, "data": {"a": "b" * 100}}).encode()
+    try:
+        before = body_timeouts()
+        rv = c.list_rv(f"/api/v1/namespaces/{ns}/configmaps", token)
+        watch = c.request(f"/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion={rv}"
+                          "&labelSelector=slow%3Dh2", token)
+        assert c.run_until(lambda: c.streams[watch]["headers"] is not None, 10)
+        assert c.streams[watch]["headers"][":status"] == "200"
+        bodies = {open_body(f"/api/v1/namespaces/{ns}/events", len(event)): event,
+                  open_body(f"/api/v1/namespaces/{ns}/configmaps", len(configmap)): configmap}
+        start = time.monotonic()
+        sent = dict.fromkeys(bodies, 0)
+        ended_at, reads = {}, 0
+
+        def over(sid):
+            s = c.streams[sid]
+            return s["ended"] or s["reset"] is not None
+
+        # One byte of each body every 5 s (each read well within the 120 s idle bound, the
+        # whole not within 60 s); a read on the same connection between two bytes.
+        while len(ended_at) < len(bodies) and time.monotonic() - start < 90:
+            for sid, body in bodies.items():
+                if sid in ended_at:
+                    continue
+                if over(sid):
+                    ended_at[sid] = time.monotonic() - start
+                elif sent[sid] < len(body) - 1:
+                    c.conn.send_data(sid, body[sent[sid]:sent[sid] + 1])
+                    sent[sid] += 1
+            c._flush()
+            got = c.get(f"/api/v1/namespaces/{ns}/configmaps/cm0?resourceVersion=0", token)
+            assert got["headers"][":status"] == "200", got
+            reads += 1
+            tick = time.monotonic()
+            while time.monotonic() - tick < 5 and not all(map(over, bodies)):
+                c.pump(0.2)
+            for sid in bodies:
+                if over(sid) and sid not in ended_at:
+                    ended_at[sid] = time.monotonic() - start
+        print(f"streams ended after {ended_at}, bytes sent {sent}, {reads} reads meanwhile")
+        event_sid, cm_sid = list(bodies)
+        assert set(ended_at) == set(bodies), ended_at
+        assert all(sent[sid] < len(bodies[sid]) - 1 for sid in bodies), sent
+        # The Event: the apiserver's own answer when its request timeout passes over a body.
+        s = c.streams[event_sid]
+        assert s["headers"] is not None and s["headers"][":status"] == "504", s
+        assert json.loads(bytes(s["data"])) == {
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "Timeout: request did not complete within the allotted timeout",
+            "reason": "Timeout", "details": {}, "code": 504}
+        # The passed-through body: kube-fanout's answer for a relay that failed, not the
+        # apiserver's 504 (docs/limits.md, gaps), and the stream reset as its body was unfinished.
+        s = c.streams[cm_sid]
+        assert s["headers"] is not None and s["headers"][":status"] == "503", s
+        assert s["reset"] is not None, s
+        assert all(58 <= t <= 70 for t in ended_at.values()), ended_at
+        assert reads >= 12
+        # The connection goes on: a read, a write whose whole body comes at once, the watch.
+        assert c.get("/readyz", token)["headers"][":status"] == "200"
+        assert body_timeouts() == before + 2
+        assert cluster.request("GET", f"/api/v1/namespaces/{ns}/events/slow-h2").status == 404
+        assert cluster.request("GET", f"/api/v1/namespaces/{ns}/configmaps/slow-h2").status == 404
+        cluster.kubectl("create", "configmap", "after-slow", "-n", ns)
+        cluster.kubectl("label", "configmap", "after-slow", "-n", ns, "slow=h2")
+        assert c.run_until(lambda: any(e["object"]["metadata"]["name"] == "after-slow"
+                                       for e in c.events(watch)), 10)
+        assert not over(watch)
+    finally:
+        c.close()

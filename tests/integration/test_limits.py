@@ -106,6 +106,12 @@ def test_an_event_body_trickled_in_gets_the_apiservers_timeout(cluster, cached_p
     head = (f"POST /api/v1/namespaces/{namespace}/events HTTP/1.1\r\nHost: x\r\n"
             f"Authorization: Bearer {cluster.token('admin')}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(event)}\r\n\r\n").encode()
+    def body_timeouts():
+        text = cluster.request("GET", "/metrics", port=cached_proxy.port, tls=False).body.decode()
+        return metric_values(text, "kube_fanout_request_body_timeouts_total")[
+            '{protocol="http/1.1"}']
+
+    before = body_timeouts()
     sock = socket.create_connection(("127.0.0.1", cached_proxy.port), timeout=5)
     start = time.monotonic()
     sock.sendall(head + event[:10])
@@ -135,6 +141,7 @@ def test_an_event_body_trickled_in_gets_the_apiservers_timeout(cluster, cached_p
                     "message": "Timeout: request did not complete within the allotted timeout",
                     "reason": "Timeout", "details": {}, "code": 504}
     assert 58 <= took <= 70
+    assert body_timeouts() == before + 1
     assert cluster.request("GET", f"/api/v1/namespaces/{namespace}/events/slow").status == 404
 
 
