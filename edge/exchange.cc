@@ -37,6 +37,8 @@ std::string_view RefusalName(Refusal refusal) {
       return "token_review_unavailable";
     case Refusal::kAccessReviewUnavailable:
       return "access_review_unavailable";
+    case Refusal::kTokenReviewThrottled:
+      return "token_review_throttled";
     case Refusal::kTlsHandshake:
     case Refusal::kCount:
       break;

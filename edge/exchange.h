@@ -53,6 +53,10 @@ enum class Refusal {
   // no answer in time (upstream/review_call.h).
   kTokenReviewUnavailable,
   kAccessReviewUnavailable,
+  // A cached read answered 429 because its token was new and the budget for new TokenReviews
+  // (--authentication-token-review-qps) was spent: not passed through for the apiserver to
+  // judge, which would turn a flood of made-up tokens into one of reads at the apiserver.
+  kTokenReviewThrottled,
   kCount
 };
 std::string_view RefusalName(Refusal refusal);
@@ -94,6 +98,9 @@ struct Exchange {
   // Set by the identity filter: the TokenReview got no answer in time (`user` may then be a
   // stale answer): a cached read is refused at once rather than asking again.
   bool identity_unavailable = false;
+  // Set by the identity filter: the token was new and not reviewed, the budget for new reviews
+  // being spent: a cached read is refused at once too (serve/cache_handler.h).
+  bool identity_throttled = false;
   std::string priority_level;  // Admission's, when admission ran.
   std::string upstream;        // The upstream endpoint used, for the log.
   std::string error;           // Why it ended early or was refused, for the log.

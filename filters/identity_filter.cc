@@ -9,6 +9,7 @@ asio::awaitable<void> IdentityFilter::Serve(Exchange& x, const Next& next) {
     x.user = std::move(who.user);
     x.unauthenticated = who.unauthenticated;
     x.identity_unavailable = who.unavailable;
+    x.identity_throttled = who.throttled;
   }
   co_await next(x);
 }

@@ -73,16 +73,19 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
   }
   // Asked again even when the identity filter knew the user: its answer may be a stale one
   // (kept for admission while the apiserver cannot be asked), which must not open the cache.
-  // Unless the filter's lookup just got no answer: asking again would wait as long.
+  // Unless the filter's lookup just got no answer, or was not asked for want of budget: asking
+  // again would wait as long, or spend what is left of the budget on a token already refused.
   Authentication who;
-  if (x.identity_unavailable) {
-    who.unavailable = true;
+  if (x.identity_unavailable || x.identity_throttled) {
+    who.unavailable = x.identity_unavailable;
+    who.throttled = x.identity_throttled;
   } else {
     Authentication asked = co_await authn_.Authenticate(pool_, x.request, /*allow_stale=*/false);
     who = std::move(asked);
   }
-  if (who.unavailable) {
-    co_await RefuseUnreviewed(x, Refusal::kTokenReviewUnavailable);
+  if (who.unavailable || who.throttled) {
+    co_await RefuseUnreviewed(
+        x, who.unavailable ? Refusal::kTokenReviewUnavailable : Refusal::kTokenReviewThrottled);
     co_return true;
   }
   const std::optional<UserInfo>& user = who.user;
@@ -138,6 +141,8 @@ asio::awaitable<void> CacheHandler::RefuseUnreviewed(Exchange& x, Refusal why) {
                            ? "cached read refused: TokenReview unavailable"
                            : "cached read refused: SubjectAccessReview unavailable";
   co_await x.Reject(status, std::move(reason));
+                       : why == Refusal::kTokenReviewThrottled
+                           ? "cached read refused: TokenReview budget spent"
 }
 
 asio::awaitable<bool> CacheHandler::ServeRead(Exchange& x, Cacher& cacher, Reflector& reflector,

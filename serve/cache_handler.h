@@ -10,7 +10,10 @@
 // apiserver answers when overloaded, 429 TooManyRequests with Retry-After: 1 and a Status body,
 // and counted (kube_fanout_requests_refused_total{reason="token_review_unavailable" or
 // "access_review_unavailable"}): passing it through would turn an overload of kube-fanout into
-// one of the apiserver. A denial, or a review the apiserver refused kube-fanout (401, 403: no
+// one of the apiserver. So is a read whose new token was not reviewed because the budget for
+// new TokenReviews was spent (--authentication-token-review-qps; reason
+// "token_review_throttled"): a flood of made-up tokens must not become a flood of reads at the
+// apiserver. A denial, or a review the apiserver refused kube-fanout (401, 403: no
 // system:auth-delegator), still passes through: the apiserver answered, and serving the request
 // itself is the only way left.
 //

@@ -232,7 +232,9 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
            "handshake_queue: a TLS connection closed unhandshaken because its I/O thread "
            "reached it more than 5 s after it was accepted; token_review_unavailable, "
            "access_review_unavailable: a cached read answered 429 because the TokenReview or "
-           "SubjectAccessReview it needed got no answer in time). The 431s, 400s and 429s also "
+           "SubjectAccessReview it needed got no answer in time; token_review_throttled: a cached "
+           "read answered 429 because its token was new and the budget for new TokenReviews, "
+           "--authentication-token-review-qps, was spent). The 431s, 400s and 429s also "
            "count in kube_fanout_requests_total{route=\"rejected\"}.");
   for (size_t i = 0; i < static_cast<size_t>(Refusal::kCount); ++i) {
     w.Sample("kube_fanout_requests_refused_total",

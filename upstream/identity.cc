@@ -120,6 +120,7 @@ asio::awaitable<Authentication> Authenticator::Authenticate(UpstreamPool& own_po
     co_return out;
   }
   out.unavailable = answer.failure == ReviewFailure::kUnavailable;
+  out.throttled = answer.throttled;
   // No answer (the apiserver overloaded, unreachable): an expired entry stays until replaced,
   // so the last answer can still classify the request for admission rather than "unknown"
   // (its user agent and address). Never for cached reads (allow_stale false).
@@ -148,7 +149,7 @@ asio::awaitable<Authenticator::Reviewed> Authenticator::Review(UpstreamPool& poo
                                                                const std::string& key) {
   if (!TakeReviewToken()) {
     stats_.Count(stats_.throttled);
-    co_return Reviewed{ReviewFailure::kRefused, std::nullopt};
+    co_return Reviewed{ReviewFailure::kRefused, std::nullopt, /*throttled=*/true};
   }
   const ReviewReply reply =
       co_await PostReview(pool, slots_, "/apis/authentication.k8s.io/v1/tokenreviews",

@@ -6,9 +6,10 @@
 // apiserver's delegated authentication caches. No credentials, or ones the apiserver rejects:
 // unauthenticated. A review the apiserver refused kube-fanout (401, 403), or one not asked
 // because the budget for new reviews was spent: unknown, and the request goes through to the
-// apiserver, which answers it. A review that got no answer in time (review_call.h: the upstream
-// unreachable or overloaded, the review past its 10 s, too many waiting): unavailable, and a
-// cached read is answered 429 rather than passed through (serve/cache_handler.h).
+// apiserver, which answers it, unless it is a cached read of a token not asked (throttled). A
+// review that got no answer in time (review_call.h: the upstream unreachable or overloaded, the
+// review past its 10 s, too many waiting): unavailable. A cached read whose token is throttled
+// or unavailable is answered 429 rather than passed through (serve/cache_handler.h).
 //
 // Used for admission's flows and rules, the Event spam filter's keys, and the authorization of
 // cached reads (access_review.h). One per worker thread; not thread-safe. Bounded.
@@ -38,9 +39,9 @@ struct CacheSettings {
   std::chrono::seconds negative_ttl{10};  // Negative answers.
   size_t max_entries = 10000;             // Per worker thread.
   // New reviews (answers not in the cache) per second and burst, per worker thread; 0: no
-  // limit. Past it a credential goes unreviewed (unknown: passthrough, and admission by user
-  // agent and address) instead of costing the apiserver a review: a flood of made-up tokens
-  // cannot turn into a flood of TokenReviews.
+  // limit. Past it a credential goes unreviewed (unknown: admission by user agent and address,
+  // a cached read answered 429, anything else passed through) instead of costing the apiserver
+  // a review: a flood of made-up tokens cannot turn into a flood of TokenReviews, nor of reads.
   double reviews_per_second = 0;
   double review_burst = 0;
 };
@@ -54,6 +55,10 @@ struct Authentication {
   // The TokenReview got no answer (ReviewFailure::kUnavailable); `user` may then be a stale
   // answer, when allowed.
   bool unavailable = false;
+  // The token was not reviewed: it is new and the budget for new reviews was spent. Unknown,
+  // as when refused (`user` a stale answer at most, when allowed), but a cached read is
+  // answered 429 rather than passed through.
+  bool throttled = false;
 };
 
 class Authenticator {
@@ -90,6 +95,7 @@ class Authenticator {
   struct Reviewed {
     ReviewFailure failure = ReviewFailure::kNone;  // kRefused also when not asked (budget).
     std::optional<UserInfo> user;                  // The answer, when failure is kNone.
+    bool throttled = false;                        // Not asked: the budget was spent.
   };
   asio::awaitable<Reviewed> Review(UpstreamPool& pool, const std::string& token,
                                    const std::string& key);

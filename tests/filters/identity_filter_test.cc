@@ -110,6 +110,7 @@ TEST_CASE("IdentityFilter goes on without an identity when kube-fanout may not r
   CHECK(ids.stats.errors == 1);
   // The apiserver answered (a refusal): unknown, for the apiserver to judge, not unavailable.
   CHECK_FALSE(call.x.identity_unavailable);
+  CHECK_FALSE(call.x.identity_throttled);
   CHECK_FALSE(call.x.unauthenticated);
 }
 
@@ -139,12 +140,14 @@ TEST_CASE("IdentityFilter reviews new tokens within a budget and leaves the rest
   CHECK(made_up.probe.calls == 1);
   CHECK_FALSE(made_up.x.user.has_value());
   CHECK_FALSE(made_up.x.unauthenticated);       // Unknown, not judged.
-  CHECK_FALSE(made_up.x.identity_unavailable);  // Not asked: the apiserver judges it.
+  CHECK_FALSE(made_up.x.identity_unavailable);  // Not asked: no answer was waited for.
+  CHECK(made_up.x.identity_throttled);          // A cached read is refused 429, not passed through.
   CHECK(ids.stats.throttled == 1);
   // A token already known costs nothing from the budget.
   CallWith again("alice-token", http::verb::get, "/api/v1/pods");
   ids.Serve(again, /*reviewed=*/false);
   REQUIRE(again.x.user.has_value());
+  CHECK_FALSE(again.x.identity_throttled);
   CHECK(ids.stats.throttled == 1);
 }
 

@@ -318,16 +318,17 @@ def test_anonymous_callers_share_one_flow_whatever_their_user_agent(world):
 
 def test_made_up_tokens_cost_the_apiserver_no_more_reviews_than_the_budget(cluster,
                                                                           tmp_path):
-    # 30 requests, each with a new made-up token, against a budget of 1 new TokenReview a
-    # second (burst 2): at most a few reviews reach the apiserver, the rest go unreviewed
-    # (counted), and every request still gets the apiserver's own 401.
+    # 30 requests that pass through (Secrets are not cached), each with a new made-up token,
+    # against a budget of 1 new TokenReview a second (burst 2): at most a few reviews reach the
+    # apiserver, the rest go unreviewed (counted), and every request still gets the apiserver's
+    # own 401. (A cached read past the budget is answered 429: the next test.)
     p = Proxy.start(cluster, tmp_path, extra_args=["--authentication-token-review-qps=1",
                                                    "--threads=1"])
     try:
         statuses = []
         for i in range(30):
             st, _ = Caller(cluster, "made-up token", token=f"made-up-{i}-{free_port()}").call(
-                p.secure_port, "GET", "/api/v1/namespaces/default/pods")
+                p.secure_port, "GET", "/api/v1/namespaces/default/secrets")
             statuses.append(st)
         assert set(statuses) == {401}, statuses
         text = cluster.request("GET", "/metrics", port=p.port, tls=False).body.decode()
@@ -339,6 +340,99 @@ def test_made_up_tokens_cost_the_apiserver_no_more_reviews_than_the_budget(clust
     finally:
         assert p.stop() == 0
 
+
+
+def behind_a_relay(cluster, tmp_path, extra_args):
+    """kube-fanout whose upstream is a FaultRelay (kffault.py) in front of the apiserver."""
+    from kffault import FaultRelay
+
+    relay = FaultRelay(cluster, tmp_path)
+    token_file = tmp_path / "upstream-token"
+    token_file.write_text(cluster.token("admin"))
+    return relay, Proxy.start(cluster, tmp_path, extra_args=extra_args,
+                              upstream_args=relay.upstream_args(token_file))
+
+
+def refused_for(cluster, proxy, reason):
+    """kube_fanout_requests_refused_total{reason} of `proxy`."""
+    text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
+    return metric_values(text, "kube_fanout_requests_refused_total").get(
+        f'{{reason="{reason}"}}', 0)
+
+
+def test_cached_reads_with_tokens_past_the_review_budget_are_answered_429(cluster, namespace,
+                                                                        tmp_path):
+    # A flood of cached reads (LIST, GET, WATCH of ConfigMaps), each with a new made-up token,
+    # at 1 new TokenReview a second (burst 2). A token not reviewed for want of budget must not
+    # send its read through to the apiserver (a flood of kube-fanout becoming one of the
+    # apiserver): the read is answered 429 with Retry-After, as a review without an answer is.
+    # The relay in front of the apiserver counts what reaches it: reviews within the budget,
+    # and reads only for the tokens reviewed (the apiserver's 401 for those). A known token
+    # keeps being served from the cache meanwhile.
+    relay, p = behind_a_relay(cluster, tmp_path, ["--cache-resources=configmaps",
+                                                  "--authentication-token-review-qps=1",
+                                                  "--threads=1"])
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    admin = Caller(cluster, "kf-admin", token=cluster.token("admin"))
+
+    def refused(reason):
+        return refused_for(cluster, p, reason)
+
+    def admission_refused():
+        text = cluster.request("GET", "/metrics", port=p.port, tls=False).body.decode()
+        return sum(metric_values(text, "kube_fanout_admission_rejected_requests_total").values())
+
+    try:
+        cluster.kubectl("create", "configmap", "cm-1", "-n", namespace)
+        st, body = admin.call(p.secure_port, "GET", path)  # Setup: admin's token reviewed.
+        assert st == 200 and [i["metadata"]["name"] for i in json.loads(body)["items"]] == ["cm-1"]
+        assert cache_counts(cluster, p)["list"] >= 1
+        assert refused("token_review_throttled") == 0
+        time.sleep(2.5)  # The budget refills to its burst.
+        admitted_before = admission_refused()
+        t0 = time.monotonic()
+        targets = [path, f"{path}/cm-1", f"{path}?watch=1&resourceVersion=0&timeoutSeconds=1"]
+        statuses, retry_after, admin_statuses = [], set(), []
+        for i in range(150):
+            caller = Caller(cluster, "made-up token", token=f"made-up-{i}-{free_port()}")
+            conn = http.client.HTTPSConnection("127.0.0.1", p.secure_port, timeout=30,
+                                               context=caller.context)
+            conn.request("GET", targets[i % 3], headers={"Accept": "application/json",
+                                                         "Authorization": f"Bearer {caller.token}"})
+            resp = conn.getresponse()
+            body = resp.read()
+            conn.close()
+            statuses.append(resp.status)
+            if resp.status == 429:
+                retry_after.add(resp.getheader("Retry-After"))
+                status = json.loads(body)
+                assert status["reason"] == "TooManyRequests" and status["code"] == 429, status
+            if i % 25 == 0:
+                admin_statuses.append(admin.call(p.secure_port, "GET", f"{path}/cm-1")[0])
+        took = time.monotonic() - t0
+        reviews = relay.count(contains="tokenreviews", since=t0)
+        reads = relay.count(method="GET", contains=path, since=t0)
+        counts = {s: statuses.count(s) for s in set(statuses)}
+        print(f"{len(statuses)} made-up tokens in {took:.1f}s: {counts}; at the apiserver "
+              f"{reviews} TokenReviews, {reads} reads of the namespace's ConfigMaps")
+        assert set(statuses) <= {401, 429}, counts
+        assert statuses.count(429) >= 150 - (took + 3), counts
+        assert retry_after == {"1"}
+        # Each 429 is the throttled review's, or admission's: unknown callers share one flow
+        # (its rate limit); neither reaches the apiserver.
+        throttled = refused("token_review_throttled")
+        by_admission = admission_refused() - admitted_before
+        print(f"429s: {throttled} for the review budget, {by_admission} by admission")
+        assert throttled >= 100
+        assert throttled + by_admission == statuses.count(429), (throttled, by_admission)
+        # What reached the apiserver is bounded by the budget, not by the flood.
+        assert 1 <= reviews <= took + 3, (reviews, took)
+        assert reads <= reviews, (reads, reviews)
+        assert reads == statuses.count(401), (reads, counts)
+        assert admin_statuses == [200] * 6, admin_statuses
+    finally:
+        assert p.stop() == 0
+        relay.stop()
 
 def test_a_node_through_two_tiers_is_still_that_node(world, tmp_path):
     # bottom kube-fanout ─(front proxy: its certificate, X-Remote-*)─► top kube-fanout
@@ -402,20 +496,12 @@ def test_a_review_without_an_answer_is_answered_429_not_passed_through(cluster, 
     # and a TooManyRequests Status (kube-fanout's overload answer, as for --max-watchers) and
     # tries again. A review the apiserver refuses kube-fanout (403: no system:auth-delegator)
     # still passes through: the apiserver answered, and only it can serve the read then.
-    from kffault import FaultRelay
-
-    relay = FaultRelay(cluster, tmp_path)
-    token_file = tmp_path / "upstream-token"
-    token_file.write_text(cluster.token("admin"))
-    p = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=configmaps"],
-                    upstream_args=relay.upstream_args(token_file))
+    relay, p = behind_a_relay(cluster, tmp_path, ["--cache-resources=configmaps"])
     path = f"/api/v1/namespaces/{namespace}/configmaps"
     client = Caller(cluster, "kf-admin", token=cluster.token("admin"))
 
     def refused(reason):
-        text = cluster.request("GET", "/metrics", port=p.port, tls=False).body.decode()
-        return metric_values(text, "kube_fanout_requests_refused_total").get(
-            f'{{reason="{reason}"}}', 0)
+        return refused_for(cluster, p, reason)
 
     def answered_429(target, t0):
         conn = http.client.HTTPSConnection("127.0.0.1", p.secure_port, timeout=60,

@@ -236,7 +236,8 @@ def test_requests_refused_before_routing_are_counted_by_reason(cluster, tmp_path
         before = refused_total()
         assert set(before) == {f'{{reason="{r}"}}' for r in (
             "header_too_large", "bad_request", "header_timeout", "tls_handshake",
-            "handshake_queue", "token_review_unavailable", "access_review_unavailable")}
+            "handshake_queue", "token_review_unavailable", "access_review_unavailable",
+            "token_review_throttled")}
         assert all(v == 0 for v in before.values())
         # A head that stops half-way: closed after 30 s (waited for at the end).
         stalled = socket.create_connection(("127.0.0.1", proxy.port), timeout=scaled(45))
