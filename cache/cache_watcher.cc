@@ -22,7 +22,20 @@ CacheWatcher::~CacheWatcher() {
   if (budget_ == nullptr) return;
   budget_->Unregister(this);
   absl::MutexLock lock(&mu_);
-  budget_->Release(queued_bytes_);
+  GiveBackLocked();
+}
+
+void CacheWatcher::GiveBackLocked() {
+  if (budget_ == nullptr) return;
+  // The objects are alive: the queue's pieces still hold them.
+  size_t freed = entry_bytes_;
+  for (const CachedObject* object : holds_) {
+    if (object->queue_holds().Drop()) freed += object->bytes().size();
+  }
+  budget_->Release(freed);
+  entry_bytes_ = 0;
+  holds_.clear();
+  if (holds_.capacity() > kKeptPieces) std::vector<const CachedObject*>().swap(holds_);
 }
 
 void CacheWatcher::Release(Batch* batch) {
@@ -33,7 +46,7 @@ void CacheWatcher::Release(Batch* batch) {
 void CacheWatcher::Take(Batch* into) {
   Release(into);  // Outside the lock.
   absl::MutexLock lock(&mu_);
-  if (budget_ != nullptr) budget_->Release(queued_bytes_);
+  GiveBackLocked();
   into->pieces.swap(queue_);
   into->bytes = queued_bytes_;
   into->last_rv = last_rv_;
@@ -46,7 +59,7 @@ void CacheWatcher::Take(Batch* into) {
 
 void CacheWatcher::CutLocked(std::atomic<uint64_t> CutCounts::*reason) {
   // The client resumes from the last RV it received and is served from the window.
-  if (budget_ != nullptr) budget_->Release(queued_bytes_);
+  GiveBackLocked();
   queue_.clear();
   queued_bytes_ = 0;
   closed_ = true;
@@ -57,23 +70,39 @@ void CacheWatcher::CutLocked(std::atomic<uint64_t> CutCounts::*reason) {
   pending_notify_ = true;
 }
 
-CacheWatcher::Pushed CacheWatcher::Push(std::span<Piece> pieces, size_t bytes, uint64_t rv) {
+CacheWatcher::Pushed CacheWatcher::Push(std::span<Piece> pieces, size_t bytes, uint64_t rv,
+                                        const CachedObject* shared) {
   absl::MutexLock lock(&mu_);
   if (closed_) return Pushed::kQuiet;
   if (queued_bytes_ + bytes > max_queue_bytes_) {
     CutLocked(&CutCounts::queue_bytes);
     return Pushed::kNotify;
   }
-  // A watcher with nothing queued has kept up: its event always goes (it holds a reference to a
-  // frame others share, not a backlog). Without that, one event to every watcher of a large
-  // fleet could cut healthy watchers.
-  if (budget_ != nullptr && bytes > 0 && !budget_->TryAdd(bytes, queued_bytes_ == 0)) {
-    return Pushed::kNoRoom;
+  const bool counted = budget_ != nullptr && bytes > 0;
+  if (counted) {
+    // What memory holds for it: the object's bytes once for every queue holding its frame (the
+    // first hold brings them in), and this queue's entries. A watcher with nothing queued has
+    // kept up: its event always goes (it holds a reference to a frame others share, not a
+    // backlog). Without that, one event to every watcher of a large fleet could cut healthy
+    // watchers.
+    const size_t entry = EntryBytes(pieces.size());
+    const bool first = shared != nullptr && shared->queue_holds().Hold();
+    const size_t cost = entry + (first ? shared->bytes().size() : 0);
+    if (!budget_->TryAdd(cost, queued_bytes_ == 0)) {
+      // Not queued. The first hold's bytes were not added; a later one's may now be the last
+      // (the others drained meanwhile), and then takes them out.
+      if (shared != nullptr && shared->queue_holds().Drop() && !first) {
+        budget_->Release(shared->bytes().size());
+      }
+      return Pushed::kNoRoom;
+    }
+    entry_bytes_ += entry;
+    if (shared != nullptr) holds_.push_back(shared);
   }
   for (Piece& p : pieces) queue_.push_back(std::move(p));
   queued_bytes_ += bytes;
   last_rv_ = rv;
-  if (budget_ != nullptr && bytes > 0) budget_->NoteQueued(queued_bytes_);
+  if (counted) budget_->NoteQueued(queued_bytes_);
   const bool notify = !pending_notify_;
   pending_notify_ = true;
   return notify ? Pushed::kNotify : Pushed::kQuiet;
@@ -105,6 +134,11 @@ bool CacheWatcher::closed() const {
 size_t CacheWatcher::queued_bytes() const {
   absl::MutexLock lock(&mu_);
   return queued_bytes_;
+}
+
+size_t CacheWatcher::entry_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return entry_bytes_;
 }
 
 }  // namespace kf

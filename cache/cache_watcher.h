@@ -2,8 +2,10 @@
 // bounded queue of frame pieces that reference shared event bytes. The cache pushes under its
 // own lock from the reflector's thread; the watch's session takes batches from its own thread.
 // A watcher whose queue exceeds its byte budget is closed (the client resumes from its last RV)
-// and never slows the producer or anyone else. The bytes queued also count in the process-wide
-// QueueBudget, when there is one, which may cut the watchers furthest behind.
+// and never slows the producer or anyone else. What the queue holds also counts in the
+// process-wide QueueBudget, when there is one, as memory holds it (an event's object once for
+// all the queues holding it, and each queue's entries), which may cut the watchers furthest
+// behind.
 //
 // Shared (shared_ptr) by the Cacher and the session; the queue is guarded by its own mutex.
 #ifndef KUBE_FANOUT_CACHE_CACHE_WATCHER_H_
@@ -81,14 +83,25 @@ class CacheWatcher {
     return b;
   }
 
-  // Producer side: appends one event's frame. Past the byte budget the queue is dropped and the
-  // watcher closed (kTooSlow, notify due). When the process-wide budget has no room for it
-  // (and the queue is not empty: a watcher that has caught up always gets the event), nothing
-  // is queued and kNoRoom says so: the cache makes room (QueueBudget::MakeRoom) and pushes
-  // again, or cuts this watcher (CutForTotal). kQuiet: queued with a notification already
-  // pending, or the watcher is closed.
+  // Producer side: appends one event's frame of `bytes` (0: not held against either budget, as a
+  // watch's initial state). Past the byte budget the queue is dropped and the watcher closed
+  // (kTooSlow, notify due). When the process-wide budget has no room for it (and the queue is
+  // not empty: a watcher that has caught up always gets the event), nothing is queued and
+  // kNoRoom says so: the cache makes room (QueueBudget::MakeRoom) and pushes again, or cuts
+  // this watcher (CutForTotal). kQuiet: queued with a notification already pending, or the
+  // watcher is closed.
+  //
+  // `shared`: the object whose bytes the frame carries (kept alive by the pieces), counted in
+  // the process-wide budget once while any queue holds it; called under its cache's lock.
+  // Besides, the budget counts EntryBytes(pieces) for this queue.
   enum class Pushed { kQuiet, kNotify, kNoRoom };
-  Pushed Push(std::span<Piece> pieces, size_t bytes, uint64_t rv);
+  Pushed Push(std::span<Piece> pieces, size_t bytes, uint64_t rv,
+              const CachedObject* shared = nullptr);
+  // What a queued frame of `pieces` pieces costs the process-wide budget besides its shared
+  // bytes: its pieces and its hold on the object.
+  static constexpr size_t EntryBytes(size_t pieces) {
+    return pieces * sizeof(Piece) + sizeof(const CachedObject*);
+  }
   // Cuts the watcher for the process-wide budget (kTooSlow), if open with bytes queued. True:
   // it was cut (a notify is due).
   bool CutForTotal();
@@ -96,7 +109,11 @@ class CacheWatcher {
   bool Close();
   bool closed() const;
 
+  // The frames' bytes queued, as this watcher's own budget counts them (each frame whole).
   size_t queued_bytes() const;
+  // What this queue's entries count in the process-wide budget (EntryBytes of each frame),
+  // besides the shared bytes of the objects it holds.
+  size_t entry_bytes() const;
 
   // The cache's RV when the watcher was registered (set by the Cacher).
   uint64_t start_rv = 0;
@@ -109,6 +126,8 @@ class CacheWatcher {
 
  private:
   void CutLocked(std::atomic<uint64_t> CutCounts::*reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives the queue's share of the process-wide budget back (before its pieces go).
+  void GiveBackLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const WatchFilter filter_;
   const size_t max_queue_bytes_;
@@ -119,6 +138,10 @@ class CacheWatcher {
   mutable absl::Mutex mu_;
   std::vector<Piece> queue_ ABSL_GUARDED_BY(mu_);
   size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // For the process-wide budget: the objects whose frames are queued (one hold each), and what
+  // the entries count (EntryBytes).
+  std::vector<const CachedObject*> holds_ ABSL_GUARDED_BY(mu_);
+  size_t entry_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t last_rv_ ABSL_GUARDED_BY(mu_) = 0;
   bool pending_notify_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;

@@ -12,6 +12,7 @@
 #define KUBE_FANOUT_CACHE_CACHED_OBJECT_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -49,6 +50,25 @@ struct ResourceType {
     return list_items_have_type_meta ? SelectableFields::ForCustomResource(namespaced, {})
                                      : SelectableFields::ForResource(group, resource);
   }
+};
+
+// How many watchers' queues hold an object's frame: the process-wide queue budget counts the
+// object's bytes once while any does (cache/queue_budget.h). Holds are taken under the owning
+// cache's lock (one at a time for an object); drops come from any thread. Not copied with its
+// object: a copy is queued nowhere yet.
+class QueueHolds {
+ public:
+  QueueHolds() = default;
+  QueueHolds(const QueueHolds& /*other*/) noexcept {}
+  QueueHolds& operator=(const QueueHolds& /*other*/) noexcept { return *this; }
+  // True for the first hold (the object's bytes come into the budget) and the last drop (they
+  // leave it).
+  bool Hold() const noexcept { return n_.fetch_add(1, std::memory_order_relaxed) == 0; }
+  bool Drop() const noexcept { return n_.fetch_sub(1, std::memory_order_relaxed) == 1; }
+  uint32_t count() const noexcept { return n_.load(std::memory_order_relaxed); }
+
+ private:
+  mutable std::atomic<uint32_t> n_{0};
 };
 
 class CachedObject {
@@ -89,6 +109,9 @@ class CachedObject {
 
   static std::string Key(std::string_view ns, std::string_view name);
 
+  // The watchers' queues holding this object's frame (QueueHolds).
+  const QueueHolds& queue_holds() const { return queue_holds_; }
+
  private:
   CachedObject() = default;
   void BuildProtoHeads(std::string_view api_version, std::string_view kind);
@@ -110,6 +133,7 @@ class CachedObject {
   std::array<uint16_t, 3> frame_head_end_{};
   uint16_t get_head_len_ = 0;
   uint8_t item_head_len_ = 0;
+  QueueHolds queue_holds_;
 };
 
 using ObjectPtr = std::shared_ptr<const CachedObject>;

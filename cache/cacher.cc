@@ -88,13 +88,17 @@ void Cacher::DispatchLocked(const EventPtr& e, std::vector<std::shared_ptr<Cache
     if (!pieces) continue;
     size_t bytes = 0;
     for (const Piece& p : *pieces) bytes += p.bytes.size();
+    // The object the frame carries, shared by every queue it goes to.
+    const CachedObject* shared = FrameObject(*pieces);
     ++dispatched_;
-    CacheWatcher::Pushed pushed = w->Push(*pieces, bytes, e->resource_version());
+    CacheWatcher::Pushed pushed = w->Push(*pieces, bytes, e->resource_version(), shared);
     if (pushed == CacheWatcher::Pushed::kNoRoom) {
       // The process-wide budget is spent: the watchers further behind than this one would be
-      // go, largest first; then this one, if there is still no room.
-      w->budget()->MakeRoom(bytes, w->queued_bytes() + bytes);
-      pushed = w->Push(*pieces, bytes, e->resource_version());
+      // go, largest first; then this one, if there is still no room. (Room for the frame whole:
+      // at most what it costs, if no other queue holds its object.)
+      w->budget()->MakeRoom(bytes + CacheWatcher::EntryBytes(pieces->size()),
+                            w->queued_bytes() + bytes);
+      pushed = w->Push(*pieces, bytes, e->resource_version(), shared);
       if (pushed == CacheWatcher::Pushed::kNoRoom) {
         pushed = w->CutForTotal() ? CacheWatcher::Pushed::kNotify : CacheWatcher::Pushed::kQuiet;
       }

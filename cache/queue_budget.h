@@ -1,13 +1,16 @@
-// QueueBudget: the event bytes queued to every cached watch of the process together
+// QueueBudget: the memory the queues of every cached watch of the process hold together
 // (--watchers-max-total-queue-bytes), beside each watcher's own budget
-// (--watcher-max-queue-bytes). Bytes are counted as each watcher counts its own queue (a frame
-// shared by N watchers counts N times, as in kube_fanout_watch_queue_bytes): what clients are
-// behind by, and an upper bound of the memory their queues hold.
+// (--watcher-max-queue-bytes). Counted as memory holds it (CacheWatcher::Push): an event's
+// object once while any queue holds its frame (10,000 watchers behind on the same 1 KiB object
+// count 1 KiB), plus each queued frame's entries (CacheWatcher::EntryBytes: 32 bytes a piece and
+// 8 for its hold, 104 a frame). A watcher's own budget counts its frames whole (what that
+// client is behind by), as kube_fanout_watch_queue_bytes does.
 //
-// Delivery costs one atomic add (TryAdd) and a session's take one atomic subtract (Release); no
-// lock. Past the limit, MakeRoom cuts the watchers with the most bytes queued, largest first,
-// as the per-watcher budget cuts one: their watches end and their clients resume from their
-// last RV. Watchers register here when made and leave when destroyed (a lock, once per watch).
+// Delivery costs two atomic adds (the object's holds, TryAdd) and a session's take a subtract
+// per frame and one Release; no lock. Past the limit, MakeRoom cuts the watchers with the most
+// bytes queued (their own count: the furthest behind), largest first, as the per-watcher budget
+// cuts one: their watches end and their clients resume from their last RV. Watchers register
+// here when made and leave when destroyed (a lock, once per watch).
 //
 // Shared by every cache and thread; thread-safe.
 #ifndef KUBE_FANOUT_CACHE_QUEUE_BUDGET_H_

@@ -59,6 +59,10 @@ using EventPtr = std::shared_ptr<const WatchEvent>;
 // referencing the object: built on the stack per delivery, never on the heap.
 using FramePieces = std::array<Piece, 3>;
 FramePieces Frame(std::string_view type, const ObjectPtr& object);
+// The object a frame carries (its second piece holds it).
+inline const CachedObject* FrameObject(const FramePieces& frame) {
+  return static_cast<const CachedObject*>(frame[1].owner.get());
+}
 // Appends Frame(type, object) to `out`.
 void AppendFrame(std::string_view type, const ObjectPtr& object, std::vector<Piece>* out);
 

@@ -435,8 +435,10 @@ std::string RenderReviewMetrics(const ReviewStats& authentication,
 std::string RenderWatchLimitMetrics(const QueueBudget& queues, const WatchSlots& slots) {
   Writer w;
   w.Family("kube_fanout_watch_queue_process_bytes", "gauge",
-           "Event bytes queued to all watchers of the process, unsent (what "
-           "--watchers-max-total-queue-bytes bounds).");
+           "Memory the queues of all watchers of the process hold, unsent (what "
+           "--watchers-max-total-queue-bytes bounds): each event's object once while any queue "
+           "holds it, plus 104 bytes per event queued to each watcher. "
+           "kube_fanout_watch_queue_bytes counts each watcher's events whole instead.");
   w.Sample("kube_fanout_watch_queue_process_bytes", "", static_cast<double>(queues.queued()));
   w.Family("kube_fanout_watch_queue_process_limit_bytes", "gauge",
            "--watchers-max-total-queue-bytes (0: unlimited).");

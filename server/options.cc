@@ -169,8 +169,8 @@ po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
      "resumes from its last resourceVersion.")
     ("watchers-max-total-queue-bytes",
      po::value(&o->watchers_max_total_queue_bytes)->value_name("BYTES")->default_value(1u << 30),
-     "All watchers together, the bytes that may wait unsent (counted as each watcher counts its "
-     "own); past it the watches furthest behind are closed, largest queue first, and their "
+     "All watchers together, the memory their unsent events may hold (each event's object once "
+     "while any watcher's queue holds it, plus 104 bytes per event queued to each); past it the watches furthest behind are closed, largest queue first, and their "
      "clients resume. A watcher that has caught up always gets the next event. 0: unlimited.")
     ("max-watchers", po::value(&o->max_watchers)->value_name("N")->default_value(100000),
      "Watches served from the cache open at once (exempt clients aside); past it a new one is "
