@@ -60,7 +60,9 @@ RequestInfo ParseRequestInfo(std::string_view method, std::string_view target,
 }
 
 asio::awaitable<void> RejectUnparsed(Exchange& x, absl::Status parsed) {
-  co_await x.Reject(ToKubeStatus(parsed), std::string(parsed.message()));
+  // Named: a temporary bound to Reject's reference inside co_await is what GCC 12 may free twice.
+  const KubeStatus status = ToKubeStatus(parsed);
+  co_await x.Reject(status, std::string(parsed.message()));
 }
 
 }  // namespace kf

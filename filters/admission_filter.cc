@@ -62,9 +62,11 @@ asio::awaitable<void> AdmissionFilter::Serve(Exchange& x, const Next& next) {
 asio::awaitable<bool> AdmissionFilter::Admit(Exchange& x, ratelimit::Seat* seat) {
   ratelimit::Decision admitted = co_await Decide(Attributes(x));
   if (!admitted.admitted) {
-    co_await x.Reject(TooManyRequestsStatus(admitted.retry_after_seconds),
-                      absl::StrCat("admission: ", admitted.reject_reason, " (",
-                                   admitted.flow.schema, "/", admitted.flow.level, ")"));
+    // Named: a temporary bound to Reject's reference inside co_await is what GCC 12 may free
+    // twice.
+    const KubeStatus refused = TooManyRequestsStatus(admitted.retry_after_seconds);
+    co_await x.Reject(refused, absl::StrCat("admission: ", admitted.reject_reason, " (",
+                                            admitted.flow.schema, "/", admitted.flow.level, ")"));
     co_return false;
   }
   x.priority_level = admitted.flow.level;

@@ -12,9 +12,11 @@ namespace {
 // A watch past --max-watchers or --max-watchers-per-user: 429, as the apiserver refuses a
 // request when overloaded. (Its own frame: the Status is not kept in every open watch's.)
 asio::awaitable<void> RejectWatch(Exchange& x, WatchSlots::Refused refused) {
-  co_await x.Reject(TooManyRequestsStatus(1), refused == WatchSlots::Refused::kTotal
-                                                  ? "watch refused: --max-watchers"
-                                                  : "watch refused: --max-watchers-per-user");
+  // Named: a temporary bound to Reject's reference inside co_await is what GCC 12 may free twice.
+  const KubeStatus busy = TooManyRequestsStatus(1);
+  co_await x.Reject(busy, refused == WatchSlots::Refused::kTotal
+                              ? "watch refused: --max-watchers"
+                              : "watch refused: --max-watchers-per-user");
 }
 
 // A read of a cache that has not synced yet: the apiserver's answer while its own watch cache
@@ -139,10 +141,10 @@ asio::awaitable<void> CacheHandler::RefuseUnreviewed(Exchange& x, Refusal why) {
   const KubeStatus status = TooManyRequestsStatus(1);
   std::string reason = why == Refusal::kTokenReviewUnavailable
                            ? "cached read refused: TokenReview unavailable"
-                           : "cached read refused: SubjectAccessReview unavailable";
-  co_await x.Reject(status, std::move(reason));
                        : why == Refusal::kTokenReviewThrottled
                            ? "cached read refused: TokenReview budget spent"
+                           : "cached read refused: SubjectAccessReview unavailable";
+  co_await x.Reject(status, std::move(reason));
 }
 
 asio::awaitable<bool> CacheHandler::ServeRead(Exchange& x, Cacher& cacher, Reflector& reflector,
