@@ -307,8 +307,8 @@ def read_events(resp, n, timeout=10):
     return lines
 
 
-def open_watch(cluster, port, path):
-    conn = cluster.connection(port, timeout=15)
+def open_watch(cluster, port, path, tls=True):
+    conn = cluster.connection(port, tls=tls, timeout=15)
     conn.request("GET", path, headers={"Authorization": f"Bearer {cluster.token('admin')}",
                                        "Accept": "application/json",
                                        "User-Agent": "kube-fanout-tests"})
@@ -322,8 +322,16 @@ def test_watch_from_cache_streams_the_apiservers_events(cluster, cached_proxy, n
         "metadata"]["resourceVersion"]
     # Wait until the cache has the seed, so both watches start from the same state.
     compare(cluster, cached_proxy, f"/api/v1/namespaces/{ns}/configmaps?resourceVersion={rv}")
+    writes = lambda: metric_values(cluster.request("GET", "/metrics", port=cached_proxy.port,
+                                                   tls=False).body.decode(),
+                                   "kube_fanout_watch_writes_total")
+    writes_before = writes()
     watches = {}
-    for name, port in (("direct", cluster.port), ("cached", cached_proxy.secure_port)):
+    # Over TLS the watch's loop writes each event; over plain HTTP/1.1 the wake-up does (when
+    # the socket takes it at once): both must be the apiserver's stream.
+    for name, port, tls in (("direct", cluster.port, True),
+                            ("cached", cached_proxy.secure_port, True),
+                            ("plain", cached_proxy.port, False)):
         collection = f"/api/v1/namespaces/{ns}/configmaps?watch=1"
         for variant, path in (
                 ("from-rv", f"{collection}&resourceVersion={rv}"),
@@ -338,7 +346,7 @@ def test_watch_from_cache_streams_the_apiservers_events(cluster, cached_proxy, n
                                   f"?resourceVersion={rv}&labelSelector=keep%3Dyes"),
                 ("legacy-fields", f"/api/v1/watch/namespaces/{ns}/configmaps"
                                   f"?resourceVersion={rv}&fieldSelector=metadata.name%3Dseed")):
-            watches[(name, variant)] = open_watch(cluster, port, path)
+            watches[(name, variant)] = open_watch(cluster, port, path, tls=tls)
     k = lambda *a: cluster.kubectl(*a, "-n", ns)
     k("create", "configmap", "a", "--from-literal=k=1")
     k("label", "configmap", "a", "keep=yes")       # enters the label selection: ADDED
@@ -351,13 +359,20 @@ def test_watch_from_cache_streams_the_apiservers_events(cluster, cached_proxy, n
     for variant, n in expected.items():
         direct = read_events(watches[("direct", variant)][1], n)
         cached = read_events(watches[("cached", variant)][1], n)
+        plain = read_events(watches[("plain", variant)][1], n)
         assert len(direct) == n, variant
         assert cached == direct, variant
+        assert plain == direct, variant
         if variant in ("legacy-labels", "legacy-fields"):
             # The selected streams hold only what they select (both events of "a" entering and
             # leaving the label selection; seed's deletion).
             names = [json.loads(line)["object"]["metadata"]["name"] for line in cached]
             assert names == {"legacy-labels": ["a", "a"], "legacy-fields": ["seed"]}[variant]
+    # The plain watches' events after their start went out from the wake-up: 30 events (the
+    # label-selected streams also get the patch's MODIFIED, past what they read; fewer writes
+    # if a wake-up found two), none of the TLS watches'.
+    direct_writes = (writes()['{path="direct"}'] - writes_before.get('{path="direct"}', 0))
+    assert 7 <= direct_writes <= 30
     for conn, _ in watches.values():
         conn.close()
     # A watch is logged when it ends.
