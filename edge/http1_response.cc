@@ -176,12 +176,12 @@ asio::awaitable<beast::error_code> Http1Response::Write(
   co_return beast::error_code{};
 }
 
-// What the client sends meanwhile is kept in the session's buffer up to one request head's
-// worth; past that it is read and dropped (the connection is not reused after this anyway), so
-// a client streaming bytes at a watch cannot grow memory. While nothing comes (an idle watch),
-// neither buffer holds more than the small read buffer.
+// What the client sends meanwhile (a pipelined next request) is kept in the session's buffer
+// up to one request head's worth, for the session to read next; past that it is read and
+// dropped and the connection is not reused, so a client streaming bytes at a watch cannot grow
+// memory. While nothing comes (an idle watch), neither buffer holds more than the small read
+// buffer.
 void Http1Response::StartReadingClient() {
-  read_ = true;
   if (buffer_.size() == 0) buffer_.shrink_to_fit();
 }
 
@@ -190,6 +190,13 @@ void Http1Response::KeepClientBytes(const char* data, size_t n) {
       RequestParser::kMaxHeaderBytes - std::min(buffer_.size(), RequestParser::kMaxHeaderBytes);
   const size_t keep = std::min(n, room);
   if (keep > 0) buffer_.commit(asio::buffer_copy(buffer_.prepare(keep), asio::buffer(data, keep)));
+  if (keep < n) client_lost_ = true;
+}
+
+bool Http1Response::ClientReadEnded(const beast::error_code& ec) {
+  if (ec == asio::error::operation_aborted) return false;
+  client_lost_ = true;
+  return true;
 }
 
 asio::awaitable<bool> Http1Response::ClientGone() {
@@ -199,7 +206,7 @@ asio::awaitable<bool> Http1Response::ClientGone() {
     stream_.tcp().expires_never();
     auto [ec, n] =
         co_await stream_.async_read_some(asio::buffer(in.data(), in.size()), use_nothrow);
-    if (ec) co_return ec != asio::error::operation_aborted;
+    if (ec) co_return ClientReadEnded(ec);
     KeepClientBytes(in.data(), n);
     in.Consumed(n);
   }
@@ -221,7 +228,7 @@ void Http1Response::ReadClient() {
                             if (ec) {
                               auto gone = std::move(watch_->gone);
                               watch_.reset();
-                              gone(ec != asio::error::operation_aborted);
+                              gone(ClientReadEnded(ec));
                               return;
                             }
                             KeepClientBytes(watch_->in.data(), n);
@@ -247,7 +254,7 @@ asio::awaitable<beast::error_code> Http1Response::Continue() {
 
 std::optional<Upgraded> Http1Response::TakeUpgraded() {
   if (status_ != 101) return std::nullopt;
-  read_ = true;
+  upgraded_ = true;
   Upgraded up{stream_,
               std::string(static_cast<const char*>(buffer_.data().data()), buffer_.size())};
   buffer_.consume(buffer_.size());

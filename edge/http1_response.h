@@ -49,8 +49,14 @@ class Http1Response : public Response {
   uint64_t body_bytes() const override { return body_bytes_; }
 
   // The connection may read the next request: the answer was ended whole and nothing asked
-  // for the connection to close.
-  bool reusable() const { return ended_ && keep_alive_ && !close_after_ && !failed_ && !read_; }
+  // for the connection to close. Reading the client meanwhile (ClientGone, WatchClient) keeps
+  // it reusable unless that read saw the client's end or more than could be kept: what it read
+  // (a pipelined next request) is in the session's buffer, as Go's server keeps its background
+  // read's byte. An answer that said keep-alive is then followed by the next one, never by a
+  // close the client was not told of.
+  bool reusable() const {
+    return ended_ && keep_alive_ && !close_after_ && !failed_ && !upgraded_ && !client_lost_;
+  }
 
  private:
   enum class Body { kNone, kLength, kChunked, kUntilClose };
@@ -60,6 +66,8 @@ class Http1Response : public Response {
   // keeps what was read (bounded) in the session's buffer.
   void StartReadingClient();
   void KeepClientBytes(const char* data, size_t n);
+  // A read of the client's side ended: `ec` says how (aborted: by us). True if the client left.
+  bool ClientReadEnded(const beast::error_code& ec);
   // WatchClient's read, again after each.
   void ReadClient();
   // While nothing comes, a watch holds only the small buffer (common/read_buffer.h).
@@ -79,7 +87,8 @@ class Http1Response : public Response {
   bool close_after_ = false;
   bool ended_ = false;
   bool failed_ = false;
-  bool read_ = false;  // The client's side was read meanwhile (ClientGone, an upgrade).
+  bool upgraded_ = false;     // The connection went to a tunnel.
+  bool client_lost_ = false;  // A read meanwhile saw the client's end, or dropped its bytes.
   bool continued_ = false;
   uint64_t body_bytes_ = 0;
   // TryWriteBody's: the chunk's size line, and what the socket did not take yet.

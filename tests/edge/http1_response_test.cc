@@ -6,8 +6,10 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
 #include <catch2/catch.hpp>
+#include <thread>
 #include <vector>
 
+#include "edge/request_parser.h"
 #include "tests/edge/test_support.h"
 
 namespace kf::test {
@@ -213,7 +215,7 @@ TEST_CASE("Http1Response's ClientGone is true when the client closes, keeping wh
   REQUIRE(gone.has_value());
   CHECK(*gone);
   CHECK(beast::buffers_to_string(w.buffer.data()) == "GET /x");
-  CHECK_FALSE(w.resp.reusable());  // The client's side was read meanwhile.
+  CHECK_FALSE(w.resp.reusable());  // The client left.
 }
 
 TEST_CASE("Http1Response's ClientGone holds no session buffer while the client is quiet") {
@@ -276,9 +278,14 @@ TEST_CASE("Http1Response's WatchClient tells false once stopped while the client
   CHECK(told.empty());
   REQUIRE(RunUntil(ioc, [&] { return !told.empty(); }));
   CHECK(told == std::vector<bool>{false});
-  // The connection is still there: an answer can still be written on it.
+  // The connection is still there: an answer can still be written on it, and it carries the
+  // next request once that answer ended (a watch ended by its timeout, as the apiserver does).
   CHECK_FALSE(Run(ioc, w.resp.WriteHead(Head(200, ResponseHead::Framing::kStreamed))));
-  CHECK_FALSE(w.pair.ReadAvailable().empty());
+  CHECK_FALSE(Run(ioc, w.resp.End()));
+  const auto got = ParseResponse(w.pair.ReadAvailable());
+  CHECK(got.done);
+  CHECK(got.FieldCount("Connection") == 0);
+  CHECK(w.resp.reusable());
 }
 
 TEST_CASE("Http1Response's ClientGone is false when cancelled by a racing timer") {
@@ -334,6 +341,54 @@ TEST_CASE(
   const bool same = got.message.body() == want;  // (Not printed: 8 MiB.)
   CHECK(same);
   CHECK(w.resp.reusable());
+}
+
+// A passthrough watch the apiserver refused (422) or ended: the relay read the client while it
+// wrote the answer. An answer that said keep-alive must be followed by the next request's
+// answer, not by a close: a tier's pool sent its next request (a SubjectAccessReview) there.
+TEST_CASE("Http1Response stays reusable when ClientGone was cancelled, keeping the next request") {
+  const std::string next = "GET /api/v1/namespaces/default HTTP/1.1\r\nHost: x\r\n\r\n";
+  for (const bool pipelined : {false, true}) {
+    CAPTURE(pipelined);
+    asio::io_context ioc;
+    WireCall w(ioc, http::verb::get, "/api/v1/pods?watch=1&resourceVersionMatch=Exact");
+    const std::string status = R"({"kind":"Status","code":422})";
+    CHECK_FALSE(Run(
+        ioc,
+        WriteStreamed(w.resp, Head(422, ResponseHead::Framing::kLength, status.size()), {status})));
+    if (pipelined) asio::write(w.pair.client, asio::buffer(next));
+    std::optional<bool> gone;
+    Run(ioc, ClientGoneOrTimer(w.resp, &gone));
+    REQUIRE(gone.has_value());
+    CHECK_FALSE(*gone);
+    const auto got = ParseResponse(w.pair.ReadAvailable());
+    CHECK(got.done);
+    CHECK(got.FieldCount("Connection") == 0);  // Said keep-alive: so it is.
+    CHECK(w.resp.reusable());
+    CHECK(beast::buffers_to_string(w.buffer.data()) == (pipelined ? next : ""));
+  }
+}
+
+TEST_CASE("Http1Response is not reusable once it dropped what the client sent meanwhile") {
+  asio::io_context ioc;
+  WireCall w(ioc, http::verb::get, "/api/v1/pods?watch=1");
+  CHECK_FALSE(Run(ioc, WriteStreamed(w.resp, Head(200, ResponseHead::Framing::kStreamed), {})));
+  REQUIRE(w.resp.reusable());
+  std::optional<bool> gone;
+  const auto watching = Spawn(ioc, NoteClientGone(w.resp, &gone));
+  // More than a request head's worth: the rest is read and dropped, the stream is lost.
+  const std::string flood(RequestParser::kMaxHeaderBytes + 1000, 'x');
+  std::thread writer([&] { asio::write(w.pair.client, asio::buffer(flood)); });
+  const bool lost = RunUntil(ioc, [&] { return !w.resp.reusable(); });
+  writer.join();
+  CHECK(lost);
+  CHECK(w.buffer.size() == RequestParser::kMaxHeaderBytes);
+  w.resp.Cancel();
+  REQUIRE(RunUntil(ioc, [&] { return watching.finished(); }));
+  watching.Rethrow();
+  REQUIRE(gone.has_value());
+  CHECK_FALSE(*gone);
+  CHECK_FALSE(w.resp.reusable());
 }
 
 TEST_CASE("Http1Response answers 100 Continue once, only to a client waiting with a body") {

@@ -363,3 +363,52 @@ def test_a_passthrough_watch_ends_upstream_when_its_client_leaves(cluster, proxy
     while upstream_watches() > before and time.monotonic() < deadline:
         time.sleep(0.1)
     assert upstream_watches() == before
+
+
+def two_requests_on_one_connection(cluster, port, first_path):
+    """GETs `first_path`, then POSTs a SelfSubjectAccessReview on the same kept-alive
+    connection (a new one only if the first answer said `Connection: close`, as a client's pool
+    would). The first answer's status and whether it said close, and whether the second request
+    went on the first one's connection. A connection closed without saying so fails the second
+    request (http.client: RemoteDisconnected or a reset); a POST is not sent again on a fresh
+    connection by a tier below either (its body may have been taken)."""
+    conn = cluster.connection(port)
+    headers = {"Authorization": f"Bearer {cluster.token('admin')}", "Accept": "application/json"}
+    review = {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+              "spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}}}
+    try:
+        conn.request("GET", first_path, headers=headers)
+        first = conn.getresponse()
+        first.read()
+        said_close = first.will_close
+        sock = conn.sock  # None when http.client closed it for the answer's `Connection: close`.
+        time.sleep(0.2)  # A server that closes after its answer has done so by now.
+        conn.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                     body=json.dumps(review), headers=headers | {"Content-Type": "application/json"})
+        second = conn.getresponse()
+        second_body = second.read()
+        assert second.status == 201, second_body
+        assert json.loads(second_body)["status"]["allowed"] is True
+        return first.status, said_close, sock is not None and conn.sock is sock
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("query", [
+    # The apiserver refuses it (422, Invalid: resourceVersionMatch is forbidden for a watch).
+    "watch=1&resourceVersionMatch=NotOlderThan&resourceVersion=0",
+    # A watch the apiserver ends itself, after its timeout.
+    "watch=1&timeoutSeconds=1",
+])
+@pytest.mark.parametrize("fixture", ["proxy", "cached_proxy"])
+def test_a_connection_that_carried_a_finished_watch_is_kept_or_closed_as_the_apiserver_does(
+        cluster, request, fixture, query):
+    # A tier's pool reused such a connection for a SubjectAccessReview, which met the end of
+    # the stream: kube-fanout had closed the connection after an answer that did not say so.
+    # (`proxy` passes every watch through; `cached_proxy` serves configmaps from its cache, and
+    # with KF_FIDELITY_TIERS=N is the bottom of N tiers, whose pools carry the POST.)
+    p = request.getfixturevalue(fixture)
+    path = f"/api/v1/namespaces/default/configmaps?{query}"
+    direct = two_requests_on_one_connection(cluster, cluster.port, path)
+    assert direct[0] in (200, 422)
+    assert two_requests_on_one_connection(cluster, p.secure_port, path) == direct
