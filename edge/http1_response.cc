@@ -116,31 +116,32 @@ Response::TryWrite Http1Response::TryWriteBody(std::span<const asio::const_buffe
   if (body_ == Body::kNone || n == 0) return TryWrite::kWritten;
   body_bytes_ += n;
   static constexpr std::string_view kCrlf = "\r\n";
-  held_.clear();
+  absl::InlinedVector<asio::const_buffer, 18> framed;
   if (body_ == Body::kChunked) {
     chunk_size_ = ChunkSize(n);
-    held_.push_back(asio::buffer(chunk_size_));
+    framed.push_back(asio::buffer(chunk_size_));
   }
-  held_.insert(held_.end(), pieces.begin(), pieces.end());
-  if (body_ == Body::kChunked) held_.push_back(asio::buffer(kCrlf));
+  framed.insert(framed.end(), pieces.begin(), pieces.end());
+  if (body_ == Body::kChunked) framed.push_back(asio::buffer(kCrlf));
   // A synchronous write that returns what the kernel took instead of waiting (the socket's
   // user-visible non-blocking mode; its asynchronous operations are not affected).
   auto& socket = stream_.tcp().socket();
   beast::error_code ec;
   if (!socket.non_blocking()) socket.non_blocking(true, ec);
   size_t written = 0;
-  if (!ec) written = socket.write_some(held_, ec);
+  if (!ec) written = socket.write_some(framed, ec);
   if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
   if (ec) {
     failed_ = true;
-    held_.clear();
     return TryWrite::kFailed;
   }
   // What is left, for FinishWrite (a client behind, or more buffers than one call takes).
-  size_t drop = 0;
-  while (drop < held_.size() && written >= held_[drop].size()) written -= held_[drop++].size();
-  held_.erase(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(drop));
-  if (held_.empty()) return TryWrite::kWritten;
+  size_t first = 0;
+  while (first < framed.size() && written >= framed[first].size()) {
+    written -= framed[first++].size();
+  }
+  if (first == framed.size()) return TryWrite::kWritten;
+  held_.assign(framed.begin() + static_cast<std::ptrdiff_t>(first), framed.end());
   held_.front() += written;
   return TryWrite::kHeld;
 }
@@ -148,7 +149,7 @@ Response::TryWrite Http1Response::TryWriteBody(std::span<const asio::const_buffe
 asio::awaitable<beast::error_code> Http1Response::FinishWrite() {
   if (held_.empty()) co_return beast::error_code{};
   const beast::error_code ec = co_await Write(held_);
-  held_.clear();
+  std::vector<asio::const_buffer>().swap(held_);  // No room kept while the client keeps up.
   co_return ec;
 }
 

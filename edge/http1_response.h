@@ -12,8 +12,8 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <vector>
 
-#include "absl/container/inlined_vector.h"
 #include "common/any_stream.h"
 #include "common/read_buffer.h"
 #include "edge/exchange.h"
@@ -91,9 +91,10 @@ class Http1Response : public Response {
   bool client_lost_ = false;  // A read meanwhile saw the client's end, or dropped its bytes.
   bool continued_ = false;
   uint64_t body_bytes_ = 0;
-  // TryWriteBody's: the chunk's size line, and what the socket did not take yet.
+  // TryWriteBody's: the chunk's size line, and what the socket did not take yet (empty, and
+  // no room kept, unless a client is behind).
   std::string chunk_size_;
-  absl::InlinedVector<asio::const_buffer, 18> held_;
+  std::vector<asio::const_buffer> held_;
   std::unique_ptr<ClientWatch> watch_;  // While WatchClient reads.
 };
 

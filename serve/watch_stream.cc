@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/container/inlined_vector.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/kube_proto.h"
@@ -149,7 +148,7 @@ struct WatchRun {
   bool taken = false;
   bool held = false;
   std::shared_ptr<const std::string> bookmark;
-  absl::InlinedVector<asio::const_buffer, 16> bufs;
+  std::vector<asio::const_buffer> bufs;  // Its room kept for a few pieces only (BatchWritten).
   size_t bytes = 0;
   bool failed = false;  // A write without the loop failed (x.error says why).
 };
@@ -204,7 +203,11 @@ bool BatchWritten(WatchRun& w) {
   const bool too_slow = closed && w.batch.close_cause == CacheWatcher::CloseCause::kTooSlow;
   CacheWatcher::Release(&w.batch);
   w.bookmark.reset();
-  w.bufs.clear();
+  if (w.bufs.capacity() > CacheWatcher::kKeptPieces + 1) {
+    std::vector<asio::const_buffer>().swap(w.bufs);
+  } else {
+    w.bufs.clear();
+  }
   w.bytes = 0;
   w.taken = w.held = false;
   if (too_slow) {
