@@ -26,7 +26,7 @@ class Http1Body : public BodySource {
   bool done() const override { return parser_.is_done(); }
   bool chunked() const override { return parser_.chunked(); }
   // The whole body's deadline passed before it was read (kube_fanout_request_body_timeouts_total).
-  bool timed_out() const { return timed_out_; }
+  bool timed_out() const override { return timed_out_; }
   asio::awaitable<std::pair<beast::error_code, size_t>> ReadSome(std::span<char> into) override;
 
  private:

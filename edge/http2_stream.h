@@ -56,7 +56,7 @@ class Http2Body : public BodySource {
   // ended, a read that finds no bytes fails with beast::error::timeout; the stream stays
   // writable for the answer, and the connection's other streams go on.
   asio::awaitable<std::pair<beast::error_code, size_t>> ReadSome(std::span<char> into) override;
-  bool timed_out() const { return timed_out_; }
+  bool timed_out() const override { return timed_out_; }
 
  private:
   Http2Stream& stream_;

@@ -41,6 +41,8 @@ class BodySource {
   virtual bool chunked() const = 0;
   // Reads the next piece into `into`; 0 bytes with no error is allowed before done().
   virtual asio::awaitable<std::pair<beast::error_code, size_t>> ReadSome(std::span<char> into) = 0;
+  // The whole body's deadline (kRequestBodyDeadline) passed before it was read.
+  virtual bool timed_out() const { return false; }
 };
 
 // Who is asking, as the apiserver knows them (user.Info): learned from a verified client

@@ -64,6 +64,13 @@ KubeStatus TooManyRequestsStatus(int retry_after_seconds) {
           retry_after_seconds};
 }
 
+KubeStatus RequestTimeoutStatus() {
+  KubeStatus status{504, "Timeout", "Timeout: request did not complete within the allotted timeout",
+                    std::nullopt};
+  status.details_even_if_empty = true;
+  return status;
+}
+
 KubeStatus NotFoundStatus(std::string_view group, std::string_view resource,
                           std::string_view name) {
   // errors.NewNotFound: fmt.Sprintf("%s %q not found", qualifiedResource, name).

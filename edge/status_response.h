@@ -31,6 +31,10 @@ KubeStatus NotFoundStatus(std::string_view group, std::string_view resource, std
 // max-in-flight and APF text, there plain text), details.retryAfterSeconds and Retry-After.
 KubeStatus TooManyRequestsStatus(int retry_after_seconds);
 
+// The apiserver's answer when its request timeout passes while a request body is still being
+// read (filters/timeout.go: NewTimeoutError(..., 0)): 504 Timeout, "details":{}.
+KubeStatus RequestTimeoutStatus();
+
 // The row of the table for `code`: HTTP status and reason.
 struct StatusMapping {
   int http_code;

@@ -19,10 +19,7 @@ asio::awaitable<void> EventSpamGate::Serve(Exchange& x, const Next& next) {
     // The apiserver's answer when its request timeout passes while the body is read
     // (filters/timeout.go: NewTimeoutError(..., 0)).
     x.response->CloseAfter();
-    KubeStatus status{504, "Timeout",
-                      "Timeout: request did not complete within the allotted timeout",
-                      std::nullopt};
-    status.details_even_if_empty = true;
+    const KubeStatus status = RequestTimeoutStatus();
     co_await x.Reject(status, "event body not sent in time");
     co_return;
   }

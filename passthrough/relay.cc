@@ -252,6 +252,15 @@ asio::awaitable<bool> Relay::Serve(Exchange& x) {
   UpstreamCall call;
   if (pool == nullptr) pool = events ? pools_.events_pool : pools_.pool;  // No front proxy set.
   const bool opened = co_await Open(x, *pool, upgrade, names_, as_cert ? &*vouched : nullptr, call);
+  if (!opened && x.request.body.timed_out()) {
+    // The client's body did not come within the request timeout: the apiserver, reading the
+    // same body, answers this when its own request timeout passes.
+    x.response->CloseAfter();
+    const KubeStatus status = RequestTimeoutStatus();
+    x.error = "request body not sent in time";
+    co_await WriteStatus(*x.response, status);
+    co_return true;
+  }
   if (!opened) {
     // Nothing reached the client yet: say why, as a Status, and end the connection (its
     // request body may be half read).

@@ -4,8 +4,9 @@
   apiserver read it (a cached LIST then ignores its selector as the apiserver does).
 - File descriptors: near the process's limit new connections are refused at once (and counted)
   while the connections already open keep being served, passthrough included.
-- A request body trickled in: the whole body has the apiserver's 60 s request timeout; an Event
-  body kube-fanout reads itself gets the apiserver's 504 Timeout Status past it.
+- A request body trickled in: the whole body has the apiserver's 60 s request timeout; past it
+  an Event body kube-fanout reads itself and a ConfigMap body it relays get the apiserver's 504
+  Timeout Status.
 - Stalled watchers past --watchers-max-total-queue-bytes are cut (by that reason) while a
   reader goes on.
 - Cached watches past --max-watchers or --max-watchers-per-user: 429 TooManyRequests with
@@ -17,6 +18,8 @@ import json
 import resource
 import socket
 import time
+
+import pytest
 
 from kfrig import Proxy, metric_values, scaled
 from test_cache import big_events_reach_a_reader, compare, stalled_watch
@@ -97,13 +100,23 @@ def test_near_the_descriptor_limit_new_connections_are_refused_and_old_ones_serv
         assert proxy.stop() == 0
 
 
-def test_an_event_body_trickled_in_gets_the_apiservers_timeout(cluster, cached_proxy, namespace):
-    event = json.dumps({
-        "apiVersion": "v1", "kind": "Event", "metadata": {"name": "slow", "namespace": namespace},
-        "involvedObject": {"kind": "Pod", "namespace": namespace, "name": "p0"},
-        "reason": "Slow", "message": "a body sent a byte at a time",
-        "source": {"component": "slowpoke"}, "type": "Normal"}).encode()
-    head = (f"POST /api/v1/namespaces/{namespace}/events HTTP/1.1\r\nHost: x\r\n"
+# An Event's body kube-fanout reads itself (the spam filter); a ConfigMap's it relays as it comes.
+@pytest.mark.parametrize("collection", ["events", "configmaps"])
+def test_a_body_trickled_in_gets_the_apiservers_timeout(cluster, cached_proxy, namespace,
+                                                        collection):
+    if collection == "events":
+        event = json.dumps({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": "slow", "namespace": namespace},
+            "involvedObject": {"kind": "Pod", "namespace": namespace, "name": "p0"},
+            "reason": "Slow", "message": "a body sent a byte at a time",
+            "source": {"component": "slowpoke"}, "type": "Normal"}).encode()
+    else:
+        event = json.dumps({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "slow", "namespace": namespace},
+            "data": {"why": "a body sent a byte at a time"}}).encode()
+    head = (f"POST /api/v1/namespaces/{namespace}/{collection} HTTP/1.1\r\nHost: x\r\n"
             f"Authorization: Bearer {cluster.token('admin')}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(event)}\r\n\r\n").encode()
     def body_timeouts():
@@ -142,7 +155,7 @@ def test_an_event_body_trickled_in_gets_the_apiservers_timeout(cluster, cached_p
                     "reason": "Timeout", "details": {}, "code": 504}
     assert 58 <= took <= 70
     assert body_timeouts() == before + 1
-    assert cluster.request("GET", f"/api/v1/namespaces/{namespace}/events/slow").status == 404
+    assert cluster.request("GET", f"/api/v1/namespaces/{namespace}/{collection}/slow").status == 404
 
 
 def _watch(cluster, port, path, identity):
