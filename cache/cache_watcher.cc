@@ -1,5 +1,7 @@
 #include "cache/cache_watcher.h"
 
+#include "common/kept_room.h"
+
 namespace kf {
 
 bool WatchFilter::Matches(const CachedObject& object) const {
@@ -34,14 +36,10 @@ void CacheWatcher::GiveBackLocked() {
   }
   budget_->Release(freed);
   entry_bytes_ = 0;
-  holds_.clear();
-  if (holds_.capacity() > kKeptPieces) std::vector<const CachedObject*>().swap(holds_);
+  ClearKeepingRoom(holds_, kKeptPieces);
 }
 
-void CacheWatcher::Release(Batch* batch) {
-  batch->pieces.clear();
-  if (batch->pieces.capacity() > kKeptPieces) std::vector<Piece>().swap(batch->pieces);
-}
+void CacheWatcher::Release(Batch* batch) { ClearKeepingRoom(batch->pieces, kKeptPieces); }
 
 void CacheWatcher::Take(Batch* into) {
   Release(into);  // Outside the lock.

@@ -100,7 +100,7 @@ class CacheWatcher {
   // What a queued frame of `pieces` pieces costs the process-wide budget besides its shared
   // bytes: its pieces and its hold on the object.
   static constexpr size_t EntryBytes(size_t pieces) {
-    return pieces * sizeof(Piece) + sizeof(const CachedObject*);
+    return pieces * sizeof(Piece) + sizeof(void*);  // The hold: one pointer in holds_.
   }
   // Cuts the watcher for the process-wide budget (kTooSlow), if open with bytes queued. True:
   // it was cut (a notify is due).

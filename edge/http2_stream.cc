@@ -12,6 +12,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/kept_room.h"
 #include "common/strings.h"
 
 namespace kf {
@@ -196,11 +197,7 @@ void Http2Stream::TellClientWatch(bool stopped) {
 void Http2Stream::ClearOut() {
   // A long list (a watch's initial state: a piece per event) is given back, so a quiet stream
   // does not keep it; the usual few pieces' room is kept for the next write.
-  if (out_.capacity() > kKeptPieces) {
-    std::vector<asio::const_buffer>().swap(out_);
-  } else {
-    out_.clear();
-  }
+  ClearKeepingRoom(out_, kKeptPieces);
   out_index_ = 0;
 }
 

@@ -12,6 +12,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/kept_room.h"
 #include "common/kube_proto.h"
 #include "common/strings.h"
 #include "serve/consistent_read.h"
@@ -203,11 +204,7 @@ bool BatchWritten(WatchRun& w) {
   const bool too_slow = closed && w.batch.close_cause == CacheWatcher::CloseCause::kTooSlow;
   CacheWatcher::Release(&w.batch);
   w.bookmark.reset();
-  if (w.bufs.capacity() > CacheWatcher::kKeptPieces + 1) {
-    std::vector<asio::const_buffer>().swap(w.bufs);
-  } else {
-    w.bufs.clear();
-  }
+  ClearKeepingRoom(w.bufs, CacheWatcher::kKeptPieces + 1);  // The pieces and a bookmark.
   w.bytes = 0;
   w.taken = w.held = false;
   if (too_slow) {
