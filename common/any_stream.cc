@@ -5,8 +5,24 @@
 
 namespace kf {
 
+asio::awaitable<beast::error_code> AnyStream::ServerHandshake() {
+  if (auto* p = std::get_if<std::unique_ptr<TlsServerStream>>(&stream_)) {
+    const beast::error_code ec = co_await (*p)->Handshake();
+    co_return ec;
+  }
+  if (auto* p = std::get_if<TlsStream>(&stream_)) {
+    auto [ec] = co_await p->async_handshake(asio::ssl::stream_base::server,
+                                            asio::as_tuple(asio::use_awaitable));
+    co_return ec;
+  }
+  co_return beast::error_code{};
+}
+
 asio::awaitable<void> AnyStream::Close(std::chrono::milliseconds tls_shutdown_budget) {
-  if (TlsStream* s = tls()) {
+  if (auto* p = std::get_if<std::unique_ptr<TlsServerStream>>(&stream_)) {
+    tcp().expires_after(tls_shutdown_budget);
+    co_await (*p)->Shutdown();
+  } else if (auto* s = std::get_if<TlsStream>(&stream_)) {
     tcp().expires_after(tls_shutdown_budget);
     // The peer may already be gone; any answer (or none within the budget) ends the exchange.
     co_await s->async_shutdown(asio::as_tuple(asio::use_awaitable));

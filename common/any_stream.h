@@ -1,5 +1,6 @@
 // AnyStream: one connection, plain TCP or TLS over TCP, behind one type, so the HTTP code
-// (Beast) is written once for both. Models AsyncReadStream and AsyncWriteStream.
+// (Beast) is written once for both. Models AsyncReadStream and AsyncWriteStream. A client's TLS
+// is a TlsServerStream (no fixed buffers per connection); an upstream's is Asio's stream.
 //
 // Owned by the session or upstream lease that holds it; used from its io_context's thread only.
 // Timeouts are those of the underlying beast::tcp_stream (tcp().expires_after()).
@@ -12,7 +13,11 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <chrono>
+#include <memory>
+#include <type_traits>
 #include <variant>
+
+#include "common/tls_server_stream.h"
 
 namespace kf {
 
@@ -26,20 +31,36 @@ class AnyStream {
 
   explicit AnyStream(beast::tcp_stream plain) : stream_(std::move(plain)) {}
   explicit AnyStream(TlsStream tls) : stream_(std::move(tls)) {}
+  explicit AnyStream(std::unique_ptr<TlsServerStream> tls) : stream_(std::move(tls)) {}
 
   executor_type get_executor() { return tcp().get_executor(); }
-  bool is_tls() const { return std::holds_alternative<TlsStream>(stream_); }
+  bool is_tls() const { return !std::holds_alternative<beast::tcp_stream>(stream_); }
   beast::tcp_stream& tcp() {
     if (auto* p = std::get_if<beast::tcp_stream>(&stream_)) return *p;
+    if (auto* p = std::get_if<std::unique_ptr<TlsServerStream>>(&stream_)) return (*p)->tcp();
     return beast::get_lowest_layer(std::get<TlsStream>(stream_));
   }
-  TlsStream* tls() { return std::get_if<TlsStream>(&stream_); }
+  // The connection's OpenSSL object; null over plain TCP.
+  SSL* ssl() {
+    if (auto* p = std::get_if<std::unique_ptr<TlsServerStream>>(&stream_)) {
+      return (*p)->native_handle();
+    }
+    if (auto* p = std::get_if<TlsStream>(&stream_)) return p->native_handle();
+    return nullptr;
+  }
+  // The client connection's TLS, if it is one.
+  TlsServerStream* tls_server() {
+    auto* p = std::get_if<std::unique_ptr<TlsServerStream>>(&stream_);
+    return p != nullptr ? p->get() : nullptr;
+  }
+  // The server's side of the TLS handshake (a plain connection has none).
+  asio::awaitable<beast::error_code> ServerHandshake();
 
   template <class MutableBufferSequence, class Token>
   auto async_read_some(const MutableBufferSequence& buffers, Token&& token) {
     return asio::async_initiate<Token, void(beast::error_code, std::size_t)>(
         [this](auto handler, const MutableBufferSequence& b) {
-          std::visit([&](auto& s) { s.async_read_some(b, std::move(handler)); }, stream_);
+          std::visit([&](auto& s) { Deref(s).async_read_some(b, std::move(handler)); }, stream_);
         },
         token, buffers);
   }
@@ -48,7 +69,7 @@ class AnyStream {
   auto async_write_some(const ConstBufferSequence& buffers, Token&& token) {
     return asio::async_initiate<Token, void(beast::error_code, std::size_t)>(
         [this](auto handler, const ConstBufferSequence& b) {
-          std::visit([&](auto& s) { s.async_write_some(b, std::move(handler)); }, stream_);
+          std::visit([&](auto& s) { Deref(s).async_write_some(b, std::move(handler)); }, stream_);
         },
         token, buffers);
   }
@@ -59,7 +80,16 @@ class AnyStream {
   void Cancel() { tcp().cancel(); }
 
  private:
-  std::variant<beast::tcp_stream, TlsStream> stream_;
+  template <class S>
+  static auto& Deref(S& s) {
+    if constexpr (std::is_same_v<S, std::unique_ptr<TlsServerStream>>) {
+      return *s;
+    } else {
+      return s;
+    }
+  }
+
+  std::variant<beast::tcp_stream, TlsStream, std::unique_ptr<TlsServerStream>> stream_;
 };
 
 }  // namespace kf

@@ -107,7 +107,9 @@ asio::awaitable<beast::error_code> Http1Response::WriteBody(
 }
 
 bool Http1Response::can_write_now() const {
-  return !stream_.is_tls() && status_ != 0 && !ended_ && !failed_ && held_.empty();
+  // Asio's TLS stream cannot write without waiting; a client's TlsServerStream can.
+  return (!stream_.is_tls() || stream_.tls_server() != nullptr) && status_ != 0 && !ended_ &&
+         !failed_ && held_.empty() && !tls_held_;
 }
 
 Response::TryWrite Http1Response::TryWriteBody(std::span<const asio::const_buffer> pieces) {
@@ -123,6 +125,19 @@ Response::TryWrite Http1Response::TryWriteBody(std::span<const asio::const_buffe
   }
   framed.insert(framed.end(), pieces.begin(), pieces.end());
   if (body_ == Body::kChunked) framed.push_back(asio::buffer(kCrlf));
+  if (TlsServerStream* tls = stream_.tls_server()) {
+    beast::error_code ec;
+    switch (tls->TryWrite(framed, ec)) {
+      case TlsServerStream::TryWriteResult::kWritten:
+        return TryWrite::kWritten;
+      case TlsServerStream::TryWriteResult::kHeld:
+        tls_held_ = true;
+        return TryWrite::kHeld;
+      case TlsServerStream::TryWriteResult::kFailed:
+        failed_ = true;
+        return TryWrite::kFailed;
+    }
+  }
   // A synchronous write that returns what the kernel took instead of waiting (the socket's
   // user-visible non-blocking mode; its asynchronous operations are not affected).
   auto& socket = stream_.tcp().socket();
@@ -147,6 +162,13 @@ Response::TryWrite Http1Response::TryWriteBody(std::span<const asio::const_buffe
 }
 
 asio::awaitable<beast::error_code> Http1Response::FinishWrite() {
+  if (tls_held_) {
+    tls_held_ = false;
+    stream_.tcp().expires_after(kWriteTimeout);
+    const beast::error_code ec = co_await stream_.tls_server()->Flush();
+    if (ec) failed_ = true;
+    co_return ec;
+  }
   if (held_.empty()) co_return beast::error_code{};
   const beast::error_code ec = co_await Write(held_);
   std::vector<asio::const_buffer>().swap(held_);  // No room kept while the client keeps up.

@@ -95,6 +95,7 @@ class Http1Response : public Response {
   // no room kept, unless a client is behind).
   std::string chunk_size_;
   std::vector<asio::const_buffer> held_;
+  bool tls_held_ = false;  // TryWriteBody left ciphertext in the TLS stream (FinishWrite).
   std::unique_ptr<ClientWatch> watch_;  // While WatchClient reads.
 };
 

@@ -47,11 +47,11 @@ void OfferHttp2(asio::ssl::context& tls) {
 }
 
 bool NegotiatedHttp2(AnyStream& stream) {
-  AnyStream::TlsStream* tls = stream.tls();
-  if (tls == nullptr) return false;
+  SSL* ssl = stream.ssl();
+  if (ssl == nullptr) return false;
   const unsigned char* proto = nullptr;
   unsigned int len = 0;
-  SSL_get0_alpn_selected(tls->native_handle(), &proto, &len);
+  SSL_get0_alpn_selected(ssl, &proto, &len);
   return std::string_view(reinterpret_cast<const char*>(proto), proto ? len : 0) == "h2";
 }
 

@@ -78,7 +78,7 @@ void HttpSession::Stop() {
 }
 
 asio::awaitable<void> HttpSession::Run() {
-  if (AnyStream::TlsStream* tls = client_->tls()) {
+  if (client_->is_tls()) {
     LeaveHandshakeQueue();
     if (gated_ && std::chrono::steady_clock::now() - accepted_ > handshake_max_wait_) {
       pipeline_.stats().Refused(Refusal::kHandshakeQueue);
@@ -87,14 +87,14 @@ asio::awaitable<void> HttpSession::Run() {
       co_return;
     }
     client_->tcp().expires_after(kHandshakeTimeout);
-    auto [ec] = co_await tls->async_handshake(asio::ssl::stream_base::server, use_nothrow);
+    const beast::error_code ec = co_await client_->ServerHandshake();
     if (ec) {
       pipeline_.stats().Refused(Refusal::kTlsHandshake);
       log_.Log(Logger::Level::kDebug, "TLS handshake failed",
                {{"remote", remote_}, {"error", ec.message()}});
       co_return;
     }
-    client_cert_ = ReadClientCertificate(tls->native_handle());
+    client_cert_ = ReadClientCertificate(client_->ssl());
   }
   // (GCC 12 miscompiles co_await inside conditions: results are named first throughout.)
   bool h2 = NegotiatedHttp2(*client_);

@@ -499,9 +499,9 @@ asio::awaitable<void> Server::AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool
     asio::post(worker.ioc(), [this, &worker, &pipeline, tls, accepted, remote = std::move(remote),
                               socket = std::move(socket)]() mutable {
       beast::tcp_stream tcp(std::move(socket));
-      auto stream =
-          tls ? std::make_unique<AnyStream>(AnyStream::TlsStream(std::move(tcp), *server_tls_))
-              : std::make_unique<AnyStream>(std::move(tcp));
+      auto stream = tls ? std::make_unique<AnyStream>(std::make_unique<TlsServerStream>(
+                              std::move(tcp), server_tls_->native_handle()))
+                        : std::make_unique<AnyStream>(std::move(tcp));
       auto session = std::make_shared<HttpSession>(std::move(stream), std::move(remote), pipeline,
                                                    worker.sessions(), active_sessions_, log_);
       if (shutting_down_) {  // The session's end uncounts the connection.

@@ -327,8 +327,8 @@ def test_watch_from_cache_streams_the_apiservers_events(cluster, cached_proxy, n
                                    "kube_fanout_watch_writes_total")
     writes_before = writes()
     watches = {}
-    # Over TLS the watch's loop writes each event; over plain HTTP/1.1 the wake-up does (when
-    # the socket takes it at once): both must be the apiserver's stream.
+    # Over TLS and over plain HTTP/1.1 the wake-up writes each event when the socket takes it
+    # at once (else the watch's loop does): both must be the apiserver's stream.
     for name, port, tls in (("direct", cluster.port, True),
                             ("cached", cached_proxy.secure_port, True),
                             ("plain", cached_proxy.port, False)):
@@ -368,13 +368,25 @@ def test_watch_from_cache_streams_the_apiservers_events(cluster, cached_proxy, n
             # leaving the label selection; seed's deletion).
             names = [json.loads(line)["object"]["metadata"]["name"] for line in cached]
             assert names == {"legacy-labels": ["a", "a"], "legacy-fields": ["seed"]}[variant]
-    # The plain watches' events after their start went out from the wake-up: 30 events (the
-    # label-selected streams also get the patch's MODIFIED, past what they read; fewer writes
-    # if a wake-up found two), none of the TLS watches'.
+    # The cached watches' events after their start went out from the wake-up: 30 events on
+    # each listener (the label-selected streams also get the patch's MODIFIED, past what they
+    # read; fewer writes if a wake-up found two), over TLS as over plain HTTP/1.1.
     direct_writes = (writes()['{path="direct"}'] - writes_before.get('{path="direct"}', 0))
-    assert 7 <= direct_writes <= 30
+    assert 14 <= direct_writes <= 60
     for conn, _ in watches.values():
         conn.close()
+    # A TLS watch alone (in a namespace no watch above selects) gets its events from the
+    # wake-up too.
+    ns2 = namespace_factory()
+    conn, resp = open_watch(cluster, cached_proxy.secure_port,
+                            f"/api/v1/namespaces/{ns2}/configmaps?watch=1&resourceVersion=0")
+    before = writes().get('{path="direct"}', 0)
+    for i in range(3):
+        cluster.kubectl("create", "configmap", f"tls-{i}", "-n", ns2)
+    assert [json.loads(line)["object"]["metadata"]["name"]
+            for line in read_events(resp, 3)] == ["tls-0", "tls-1", "tls-2"]
+    assert 1 <= writes()['{path="direct"}'] - before <= 3
+    conn.close()
     # A watch is logged when it ends.
     assert routed(cached_proxy, f"namespaces/{ns}/configmaps?watch=1") == "cache"
     assert routed(cached_proxy, f"watch/namespaces/{ns}/configmaps/a?") == "cache"
