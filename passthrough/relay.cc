@@ -73,6 +73,7 @@ asio::awaitable<bool> Open(Exchange& x, UpstreamPool& pool, bool upgrade,
       ec = co_await ReadHead(call, x.request.method == http::verb::head);
     }
     if (!ec) co_return true;
+    if (call.lease.reused) pool.FailedInUse();
     if (!(call.lease.reused && !has_body && !x.stopping())) {
       x.error = absl::StrCat("upstream ", x.upstream, ": ", ec.message());
       co_return false;

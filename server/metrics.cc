@@ -476,6 +476,20 @@ std::string RenderListGzipMetrics(const GzipCache::Stats& gzip) {
   return w.Take();
 }
 
+std::string RenderUpstreamPoolMetrics(const UpstreamPoolStats& pools) {
+  Writer w;
+  w.ByLabel("kube_fanout_upstream_pool_stale_total", "counter",
+            "Idle keep-alive connections to the upstream that it had closed, by when that was "
+            "found (idle: when taken from the pool, before any request was written to it, and "
+            "a new connection was used instead; in_use: a reused connection failed under its "
+            "request, which was sent again on a new connection if it had no body; a passed-through "
+            "request with a body was answered 503).",
+            "found",
+            {{"idle", static_cast<double>(pools.stale_idle.load(std::memory_order_relaxed))},
+             {"in_use", static_cast<double>(pools.stale_in_use.load(std::memory_order_relaxed))}});
+  return w.Take();
+}
+
 std::string RenderConnectionsRefusedMetrics(uint64_t fd_headroom, uint64_t accept_errors,
                                             uint64_t accept_pauses) {
   Writer w;

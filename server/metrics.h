@@ -11,6 +11,7 @@
 #include "ratelimit/admission.h"
 #include "serve/gzip_cache.h"
 #include "upstream/review_stats.h"
+#include "upstream/upstream_pool.h"
 
 namespace kf {
 
@@ -57,6 +58,9 @@ std::string RenderServingCertificateMetrics(uint64_t reloads, uint64_t failures,
 // Large LISTs' compressed answers (--list-gzip-cache-bytes): shared or compressed, kept bytes,
 // evictions.
 std::string RenderListGzipMetrics(const GzipCache::Stats& gzip);
+
+// Pooled upstream connections the upstream closed while they were idle, by when that was found.
+std::string RenderUpstreamPoolMetrics(const UpstreamPoolStats& pools);
 
 }  // namespace kf
 

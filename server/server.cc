@@ -278,6 +278,7 @@ absl::Status Server::StartWorkers() {
                       static_cast<size_t>(options_.authorization_cache_max_entries)};
   up.authentication_stats = &authentication_stats_;
   up.authorization_stats = &authorization_stats_;
+  up.pool_stats = &upstream_pool_stats_;
   up.request_header = &request_header_;
   for (unsigned i = 0; i < threads; ++i) workers_.push_back(std::make_unique<Worker>(up));
   session_workers_ = workers_.size();
@@ -389,6 +390,7 @@ std::string Server::RenderAllMetrics() const {
   }
   out += RenderWatchLimitMetrics(watch_queue_budget_, watch_slots_);
   out += RenderListGzipMetrics(list_gzip_.GetStats());
+  out += RenderUpstreamPoolMetrics(upstream_pool_stats_);
   out += RenderConnectionsRefusedMetrics(connections_refused_[0].load(),
                                          connections_refused_[1].load(), accept_paused_.load());
   out += RenderProcessMetrics();

@@ -9,13 +9,13 @@ namespace kf {
 Worker::Worker(const WorkerUpstream& up)
     : guard_(asio::make_work_guard(ioc_)),
       request_header_(*up.request_header),
-      pool_(ioc_, *up.upstream, *up.passthrough_tls, up.dial_timeout),
-      own_pool_(ioc_, *up.upstream, *up.own_tls, up.dial_timeout),
+      pool_(ioc_, *up.upstream, *up.passthrough_tls, up.dial_timeout, up.pool_stats),
+      own_pool_(ioc_, *up.upstream, *up.own_tls, up.dial_timeout, up.pool_stats),
       authn_(up.authentication, *up.authentication_stats, review_slots_, up.own_authorization,
              *up.request_header),
       access_(up.authorization, *up.authorization_stats, review_slots_, up.own_authorization) {
   const auto pool = [&](const UpstreamConfig& config, asio::ssl::context& tls) {
-    return std::make_unique<UpstreamPool>(ioc_, config, tls, up.dial_timeout);
+    return std::make_unique<UpstreamPool>(ioc_, config, tls, up.dial_timeout, up.pool_stats);
   };
   if (up.events != nullptr) {
     events_pool_ = pool(*up.events, *up.passthrough_tls);

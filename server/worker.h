@@ -40,6 +40,7 @@ struct WorkerUpstream {
   CacheSettings authentication, authorization;
   ReviewStats* authentication_stats = nullptr;
   ReviewStats* authorization_stats = nullptr;
+  UpstreamPoolStats* pool_stats = nullptr;
   const RequestHeaderNames* request_header = nullptr;
 };
 

@@ -82,7 +82,10 @@ asio::awaitable<absl::StatusOr<UpstreamResponse>> UpstreamCall(
       ec = rec;
     }
     if (ec) {
-      if (lease->reused && attempt == 0) continue;  // A stale keep-alive connection.
+      if (lease->reused && attempt == 0) {  // A stale keep-alive connection.
+        pool.FailedInUse();
+        continue;
+      }
       co_return absl::UnavailableError(
           absl::StrCat("upstream ", pool.endpoint(lease->endpoint).Url(), ": ", ec.message()));
     }

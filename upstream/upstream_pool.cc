@@ -1,12 +1,14 @@
 #include "upstream/upstream_pool.h"
 
 #include <openssl/ssl.h>
+#include <sys/socket.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <cerrno>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -24,6 +26,21 @@ bool IsIpLiteral(const std::string& host) {
   beast::error_code ec;
   asio::ip::make_address(host, ec);
   return !ec;
+}
+
+// Whether the upstream is done with an idle connection: a look at the socket without waiting
+// or taking anything. An open idle connection has nothing to read; the end of the stream (the
+// upstream closed it), an error (it reset it) or bytes nobody asked for (a TLS close_notify, an
+// HTTP 408 before closing) all mean a request must not be written to it.
+bool ClosedWhileIdle(AnyStream& stream) {
+  char byte = 0;
+  const int fd = stream.tcp().socket().native_handle();
+  for (;;) {
+    const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n >= 0) return true;
+    if (errno == EINTR) continue;
+    return errno != EAGAIN && errno != EWOULDBLOCK;
+  }
 }
 
 }  // namespace
@@ -63,11 +80,13 @@ absl::StatusOr<std::unique_ptr<asio::ssl::context>> MakeOwnTlsContext(
 }
 
 UpstreamPool::UpstreamPool(asio::io_context& ioc, const UpstreamConfig& config,
-                           asio::ssl::context& tls, std::chrono::milliseconds dial_timeout)
+                           asio::ssl::context& tls, std::chrono::milliseconds dial_timeout,
+                           UpstreamPoolStats* stats)
     : ioc_(ioc),
       config_(config),
       tls_(tls),
       dial_timeout_(dial_timeout),
+      stats_(stats),
       idle_(config.endpoints.size()) {}
 
 asio::awaitable<absl::StatusOr<UpstreamPool::Lease>> UpstreamPool::Acquire(bool allow_reuse) {
@@ -78,8 +97,12 @@ asio::awaitable<absl::StatusOr<UpstreamPool::Lease>> UpstreamPool::Acquire(bool 
     while (!idle.empty()) {
       Idle entry = std::move(idle.back());
       idle.pop_back();
-      if (now - entry.since < kMaxIdleAge)
-        co_return Lease{std::move(entry.stream), preferred_, true};
+      if (now - entry.since >= kMaxIdleAge) continue;
+      if (ClosedWhileIdle(*entry.stream)) {
+        if (stats_ != nullptr) stats_->stale_idle.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      co_return Lease{std::move(entry.stream), preferred_, true};
     }
   }
   absl::Status last = absl::UnavailableError("no upstream endpoints configured");

@@ -203,7 +203,7 @@ UpstreamConfig PlainHttpTo(const asio::ip::tcp::acceptor& acceptor) {
 FakeUpstream::FakeUpstream(asio::io_context& ioc)
     : acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0}),
       config(PlainHttpTo(acceptor)),
-      pool(ioc, config, tls, std::chrono::seconds(2)) {}
+      pool(ioc, config, tls, std::chrono::seconds(2), &stats) {}
 
 asio::awaitable<void> FakeUpstream::ServeOne(FakeUpstream* up) {
   constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);

@@ -198,6 +198,7 @@ struct FakeUpstream {
   std::chrono::milliseconds hold{0};
   http::request<http::string_body> request;
   asio::ssl::context tls{asio::ssl::context::tls_client};
+  UpstreamPoolStats stats;
   UpstreamPool pool;
 };
 

@@ -8,6 +8,7 @@ directly at the apiserver, before, during and after a fault:
 - the upstream answering 429 with Retry-After, then 500, for a while;
 - the upstream's watch stalling without closing (kube-fanout's --upstream-watch-idle-timeout);
 - kube-fanout itself killed (SIGKILL) and started again without a snapshot under 5,000 watchers;
+- the upstream closing kube-fanout's idle pooled connections (passthrough must not use them);
 - a flood of 20,000 client connections (kfflood.py).
 
 For each, every watcher must have seen every event once and in order, or a 410 and then a
@@ -481,6 +482,72 @@ def test_reads_before_the_cache_syncs_get_the_apiservers_initializing_answer(clu
 def proxy_metric_total(cluster, proxy, name):
     text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
     return sum(metric_values(text, name).values())
+
+
+STALE = "kube_fanout_upstream_pool_stale_total"
+
+
+def test_idle_upstream_connections_the_upstream_closed_are_not_used(cluster, namespace,
+                                                                    tmp_path):
+    """The upstream closes kube-fanout's idle keep-alive connections (the relay resets every
+    connection, as a restarting apiserver or load balancer would), then a client creates and
+    reads a ConfigMap through kube-fanout, ROUNDS times: the creation, whose body cannot be sent
+    twice, is not written to the dead pooled connection and answered 503 (what it got before
+    the pool looked at an idle connection before reusing it); each request reaches the
+    upstream once, on a new connection, and kube-fanout counts the closed connections it found
+    idle and none found under a request."""
+    rounds = 5
+    relay = FaultRelay(cluster, tmp_path)
+    token_file = tmp_path / "upstream-token"
+    token_file.write_text(cluster.token("admin"))
+    proxy = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources="],
+                        upstream_args=relay.upstream_args(token_file))
+    base = f"/api/v1/namespaces/{namespace}/configmaps"
+    # One keep-alive client connection: every request on the same I/O thread, and its pool.
+    conn = cluster.connection(proxy.port, tls=False, timeout=scaled(30))
+    headers = {"Authorization": f"Bearer {cluster.token('admin')}",
+               "Content-Type": "application/json", "Accept": "application/json"}
+
+    def send(method, target, body=None):
+        conn.request(method, target, body=body, headers=headers)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+
+    def stale():
+        text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
+        values = metric_values(text, STALE)
+        return values['{found="idle"}'], values['{found="in_use"}']
+
+    def create(name):
+        return send("POST", base, json.dumps({"metadata": {"name": name}, "data": {"k": name}}))
+
+    try:
+        status, body = create("warm")  # Leaves a pooled connection to the upstream idle.
+        assert status == 201, body
+        idle_before, in_use_before = stale()
+        for i in range(rounds):
+            # The relay saw the connection: there is one to close.
+            assert relay.count(method="POST", contains=base) == i + 1
+            t = time.monotonic()
+            relay.cut()
+            relay.restore()
+            status, body = create(f"after-close-{i}")
+            assert status == 201, (i, status, body[:300])
+            status, body = send("GET", f"{base}/after-close-{i}")
+            assert status == 200 and json.loads(body)["data"] == {"k": f"after-close-{i}"}, i
+            # Each reached the upstream once: not sent on the dead connection first.
+            assert relay.count(method="POST", contains=base, since=t) == 1, i
+            assert relay.count(method="GET", contains=base, since=t) == 1, i
+        idle, in_use = stale()
+        print(f"stale pooled connections over {rounds} closes: found idle {idle - idle_before}, "
+              f"under a request {in_use - in_use_before}")
+        assert idle - idle_before >= rounds
+        assert in_use == in_use_before
+    finally:
+        conn.close()
+        code = proxy.stop()
+        relay.stop()
+    assert code == 0, f"kube-fanout exited with {code}; log:\n{proxy.log_tail()}"
 
 
 def close_wait_sockets(pid):

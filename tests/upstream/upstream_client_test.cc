@@ -62,6 +62,43 @@ TEST_CASE("A 429 or 503 answer carries its Retry-After") {
   CHECK(std::get<1>(*opened).retry_after == seconds(7));
 }
 
+TEST_CASE("An idle pooled connection its upstream closed is not written to: a new one is used") {
+  asio::io_context ioc;
+  FakeUpstream up{ioc};
+  // Keep-alive: the pool keeps the connection; then the fake upstream closes its side.
+  up.answer = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
+  auto server = Spawn(ioc, FakeUpstream::ServeOne(&up));
+  auto res = Run(ioc, UpstreamCall(up.pool, http::verb::post, "/apis/x", "", R"({"n":1})"));
+  REQUIRE(res.ok());
+  REQUIRE(RunUntil(ioc, [&] { return server.finished(); }));  // Its FIN is on the way.
+  CHECK(up.stats.stale_idle.load() == 0);
+
+  up.request = {};
+  server = Spawn(ioc, FakeUpstream::ServeOne(&up));
+  res = Run(ioc, UpstreamCall(up.pool, http::verb::post, "/apis/x", "", R"({"n":2})"));
+  REQUIRE(res.ok());
+  CHECK(res->status == 200);
+  CHECK(up.request.body() == R"({"n":2})");
+  CHECK(up.stats.stale_idle.load() == 1);
+  // Not written to the closed connection first and sent again (what the pool did before it
+  // looked).
+  CHECK(up.stats.stale_in_use.load() == 0);
+  REQUIRE(RunUntil(ioc, [&] { return server.finished(); }));
+
+  // An idle connection still open is reused (the one above, closed too, was not).
+  up.hold = seconds(2);
+  server = Spawn(ioc, FakeUpstream::ServeOne(&up));
+  res = Run(ioc, UpstreamCall(up.pool, http::verb::get, "/api/v1/pods", ""));
+  REQUIRE(res.ok());
+  CHECK(up.stats.stale_idle.load() == 2);
+  auto lease = Run(ioc, up.pool.Acquire(/*allow_reuse=*/true));
+  REQUIRE(lease.ok());
+  CHECK(lease->reused);
+  CHECK(up.stats.stale_idle.load() == 2);
+  lease->stream.reset();
+  REQUIRE(RunUntil(ioc, [&] { return server.finished(); }));
+}
+
 TEST_CASE("A watch silent past its idle timeout fails with DeadlineExceeded, not before") {
   asio::io_context ioc;
   FakeUpstream up{ioc};
