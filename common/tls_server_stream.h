@@ -77,7 +77,6 @@ class TlsServerStream {
   TryWriteResult TryWrite(std::span<const asio::const_buffer> pieces, beast::error_code& ec);
   // Sends what TryWrite held (within the tcp_stream's timeout).
   asio::awaitable<beast::error_code> Flush();
-  bool writing() const { return writing_; }
 
   // What the connection holds on the heap now besides OpenSSL's state (for tests).
   size_t held_bytes() const {
@@ -87,7 +86,7 @@ class TlsServerStream {
   }
 
  private:
-  enum class Step { kDone, kRead, kFlush };
+  enum class Step { kDone, kRead };
   struct Result {
     Step step = Step::kDone;
     beast::error_code ec;

@@ -209,6 +209,9 @@ asio::awaitable<Reflector::WatchEnd> Reflector::WatchOnce() {
     co_return res->status == 410 ? WatchEnd::kExpired : WatchEnd::kFailed;
   }
   std::unique_ptr<UpstreamWatch> watch = std::move(std::get<0>(*opened));
+  // A Stop() while the watch was opening found nothing to cancel: the watch would have run
+  // its 5-10 minutes and held the process's shutdown as long.
+  if (stopped_) co_return WatchEnd::kEnded;
   active_ = watch.get();
   absl::Cleanup clear = [this] { active_ = nullptr; };
   for (;;) {
@@ -377,6 +380,7 @@ asio::awaitable<bool> Reflector::ProgressWatch() {
                                              /*progress_request=*/true);
   if (!opened.ok() || opened->index() != 0) co_return false;
   std::unique_ptr<UpstreamWatch> watch = std::move(std::get<0>(*opened));
+  if (stopped_) co_return false;  // Stopped while it opened (see WatchOnce).
   progress_active_ = watch.get();
   absl::Cleanup clear = [this] { progress_active_ = nullptr; };
   for (;;) {
