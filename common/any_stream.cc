@@ -6,16 +6,11 @@
 namespace kf {
 
 asio::awaitable<beast::error_code> AnyStream::ServerHandshake() {
-  if (auto* p = std::get_if<std::unique_ptr<TlsServerStream>>(&stream_)) {
-    const beast::error_code ec = co_await (*p)->Handshake();
-    co_return ec;
-  }
-  if (auto* p = std::get_if<TlsStream>(&stream_)) {
-    auto [ec] = co_await p->async_handshake(asio::ssl::stream_base::server,
-                                            asio::as_tuple(asio::use_awaitable));
-    co_return ec;
-  }
-  co_return beast::error_code{};
+  // Asio's stream serves upstream connections only, which are clients.
+  TlsServerStream* tls = tls_server();
+  if (tls == nullptr) co_return beast::error_code{};
+  const beast::error_code ec = co_await tls->Handshake();
+  co_return ec;
 }
 
 asio::awaitable<void> AnyStream::Close(std::chrono::milliseconds tls_shutdown_budget) {

@@ -8,6 +8,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ssl/error.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/buffers_suffix.hpp>
 #include <cstring>
 #include <limits>
 
@@ -160,23 +161,13 @@ TlsServerStream::TryWriteResult TlsServerStream::TryWrite(
     ec = asio::error::in_progress;
     return TryWriteResult::kFailed;
   }
-  // Small pieces are gathered into records of kRecord bytes, as async_write_some does.
-  char* scratch = Scratch();
-  size_t gathered = 0;
-  for (const asio::const_buffer& piece : pieces) {
-    for (size_t at = 0; at < piece.size();) {
-      const size_t n = std::min(piece.size() - at, kRecord - gathered);
-      std::memcpy(scratch + gathered, static_cast<const char*>(piece.data()) + at, n);
-      gathered += n;
-      at += n;
-      if (gathered == kRecord) {
-        if (!Encrypt(asio::buffer(scratch, gathered), ec)) return TryWriteResult::kFailed;
-        gathered = 0;
-      }
-    }
-  }
-  if (gathered > 0 && !Encrypt(asio::buffer(scratch, gathered), ec)) {
-    return TryWriteResult::kFailed;
+  // Record by record as async_write_some takes them (Plaintext: small pieces gathered, a large
+  // one as it is).
+  for (beast::buffers_suffix<std::span<const asio::const_buffer>> rest(pieces);
+       asio::buffer_size(rest) > 0;) {
+    const asio::const_buffer plain = Plaintext(rest);
+    if (!Encrypt(plain, ec)) return TryWriteResult::kFailed;
+    rest.consume(plain.size());
   }
   if (out_.empty()) return TryWriteResult::kWritten;
   // A synchronous write that returns what the kernel took instead of waiting (the socket's

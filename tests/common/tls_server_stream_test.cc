@@ -21,16 +21,23 @@ namespace {
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 using Client = asio::ssl::stream<asio::ip::tcp::socket>;
 
+// A server context with a self-signed certificate, as kube-fanout's serving one is set up.
+asio::ssl::context ServerContext(const std::string& name) {
+  asio::ssl::context ctx(asio::ssl::context::tls_server);
+  const auto [crt, key] = test::WriteSelfSigned(name);
+  ctx.use_certificate_chain_file(crt);
+  ctx.use_private_key_file(key, asio::ssl::context::pem);
+  std::filesystem::remove(crt);
+  std::filesystem::remove(key);
+  return ctx;
+}
+
 // A TLS server stream and Asio's TLS client over a loopback pair, both handshaken.
 struct TlsPair {
   explicit TlsPair(bool tickets = true)
-      : server_ctx(asio::ssl::context::tls_server), client_ctx(asio::ssl::context::tls_client) {
+      : server_ctx(ServerContext("kf-tls-server-stream-test")),
+        client_ctx(asio::ssl::context::tls_client) {
     if (!tickets) SSL_CTX_set_num_tickets(server_ctx.native_handle(), 0);
-    const auto [crt, key] = test::WriteSelfSigned("kf-tls-server-stream-test");
-    server_ctx.use_certificate_chain_file(crt);
-    server_ctx.use_private_key_file(key, asio::ssl::context::pem);
-    std::filesystem::remove(crt);
-    std::filesystem::remove(key);
     client_ctx.set_verify_mode(asio::ssl::verify_none);
     asio::ip::tcp::acceptor acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0});
     client.next_layer().connect(acceptor.local_endpoint());
@@ -174,12 +181,7 @@ TEST_CASE("TlsServerStream reports a peer gone without close_notify as stream_tr
 
 TEST_CASE("TlsServerStream fails a handshake that is not TLS, without throwing") {
   asio::io_context ioc;
-  asio::ssl::context ctx(asio::ssl::context::tls_server);
-  const auto [crt, key] = test::WriteSelfSigned("kf-tls-server-stream-plain");
-  ctx.use_certificate_chain_file(crt);
-  ctx.use_private_key_file(key, asio::ssl::context::pem);
-  std::filesystem::remove(crt);
-  std::filesystem::remove(key);
+  asio::ssl::context ctx = ServerContext("kf-tls-server-stream-plain");
   asio::ip::tcp::acceptor acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0});
   asio::ip::tcp::socket client(ioc);
   client.connect(acceptor.local_endpoint());
