@@ -84,19 +84,36 @@ KubeStatus NotFoundStatus(std::string_view group, std::string_view resource,
   return s;
 }
 
+namespace {
+
+// `"key":"value"` after `into`'s members (omitempty: nothing for an empty value).
+void AppendStringMember(std::string* into, std::string_view key, const std::string& value) {
+  if (value.empty()) return;
+  absl::StrAppend(into, into->empty() ? "" : ",", "\"", ToAbsl(key), "\":", GoJsonString(value));
+}
+
+}  // namespace
+
 std::string EncodeStatusJson(const KubeStatus& status) {
   std::string out = absl::StrCat(R"({"kind":"Status","apiVersion":"v1","metadata":{},)",
                                  R"("status":"Failure","message":)", GoJsonString(status.message));
   if (!status.reason.empty()) absl::StrAppend(&out, ",\"reason\":", GoJsonString(status.reason));
   std::string details;
-  auto field = [&details](std::string_view key, const std::string& value) {
-    if (value.empty()) return;
-    absl::StrAppend(&details, details.empty() ? "" : ",", "\"", ToAbsl(key),
-                    "\":", GoJsonString(value));
-  };
-  field("name", status.details_name);
-  field("group", status.details_group);
-  field("kind", status.details_kind);
+  AppendStringMember(&details, "name", status.details_name);
+  AppendStringMember(&details, "group", status.details_group);
+  AppendStringMember(&details, "kind", status.details_kind);
+  if (!status.causes.empty()) {
+    absl::StrAppend(&details, details.empty() ? "" : ",", "\"causes\":[");
+    for (size_t i = 0; i < status.causes.size(); ++i) {
+      const KubeStatus::Cause& c = status.causes[i];
+      std::string cause;
+      AppendStringMember(&cause, "reason", c.reason);
+      AppendStringMember(&cause, "message", c.message);
+      AppendStringMember(&cause, "field", c.field);
+      absl::StrAppend(&details, i == 0 ? "{" : ",{", cause, "}");
+    }
+    absl::StrAppend(&details, "]");
+  }
   if (status.retry_after_seconds) {
     absl::StrAppend(&details, details.empty() ? "" : ",",
                     "\"retryAfterSeconds\":", *status.retry_after_seconds);
@@ -119,11 +136,18 @@ std::string EncodeStatusProto(const KubeStatus& status) {
   AppendBytesField(&message, 3, status.message);
   AppendBytesField(&message, 4, status.reason);
   if (!status.details_name.empty() || !status.details_group.empty() ||
-      !status.details_kind.empty() || status.retry_after_seconds) {
+      !status.details_kind.empty() || !status.causes.empty() || status.retry_after_seconds) {
     std::string details;
     AppendBytesField(&details, 1, status.details_name);
     AppendBytesField(&details, 2, status.details_group);
     AppendBytesField(&details, 3, status.details_kind);
+    for (const KubeStatus::Cause& c : status.causes) {
+      std::string cause;
+      AppendBytesField(&cause, 1, c.reason);
+      AppendBytesField(&cause, 2, c.message);
+      AppendBytesField(&cause, 3, c.field);
+      AppendBytesField(&details, 4, cause);
+    }
     AppendVarintField(
         &details, 5,
         static_cast<uint64_t>(static_cast<int64_t>(status.retry_after_seconds.value_or(0))));

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -19,6 +20,10 @@ struct KubeStatus {
   std::optional<int> retry_after_seconds;  // details.retryAfterSeconds and Retry-After.
   // details.name, .group, .kind (metav1.StatusDetails), each omitted when empty.
   std::string details_name, details_group, details_kind;
+  struct Cause {  // metav1.StatusCause: details.causes[].
+    std::string reason, message, field;
+  };
+  std::vector<Cause> causes;
   bool details_even_if_empty = false;  // "details":{} (Go: a non-nil, zero StatusDetails).
 };
 

@@ -158,20 +158,29 @@ asio::awaitable<bool> CacheHandler::ServeRead(Exchange& x, Cacher& cacher, Refle
       reflector.TakeConsistentPassthrough(options_.consistent_passthrough_interval)) {
     co_return false;
   }
+  // Not fresh in time: refused, not passed through (consistent_read.h).
   if (info.verb == "get") {
-    const auto need = co_await RequiredVersion(cacher, reflector, asked);
-    if (!need) co_return false;
+    const Freshness fresh = co_await RequiredVersion(cacher, reflector, asked);
+    if (fresh.verdict == Freshness::Verdict::kPassThrough) co_return false;
+    if (fresh.verdict != Freshness::Verdict::kServe) {
+      co_await RefuseUnfresh(x, fresh, stats_);
+      co_return true;
+    }
     co_await WriteObject(x, cacher, stats_);
     co_return true;
   }
   const ListPlan plan = PlanList(info, filter, cacher.type());
-  auto need = co_await RequiredVersion(
+  const Freshness fresh = co_await RequiredVersion(
       cacher, reflector, plan.rv ? std::optional<std::string_view>(*plan.rv) : std::nullopt);
-  // The state at that RV may have left the window: the apiserver has it.
-  if (!need) co_return false;
+  if (fresh.verdict == Freshness::Verdict::kPassThrough) co_return false;
+  if (fresh.verdict != Freshness::Verdict::kServe) {
+    co_await RefuseUnfresh(x, fresh, stats_);
+    co_return true;
+  }
   const ListBuilding building{.builds = list_builds_ ? &*list_builds_ : nullptr,
                               .gzip = options_.list_gzip};
-  const bool written = co_await WriteList(x, cacher, filter, plan, *need, stats_, building);
+  // (false: the state at that RV has left the window; the apiserver has it.)
+  const bool written = co_await WriteList(x, cacher, filter, plan, fresh.rv, stats_, building);
   co_return written;
 }
 

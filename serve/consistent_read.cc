@@ -7,6 +7,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "common/await_callback.h"
 #include "common/strings.h"
 
@@ -34,11 +35,13 @@ asio::awaitable<bool> CatchUp(Cacher& cacher, uint64_t rv, std::chrono::millisec
 
 }  // namespace
 
-asio::awaitable<std::optional<uint64_t>> RequiredVersion(Cacher& cacher, Reflector& reflector,
-                                                         std::optional<std::string_view> rv) {
-  if (rv && *rv == "0") co_return 0;
+asio::awaitable<Freshness> RequiredVersion(Cacher& cacher, Reflector& reflector,
+                                           std::optional<std::string_view> rv) {
+  using Verdict = Freshness::Verdict;
+  if (rv && *rv == "0") co_return Freshness{};
   uint64_t need = 0;
-  if (rv && !rv->empty()) {
+  const bool consistent = !rv || rv->empty();
+  if (!consistent) {
     (void)absl::SimpleAtoi(ToAbsl(*rv), &need);
   } else {
     auto probed = co_await AwaitCallback<std::optional<uint64_t>>(
@@ -46,13 +49,36 @@ asio::awaitable<std::optional<uint64_t>> RequiredVersion(Cacher& cacher, Reflect
           reflector.ProbeUpstreamVersion(std::move(done));
         },
         std::chrono::milliseconds(10000));
-    if (!probed || !*probed) co_return std::nullopt;
+    if (!probed) co_return Freshness{Verdict::kUnproven, 0, cacher.resource_version()};
+    if (!*probed) co_return Freshness{Verdict::kPassThrough, 0, cacher.resource_version()};
     need = **probed;
   }
   if (cacher.resource_version() < need) reflector.RequestProgress(need, kFreshnessWait);
   const bool caught_up = co_await CatchUp(cacher, need, kFreshnessWait);
-  if (!caught_up) co_return std::nullopt;
-  co_return need;
+  if (!caught_up) {
+    co_return Freshness{consistent ? Verdict::kUnproven : Verdict::kTooLarge, need,
+                        cacher.resource_version()};
+  }
+  co_return Freshness{Verdict::kServe, need, 0};
+}
+
+KubeStatus UnfreshStatus(const Freshness& freshness) {
+  if (freshness.verdict != Freshness::Verdict::kTooLarge) return TooManyRequestsStatus(1);
+  KubeStatus status{504, "Timeout",
+                    absl::StrCat("Timeout: Too large resource version: ", freshness.rv,
+                                 ", current: ", freshness.current),
+                    1};
+  status.causes.push_back({"ResourceVersionTooLarge", "Too large resource version", ""});
+  return status;
+}
+
+asio::awaitable<void> RefuseUnfresh(Exchange& x, const Freshness& freshness,
+                                    CacheServeStats& stats) {
+  const bool too_large = freshness.verdict == Freshness::Verdict::kTooLarge;
+  ++(too_large ? stats.unfresh_too_large : stats.unfresh_unproven);
+  const KubeStatus status = UnfreshStatus(freshness);
+  co_await x.Reject(status, too_large ? "cached read refused: resourceVersion not reached in time"
+                                      : "cached read refused: cache not proven current in time");
 }
 
 asio::awaitable<bool> WaitSynced(Cacher& cacher, const Reflector& reflector,

@@ -2,8 +2,11 @@
 // to reach it, as the apiserver's watch cache decides (waitUntilFreshAndBlock): "0" — what the
 // cache has; N — at least N; "" (a consistent read) — at least the upstream's current RV,
 // probed after the request arrived (the probe shared by concurrent readers). On a quiet
-// resource the reflector is asked to prove progress. Bounded waits; past them the read passes
-// through.
+// resource the reflector is asked to prove progress. Bounded waits; past them the read is
+// refused as the apiserver refuses it (504 "Too large resource version" for an RV the cache did
+// not reach; 429 for a consistent read the cache could not prove current), never passed through:
+// a kube-fanout too busy to keep up must not turn its load into the apiserver's. Only a probe the
+// upstream failed passes the read through, for the apiserver's own answer.
 //
 // Runs in a session's coroutine; the Cacher and Reflector are thread-safe.
 #ifndef KUBE_FANOUT_SERVE_CONSISTENT_READ_H_
@@ -15,6 +18,9 @@
 #include <string_view>
 
 #include "cache/cacher.h"
+#include "edge/exchange.h"
+#include "edge/status_response.h"
+#include "serve/serve_stats.h"
 #include "sync/reflector.h"
 
 namespace kf {
@@ -22,10 +28,32 @@ namespace kf {
 // How long a read waits for the cache to reach the resourceVersion it must reflect.
 inline constexpr auto kFreshnessWait = std::chrono::milliseconds(3000);
 
-// nullopt: the cache cannot promise the version in time; pass the request through.
-boost::asio::awaitable<std::optional<uint64_t>> RequiredVersion(Cacher& cacher,
-                                                                Reflector& reflector,
-                                                                std::optional<std::string_view> rv);
+// What a cached read may serve.
+struct Freshness {
+  enum class Verdict {
+    kServe,        // The cache has reached `rv`, the version the read must reflect.
+    kPassThrough,  // The upstream failed the probe of its current version: it answers.
+    kTooLarge,     // The cache did not reach the asked `rv` in time (`current`: where it is).
+    kUnproven,     // A consistent read: the probe or the cache did not answer in time.
+  };
+  Verdict verdict = Verdict::kServe;
+  uint64_t rv = 0;
+  uint64_t current = 0;
+};
+
+boost::asio::awaitable<Freshness> RequiredVersion(Cacher& cacher, Reflector& reflector,
+                                                  std::optional<std::string_view> rv);
+
+// The apiserver's answer to a read its cache could not serve fresh in time, for kTooLarge and
+// kUnproven (kServe and kPassThrough have none).
+// kTooLarge (storage.NewTooLargeResourceVersionError): 504 Timeout, "Timeout: Too large resource
+// version: N, current: C", cause ResourceVersionTooLarge, retryAfterSeconds 1.
+// kUnproven: its overload answer (APF), 429 with Retry-After: 1.
+KubeStatus UnfreshStatus(const Freshness& freshness);
+
+// Answers a read with UnfreshStatus, counted in `stats`.
+boost::asio::awaitable<void> RefuseUnfresh(Exchange& x, const Freshness& freshness,
+                                           CacheServeStats& stats);
 
 // How long the first requests for a resource's protobuf cache wait for its first LIST. A large
 // resource takes seconds to list (19,000 pods: 7 s on a busy two-core machine), and a fleet of

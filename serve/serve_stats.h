@@ -19,6 +19,10 @@ struct CacheServeStats {
   // Reads refused with the apiserver's 429 "storage is (re)initializing": their cache had not
   // synced yet (BusyWhileInitializing).
   std::atomic<uint64_t> initializing{0};
+  // Reads refused because their cache did not become fresh enough in time (RequiredVersion):
+  // an RV it did not reach (504 "Too large resource version"), or a consistent read it could not
+  // prove current (429), instead of passing them through.
+  std::atomic<uint64_t> unfresh_too_large{0}, unfresh_unproven{0};
   // Watch writes by how they went out: straight from the wake-up (Response::TryWriteBody took
   // them whole), or by the watch's loop (the first, TLS, HTTP/2, a client behind).
   std::atomic<uint64_t> watch_writes_direct{0}, watch_writes_loop{0};

@@ -94,9 +94,10 @@ ResponseHead WatchHead(Encoding encoding) {
   return head;
 }
 
-// Where the watch starts, as the apiserver's watch cache decides; nullopt: declined.
-asio::awaitable<std::optional<WatchParams>> Plan(Exchange& x, Cacher& cacher,
-                                                 Reflector& reflector) {
+// Where the watch starts, as the apiserver's watch cache decides; nullopt: declined, or refused
+// (`*refused` set: answered) when its state could not be made fresh in time.
+asio::awaitable<std::optional<WatchParams>> Plan(Exchange& x, Cacher& cacher, Reflector& reflector,
+                                                 CacheServeStats& stats, bool* refused) {
   const Query& q = x.request.info.query;
   WatchParams p;
   p.bookmarks = q.First("allowWatchBookmarks").has_value() &&
@@ -110,8 +111,13 @@ asio::awaitable<std::optional<WatchParams>> Plan(Exchange& x, Cacher& cacher,
   if (q.Has("sendInitialEvents") || !rv || rv->empty()) {
     // WatchList, or "get state and start at most recent": the state must be at least the
     // requested RV (the upstream's current one for ""); a WatchList's end is a bookmark.
-    const auto need = co_await RequiredVersion(cacher, reflector, rv);
-    if (!need) co_return std::nullopt;
+    const Freshness fresh = co_await RequiredVersion(cacher, reflector, rv);
+    if (fresh.verdict == Freshness::Verdict::kPassThrough) co_return std::nullopt;
+    if (fresh.verdict != Freshness::Verdict::kServe) {
+      co_await RefuseUnfresh(x, fresh, stats);
+      *refused = true;
+      co_return std::nullopt;
+    }
     p.initial_events_end = q.Has("sendInitialEvents");
   } else if (*rv != "0") {
     (void)absl::SimpleAtoi(ToAbsl(*rv), &p.rv);
@@ -321,8 +327,9 @@ asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflect
                                  const WatchFilter& filter, Wakeups& wakeups,
                                  CacheServeStats& stats, const WatchOptions& options,
                                  const Cacher* witness) {
-  auto params = co_await Plan(x, cacher, reflector);
-  if (!params) co_return false;
+  bool refused = false;
+  auto params = co_await Plan(x, cacher, reflector, stats, &refused);
+  if (!params) co_return refused;
   ++stats.watches;
   auto wake = std::make_shared<Wakeup>(co_await asio::this_coro::executor, *x.response);
   auto watcher = Register(cacher, filter, *params, wake, wakeups, options);
@@ -363,8 +370,8 @@ asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflect
         co_await asio::this_coro::executor,
         [](Cacher& c, Reflector& r, std::shared_ptr<ProgressProof> proof,
            std::weak_ptr<Wakeup> weak) -> asio::awaitable<void> {
-          const auto current = co_await RequiredVersion(c, r, std::string_view());
-          proof->proven = current.has_value();
+          const Freshness current = co_await RequiredVersion(c, r, std::string_view());
+          proof->proven = current.verdict == Freshness::Verdict::kServe;
           proof->done = true;
           if (auto w = weak.lock()) w->Wake();
         }(cacher, reflector, run.proof, wake),

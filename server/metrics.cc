@@ -273,17 +273,25 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
            "selector or without a limit), instead of passing them through.");
   w.Sample("kube_fanout_cache_initializing_refused_total", "",
            static_cast<double>(serve.initializing.load()));
+  w.ByLabel("kube_fanout_cache_unfresh_refused_total", "counter",
+            "Reads of cached resources refused because their cache did not become fresh enough "
+            "within 3 s, instead of passing them through: reason=\"too_large\" (an RV it did "
+            "not reach: the apiserver's 504 \"Too large resource version\"), "
+            "reason=\"unproven\" (a consistent read it could not prove current: 429 with "
+            "Retry-After).",
+            "reason",
+            {{"too_large", static_cast<double>(serve.unfresh_too_large.load())},
+             {"unproven", static_cast<double>(serve.unfresh_unproven.load())}});
   w.Family("kube_fanout_cache_declined_total", "counter",
            "Reads of cached resources passed through (not answerable exactly, or not allowed).");
   w.Sample("kube_fanout_cache_declined_total", "", static_cast<double>(serve.declined.load()));
-  w.Family("kube_fanout_watch_writes_total", "counter",
-           "Writes of watch events (one per wake-up, all that the watcher had queued), by path: "
-           "direct (from the wake-up, when the connection took them at once: plain HTTP/1.1) or "
-           "loop (the watch's own loop: TLS, HTTP/2, a client behind, the initial state).");
-  w.Sample("kube_fanout_watch_writes_total", "path=\"direct\"",
-           static_cast<double>(serve.watch_writes_direct.load()));
-  w.Sample("kube_fanout_watch_writes_total", "path=\"loop\"",
-           static_cast<double>(serve.watch_writes_loop.load()));
+  w.ByLabel("kube_fanout_watch_writes_total", "counter",
+            "Writes of watch events (one per wake-up, all that the watcher had queued), by path: "
+            "direct (from the wake-up, when the connection took them at once: plain HTTP/1.1) or "
+            "loop (the watch's own loop: TLS, HTTP/2, a client behind, the initial state).",
+            "path",
+            {{"direct", static_cast<double>(serve.watch_writes_direct.load())},
+             {"loop", static_cast<double>(serve.watch_writes_loop.load())}});
   w.Family("kube_fanout_cache_bytes_written_total", "counter", "Bytes written from the cache.");
   w.Sample("kube_fanout_cache_bytes_written_total", "",
            static_cast<double>(serve.bytes_written.load()));

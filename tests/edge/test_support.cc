@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <boost/asio/as_tuple.hpp>
@@ -17,6 +18,8 @@
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
+
+#include "absl/strings/str_cat.h"
 
 namespace kf::test {
 
@@ -240,9 +243,11 @@ std::pair<std::string, std::string> WriteSelfSigned(const std::string& name) {
   X509_set_issuer_name(cert, X509_get_subject_name(cert));
   X509_set_pubkey(cert, key);
   REQUIRE(X509_sign(cert, key, EVP_sha256()) > 0);
+  // Per process: ctest -j runs the test cases that write the same name side by side.
   const auto dir = std::filesystem::temp_directory_path();
-  const std::string crt_path = (dir / (name + ".crt")).string();
-  const std::string key_path = (dir / (name + ".key")).string();
+  const std::string file = absl::StrCat(name, "-", getpid());
+  const std::string crt_path = (dir / (file + ".crt")).string();
+  const std::string key_path = (dir / (file + ".key")).string();
   FILE* f = std::fopen(crt_path.c_str(), "w");
   REQUIRE(f != nullptr);
   PEM_write_X509(f, cert);

@@ -1,5 +1,7 @@
 #include "edge/tls_config.h"
 
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <ctime>
 #include <filesystem>
@@ -7,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "tests/edge/test_support.h"
 
 namespace kf {
@@ -103,8 +106,9 @@ TEST_CASE("the serving certificate is reloaded on change and a bad one is refuse
   const auto [crt_a, key_a] = test::WriteSelfSigned("kf-tls-config-test-a");
   const auto [crt_b, key_b] = test::WriteSelfSigned("kf-tls-config-test-b");
   const auto dir = std::filesystem::temp_directory_path();
-  const std::string crt = (dir / "kf-tls-config-test-serving.crt").string();
-  const std::string key = (dir / "kf-tls-config-test-serving.key").string();
+  const std::string serving = absl::StrCat("kf-tls-config-test-serving-", getpid());
+  const std::string crt = (dir / (serving + ".crt")).string();
+  const std::string key = (dir / (serving + ".key")).string();
   Copy(crt_a, crt);
   Copy(key_a, key);
 

@@ -328,6 +328,102 @@ def test_upstream_watch_stalling_without_closing(cluster, namespace, tmp_path):
     assert any("upstream watch idle, resuming" in l for l in log)
 
 
+TOO_LARGE = ('{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Failure",'
+             '"message":"Timeout: Too large resource version: {}, current: {}","reason":"Timeout",'
+             '"details":{{"causes":[{{"reason":"ResourceVersionTooLarge",'
+             '"message":"Too large resource version"}}],"retryAfterSeconds":1}},"code":504}}\n')
+OVERLOADED = ('{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+              '"message":"Too many requests, please try again later.","reason":"TooManyRequests",'
+              '"details":{"retryAfterSeconds":1},"code":429}\n')
+UNFRESH = "kube_fanout_cache_unfresh_refused_total"
+
+
+def test_reads_the_cache_cannot_make_fresh_in_time_are_refused_not_passed_through(
+        cluster, namespace, tmp_path):
+    """The upstream's watch stalls (kube-fanout's idle timeout is far off, as when kube-fanout
+    is too busy to keep up) while the apiserver moves on: reads the cache cannot serve fresh
+    within 3 s get the apiserver's own answers instead of going to the apiserver (which would
+    turn kube-fanout's overload into the apiserver's). An RV the cache did not reach: 504
+    "Too large resource version", as the apiserver's cache answers; a consistent LIST, GET or
+    WATCH: the apiserver's overload answer, 429 with Retry-After. Once the watch flows again,
+    the same reads are served from the cache."""
+    relay = FaultRelay(cluster, tmp_path)
+    token_file = tmp_path / "upstream-token"
+    token_file.write_text(cluster.token("admin"))
+    # No consistent read passes through by design (--consistent-read-passthrough-interval=0).
+    proxy = Proxy.start(cluster, tmp_path,
+                        extra_args=["--cache-resources=configmaps",
+                                    "--consistent-read-passthrough-interval=0",
+                                    # While stalled, each new watch stalls too.
+                                    "--upstream-watch-idle-timeout=3s"],
+                        upstream_args=relay.upstream_args(token_file))
+    base = f"/api/v1/namespaces/{namespace}/configmaps"
+
+    def ask(target, **kw):
+        return cluster.request("GET", target, port=proxy.port, tls=False, timeout=scaled(30),
+                               **kw)
+
+    def create(name):
+        r = cluster.request("POST", base, body=json.dumps({"metadata": {"name": name}}),
+                            headers={"Content-Type": "application/json"})
+        assert r.status == 201, r
+        return int(json.loads(r.body)["metadata"]["resourceVersion"])
+
+    try:
+        create("before")
+        # Setup: the cache has the first object, then its watch stalls and a second one is made.
+        wait_for_sync = time.monotonic() + scaled(20)
+        while True:
+            seen = ask(f"{base}?resourceVersion=0")
+            assert seen.status == 200, seen
+            if [i["metadata"]["name"] for i in json.loads(seen.body)["items"]] == ["before"]:
+                break
+            assert time.monotonic() < wait_for_sync, seen.body
+            time.sleep(0.2)
+        relay.stall("watch=true")
+        rv = create("after")
+        before = len(relay.requests)
+        started = time.monotonic()
+        late = {target: ask(target) for target in [f"{base}?resourceVersion={rv}",
+                                                   f"{base}/after?resourceVersion={rv}"]}
+        unproven = {target: ask(target) for target in [base, f"{base}/after", f"{base}?watch=1"]}
+        took = time.monotonic() - started
+        for target, resp in late.items():
+            assert resp.status == 504, (target, resp)
+            assert resp.headers["retry-after"] == "1", (target, resp.headers)
+            body = json.loads(resp.body)
+            current = int(body["message"].rsplit(" ", 1)[1])
+            assert current < rv, body  # The cache's RV: it never saw "after".
+            assert resp.body.decode() == TOO_LARGE.format(rv, current), (target, resp.body)
+        for target, resp in unproven.items():
+            assert resp.status == 429, (target, resp)
+            assert resp.headers["retry-after"] == "1", (target, resp.headers)
+            assert resp.body.decode() == OVERLOADED, (target, resp.body)
+        # Each waited its 3 s; none reached the apiserver (only the coalesced RV probes, a LIST
+        # of limit=1 across namespaces, and the stalled progress watches did).
+        assert took >= 5 * 3, took
+        forwarded = [r.target for r in relay.requests[before:]]
+        assert not any(f"/namespaces/{namespace}/" in f for f in forwarded), forwarded
+        refused = metric_values(
+            cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode(), UNFRESH)
+        assert refused == {'{reason="too_large"}': 2, '{reason="unproven"}': 3}, refused
+        # The watch flows again: the same reads are the cache's, with the second object.
+        relay.unstall()
+        deadline = time.monotonic() + scaled(30)
+        while (got := ask(f"{base}/after")).status != 200:
+            assert got.status == 429 and time.monotonic() < deadline, got
+        listed = ask(f"{base}?resourceVersion={rv}")
+        assert listed.status == 200, listed
+        assert [i["metadata"]["name"] for i in json.loads(listed.body)["items"]] == \
+            ["after", "before"]
+        assert "x-kubernetes-pf-flowschema-uid" not in listed.headers  # Not the apiserver's.
+        print(f"refused while stalled: {refused} in {took:.1f}s, then served from the cache")
+    finally:
+        code = proxy.stop()
+        relay.stop()
+    assert code == 0, f"kube-fanout exited with {code}; log:\n{proxy.log_tail()}"
+
+
 KILL_WATCHERS = int(os.environ.get("KF_FAULT_KILL_WATCHERS", "500" if SANITIZER else "5000"))
 # kube-fanout's peak RSS with the default caches under KILL_WATCHERS watchers.
 KILL_RSS_BOUND_MIB = 1024

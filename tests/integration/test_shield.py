@@ -131,7 +131,11 @@ def test_a_thousand_pollers_cost_the_apiserver_close_to_nothing(cluster, cached_
     upstream = delta(apiserver_requests(cluster, "pods"), before)
     sent = sum(codes.values())
     print(f"pollers: {sent} requests {codes} in {took:.1f}s; upstream pods requests: {upstream}")
-    assert codes.get(200, 0) == sent >= pollers * seconds * 0.9
+    # A consistent GET the cache cannot prove current within 3 s (kube-fanout overloaded: a
+    # sanitizer on a loaded machine) is refused with 429 and Retry-After, never passed through.
+    refused = codes.get(429, 0)
+    assert codes.get(200, 0) + refused == sent >= pollers * seconds * 0.9
+    assert refused <= 0.01 * sent, codes
     # No GET or full LIST of pods reached the apiserver: at most the consistent reads' coalesced
     # probes (LIST limit=1, at most 20 per second of the run) and short progress watches.
     assert upstream.get("GET", 0) == 0
