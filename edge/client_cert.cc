@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "common/x509_cache.h"
 
 namespace kf {
 namespace {
@@ -100,6 +101,10 @@ absl::Status RequestClientCertificates(SSL_CTX* ctx, const ClientCertConfig& con
       return absl::InvalidArgumentError(
           absl::StrCat(flag, " ", file, ": cannot load the CA bundle"));
     }
+  }
+  // Every worker's handshakes and ReadClientCertificate verify against these.
+  for (X509_STORE* store : {SSL_CTX_get_cert_store(ctx), roles->users, roles->front_proxies}) {
+    CacheCertificateExtensions(store);
   }
   roles->allowed_names = config.requestheader_allowed_names;
   SSL_CTX_set_client_CA_list(ctx, names);  // Takes ownership.

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/x509_cache.h"
 
 namespace kf {
 namespace {
@@ -63,6 +64,8 @@ absl::StatusOr<std::unique_ptr<asio::ssl::context>> MakePassthroughTlsContext(
     ctx->set_default_verify_paths(ec);
     if (ec) return absl::InternalError(absl::StrCat("system CA roots: ", ec.message()));
   }
+  // Every worker's upstream handshakes verify against these CAs.
+  CacheCertificateExtensions(SSL_CTX_get_cert_store(ctx->native_handle()));
   ctx->set_verify_mode(asio::ssl::verify_peer);
   return ctx;
 }
