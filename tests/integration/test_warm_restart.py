@@ -235,7 +235,11 @@ def test_corrupt_stale_or_wrong_version_snapshots_are_ignored_with_a_log_line(
         ignored = [json.loads(l) for l in again.log_lines() if "cache snapshot ignored" in l]
         assert sorted(e["why"] for e in ignored) == ["corrupt", "version"], ignored
         time.sleep(1)
-        lists = lists_delta(before, apiserver_lists(cluster))
+        # This kube-fanout's three resources only: the rig's other kube-fanouts (the session's
+        # fixtures cache the default resources) may relist theirs in the window, which lasted
+        # 45 s under tsan (an idle events watch resumed, expired and relisted: events +2).
+        lists = {r: n for r, n in lists_delta(before, apiserver_lists(cluster)).items()
+                 if r in ("configmaps", "namespaces", "services")}
         # The apiserver's own Services repair loop may list once in the window (as above);
         # kube-fanout's services came from its snapshot (loaded == 1 above).
         if lists.get("services") == 1:
