@@ -49,8 +49,8 @@ asio::awaitable<Freshness> RequiredVersion(Cacher& cacher, Reflector& reflector,
           reflector.ProbeUpstreamVersion(std::move(done));
         },
         std::chrono::milliseconds(10000));
-    if (!probed) co_return Freshness{Verdict::kUnproven, 0, cacher.resource_version()};
-    if (!*probed) co_return Freshness{Verdict::kPassThrough, 0, cacher.resource_version()};
+    if (!probed) co_return Freshness{Verdict::kUnproven};
+    if (!*probed) co_return Freshness{Verdict::kPassThrough};
     need = **probed;
   }
   if (cacher.resource_version() < need) reflector.RequestProgress(need, kFreshnessWait);
@@ -59,7 +59,7 @@ asio::awaitable<Freshness> RequiredVersion(Cacher& cacher, Reflector& reflector,
     co_return Freshness{consistent ? Verdict::kUnproven : Verdict::kTooLarge, need,
                         cacher.resource_version()};
   }
-  co_return Freshness{Verdict::kServe, need, 0};
+  co_return Freshness{Verdict::kServe, need};
 }
 
 KubeStatus UnfreshStatus(const Freshness& freshness) {

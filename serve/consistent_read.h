@@ -37,8 +37,8 @@ struct Freshness {
     kUnproven,     // A consistent read: the probe or the cache did not answer in time.
   };
   Verdict verdict = Verdict::kServe;
-  uint64_t rv = 0;
-  uint64_t current = 0;
+  uint64_t rv = 0;       // kServe: the RV served at; kTooLarge and kUnproven: the RV waited for.
+  uint64_t current = 0;  // kTooLarge and kUnproven after a wait: the cache's RV when it ended.
 };
 
 boost::asio::awaitable<Freshness> RequiredVersion(Cacher& cacher, Reflector& reflector,

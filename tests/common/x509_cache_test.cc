@@ -5,6 +5,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <catch2/catch.hpp>
@@ -13,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "edge/client_cert.h"
 #include "upstream/upstream_pool.h"
 
@@ -122,8 +124,10 @@ TEST_CASE("the upstream CA's certificate is ready before workers verify with it"
 
 TEST_CASE("the client CA's certificate is ready before workers verify with it") {
   const Chain chain;
-  const std::string file =
-      (std::filesystem::temp_directory_path() / "kf-x509-cache-test-client-ca.crt").string();
+  // Per process, as test::WriteSelfSigned: other test runs may share /tmp.
+  const std::string file = (std::filesystem::temp_directory_path() /
+                            absl::StrCat("kf-x509-cache-test-client-ca-", getpid(), ".crt"))
+                               .string();
   FILE* f = std::fopen(file.c_str(), "w");
   REQUIRE(f != nullptr);
   std::fputs(chain.ca_pem.c_str(), f);
