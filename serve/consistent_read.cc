@@ -39,11 +39,17 @@ asio::awaitable<Freshness> RequiredVersion(Cacher& cacher, Reflector& reflector,
                                            std::optional<std::string_view> rv) {
   using Verdict = Freshness::Verdict;
   if (rv && *rv == "0") co_return Freshness{};
+  // A resource the upstream sends no bookmarks for cannot be proven current: what the cache
+  // has not seen is the upstream's to answer (as the apiserver answers it from etcd).
+  const auto unprovable = [&reflector] {
+    return reflector.upstream_bookmarks() == UpstreamBookmarks::kNone;
+  };
   uint64_t need = 0;
   const bool consistent = !rv || rv->empty();
   if (!consistent) {
     (void)absl::SimpleAtoi(ToAbsl(*rv), &need);
   } else {
+    if (unprovable()) co_return Freshness{Verdict::kPassThrough};
     auto probed = co_await AwaitCallback<std::optional<uint64_t>>(
         [&reflector](std::function<void(std::optional<uint64_t>)> done) {
           reflector.ProbeUpstreamVersion(std::move(done));
@@ -53,9 +59,17 @@ asio::awaitable<Freshness> RequiredVersion(Cacher& cacher, Reflector& reflector,
     if (!*probed) co_return Freshness{Verdict::kPassThrough};
     need = **probed;
   }
-  if (cacher.resource_version() < need) reflector.RequestProgress(need, kFreshnessWait);
+  if (cacher.resource_version() < need) {
+    if (unprovable()) co_return Freshness{Verdict::kPassThrough};
+    reflector.RequestProgress(need, kFreshnessWait, /*upstream_has_it=*/consistent);
+  }
   const bool caught_up = co_await CatchUp(cacher, need, kFreshnessWait);
   if (!caught_up) {
+    // Refused only where the upstream has shown it can prove progress: otherwise (not yet told
+    // apart, or just found to send no bookmarks) the wait proved nothing about kube-fanout.
+    if (reflector.upstream_bookmarks() != UpstreamBookmarks::kSent) {
+      co_return Freshness{Verdict::kPassThrough};
+    }
     co_return Freshness{consistent ? Verdict::kUnproven : Verdict::kTooLarge, need,
                         cacher.resource_version()};
   }

@@ -5,8 +5,10 @@
 // resource the reflector is asked to prove progress. Bounded waits; past them the read is
 // refused as the apiserver refuses it (504 "Too large resource version" for an RV the cache did
 // not reach; 429 for a consistent read the cache could not prove current), never passed through:
-// a kube-fanout too busy to keep up must not turn its load into the apiserver's. Only a probe the
-// upstream failed passes the read through, for the apiserver's own answer.
+// a kube-fanout too busy to keep up must not turn its load into the apiserver's. Passed through,
+// for the apiserver's own answer: a read whose probe the upstream failed, and one the upstream
+// cannot prove (a resource it sends no bookmarks for, e.g. Events; or not yet told apart) that
+// the cache has not reached.
 //
 // Runs in a session's coroutine; the Cacher and Reflector are thread-safe.
 #ifndef KUBE_FANOUT_SERVE_CONSISTENT_READ_H_
@@ -25,16 +27,21 @@
 
 namespace kf {
 
-// How long a read waits for the cache to reach the resourceVersion it must reflect.
-inline constexpr auto kFreshnessWait = std::chrono::milliseconds(3000);
+// How long a read waits for the cache to reach the resourceVersion it must reflect: the
+// apiserver's own wait (3 s, for etcd) plus its bookmark timer's, which a quiet resource's proof
+// waits for (a bookmark 1-2.25 s after the progress watch opens). At 3 s a loaded two-core CI
+// machine refused reads the apiserver had just answered.
+inline constexpr auto kFreshnessWait = std::chrono::milliseconds(5000);
 
 // What a cached read may serve.
 struct Freshness {
   enum class Verdict {
-    kServe,        // The cache has reached `rv`, the version the read must reflect.
-    kPassThrough,  // The upstream failed the probe of its current version: it answers.
-    kTooLarge,     // The cache did not reach the asked `rv` in time (`current`: where it is).
-    kUnproven,     // A consistent read: the probe or the cache did not answer in time.
+    kServe,  // The cache has reached `rv`, the version the read must reflect.
+    // The upstream answers: it failed the probe of its current version, or it cannot prove
+    // this resource current (UpstreamBookmarks other than kSent) and the cache is behind.
+    kPassThrough,
+    kTooLarge,  // The cache did not reach the asked `rv` in time (`current`: where it is).
+    kUnproven,  // A consistent read: the probe or the cache did not answer in time.
   };
   Verdict verdict = Verdict::kServe;
   uint64_t rv = 0;       // kServe: the RV served at; kTooLarge and kUnproven: the RV waited for.

@@ -315,6 +315,19 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
     w.Family(f.name, f.type, f.help);
     for (const ResourceRow& r : rows) w.Sample(f.name, r.labels, f.value(r));
   }
+  w.Family("kube_fanout_upstream_bookmarks", "gauge",
+           "1 for what the upstream's watches of the resource showed (state): sent (bookmarks, "
+           "which prove the cache current for consistent reads), none (no watch cache upstream: "
+           "reads the cache cannot prove current go to the upstream), unknown (not yet told).");
+  for (const ResourceRow& r : rows) {
+    const UpstreamBookmarks now_shown = r.reflector->upstream_bookmarks.load();
+    for (const UpstreamBookmarks b :
+         {UpstreamBookmarks::kSent, UpstreamBookmarks::kNone, UpstreamBookmarks::kUnknown}) {
+      w.Sample("kube_fanout_upstream_bookmarks",
+               absl::StrCat(r.labels, ",", Label("state", UpstreamBookmarksName(b))),
+               b == now_shown ? 1 : 0);
+    }
+  }
   w.Family("kube_fanout_watchers_cut_total", "counter",
            "Watches closed because their client fell behind, by reason (queue_bytes: past "
            "--watcher-max-queue-bytes; total_queue_bytes: among the furthest behind when all "

@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cache/upstream_list.h"
+#include "common/await_callback.h"
 #include "common/kube_proto.h"
 #include "common/protowire.h"
 #include "common/strings.h"
@@ -24,6 +25,12 @@ constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 constexpr auto kMaxBackoff = std::chrono::milliseconds(30000);
 // Probes of the upstream's current RV start at most this often (per resource).
 constexpr auto kProbeSpacing = std::chrono::milliseconds(50);
+// How often a resource not yet told apart (UpstreamBookmarks::kUnknown) is checked again. Any
+// write anywhere in the cluster gives the check something to prove (RVs are etcd's, shared by
+// all resources), and a cluster's leases are renewed every 10 s.
+constexpr auto kBookmarkCheckSpacing = std::chrono::seconds(5);
+// A check's progress watch (timeoutSeconds=3) ends within this.
+constexpr auto kBookmarkCheckWait = std::chrono::milliseconds(3000);
 // What a protobuf reflector asks for: protobuf only, so a resource without it (a custom
 // resource, an aggregated API) answers 406 instead of JSON the reflector cannot read.
 constexpr std::string_view kProtobufAccept = kProtobufContentType;
@@ -109,6 +116,10 @@ asio::awaitable<void> Reflector::Run() {
         continue;
       }
       need_list = false;
+    }
+    if (!bookmark_check_started_) {
+      bookmark_check_started_ = true;
+      asio::co_spawn(exec_, BookmarkCheckLoop(), asio::detached);
     }
     const WatchEnd end = co_await WatchOnce();
     if (end == WatchEnd::kExpired) {
@@ -258,6 +269,7 @@ Reflector::LineResult Reflector::ApplyProtoEvent(std::string_view message) {
       return LineResult::kFailed;
     }
     cacher_.Bookmark(n);
+    SetUpstreamBookmarks(UpstreamBookmarks::kSent);
     return LineResult::kBookmark;
   }
   const EventType type = ev.type == "ADDED"     ? EventType::kAdded
@@ -275,6 +287,7 @@ Reflector::LineResult Reflector::ApplyLine(std::string_view line) {
   if (!ev.ok()) return LineResult::kFailed;
   if (ev->type == "BOOKMARK") {
     cacher_.Bookmark(ev->resource_version);
+    SetUpstreamBookmarks(UpstreamBookmarks::kSent);
     return LineResult::kBookmark;
   }
   if (ev->type == "ERROR")
@@ -340,10 +353,12 @@ bool Reflector::TakeConsistentPassthrough(std::chrono::milliseconds interval) {
   return true;
 }
 
-void Reflector::RequestProgress(uint64_t rv, std::chrono::milliseconds for_how_long) {
-  asio::post(exec_, [this, rv, for_how_long] {
+void Reflector::RequestProgress(uint64_t rv, std::chrono::milliseconds for_how_long,
+                                bool upstream_has_it) {
+  asio::post(exec_, [this, rv, for_how_long, upstream_has_it] {
     if (stopped_ || cacher_.resource_version() >= rv) return;
     progress_target_ = std::max(progress_target_, rv);
+    if (upstream_has_it) progress_upstream_target_ = std::max(progress_upstream_target_, rv);
     progress_until_ = std::max(progress_until_, std::chrono::steady_clock::now() + for_how_long);
     if (!progress_running_) {
       progress_running_ = true;
@@ -375,6 +390,8 @@ asio::awaitable<bool> Reflector::ProgressWatch() {
       CollectionPath(), "?allowWatchBookmarks=true&resourceVersion=", cacher_.resource_version(),
       "&timeoutSeconds=3&watch=true");
   ++stats_.progress_watches;
+  // An RV the upstream had reached before this watch opened: its bookmark must come.
+  const uint64_t reached = progress_upstream_target_;
   auto opened = co_await UpstreamWatch::Open(pool_, target, credentials_(),
                                              std::chrono::seconds(10), Accept(),
                                              /*progress_request=*/true);
@@ -385,7 +402,14 @@ asio::awaitable<bool> Reflector::ProgressWatch() {
   absl::Cleanup clear = [this] { progress_active_ = nullptr; };
   for (;;) {
     auto line = co_await watch->NextEvent(protobuf());
-    if (!line.ok()) co_return absl::IsNotFound(line.status());  // Ended without a bookmark.
+    if (!line.ok()) {
+      const bool ended = absl::IsNotFound(line.status());  // Ended without a bookmark.
+      if (ended && !stopped_ && cacher_.resource_version() < reached &&
+          upstream_bookmarks() != UpstreamBookmarks::kSent) {
+        SetUpstreamBookmarks(UpstreamBookmarks::kNone);
+      }
+      co_return ended;
+    }
     if (line->empty()) continue;
     switch (ApplyLine(*line)) {
       case LineResult::kEvent:
@@ -397,6 +421,50 @@ asio::awaitable<bool> Reflector::ProgressWatch() {
       case LineResult::kFailed:
         co_return false;
     }
+  }
+}
+
+asio::awaitable<void> Reflector::BookmarkCheckLoop() {
+  asio::steady_timer timer(exec_);
+  while (!stopped_ && upstream_bookmarks() == UpstreamBookmarks::kUnknown) {
+    auto probed = co_await AwaitCallback<std::optional<uint64_t>>(
+        [this](std::function<void(std::optional<uint64_t>)> done) {
+          ProbeUpstreamVersion(std::move(done));
+        },
+        std::chrono::milliseconds(10000));
+    if (stopped_) break;
+    // Behind an RV the upstream has reached: a progress watch from here tells (ProgressWatch).
+    const bool behind = probed && *probed && **probed > cacher_.resource_version();
+    if (behind) RequestProgress(**probed, kBookmarkCheckWait, /*upstream_has_it=*/true);
+    timer.expires_after(behind ? kBookmarkCheckWait + kBookmarkCheckSpacing
+                               : kBookmarkCheckSpacing);
+    co_await timer.async_wait(use_nothrow);
+  }
+}
+
+std::string_view UpstreamBookmarksName(UpstreamBookmarks b) {
+  switch (b) {
+    case UpstreamBookmarks::kSent:
+      return "sent";
+    case UpstreamBookmarks::kNone:
+      return "none";
+    case UpstreamBookmarks::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+void Reflector::SetUpstreamBookmarks(UpstreamBookmarks b) {
+  const UpstreamBookmarks was = stats_.upstream_bookmarks.exchange(b, std::memory_order_relaxed);
+  if (was == b) return;
+  if (b == UpstreamBookmarks::kNone) {
+    log_.Info(
+        "the upstream sends no bookmarks for this resource (no watch cache): consistent reads "
+        "it cannot prove current go to the upstream",
+        {{"resource", cacher_.type().GroupResource()}});
+  } else if (was == UpstreamBookmarks::kNone) {
+    log_.Info("the upstream sends bookmarks for this resource again",
+              {{"resource", cacher_.type().GroupResource()}});
   }
 }
 

@@ -26,6 +26,18 @@
 
 namespace kf {
 
+// Whether the upstream can prove this cache current (RequestProgress): whether it sends
+// bookmarks on this resource's watches. The apiserver's watch cache does. A resource it serves
+// from etcd never gets one (Events by default: the apiserver's --watch-cache-sizes gives them
+// no watch cache), so a quiet one can never be proven current and its reads are the
+// apiserver's, as they are when the apiserver serves them itself.
+enum class UpstreamBookmarks {
+  kUnknown,  // Not yet told apart (no write since the last check: nothing to prove).
+  kSent,     // A watch of it carried a bookmark.
+  kNone,     // A watch opened from behind an RV the upstream has reached ended without one.
+};
+std::string_view UpstreamBookmarksName(UpstreamBookmarks b);
+
 struct ReflectorStats {
   std::atomic<uint64_t> events{0};
   std::atomic<uint64_t> watches{0};  // Upstream watch requests made.
@@ -39,6 +51,7 @@ struct ReflectorStats {
   std::atomic<uint64_t> progress_watches{0};  // Short watches opened to prove progress.
   // Consistent reads sent to the apiserver at once, within the budget (TakeConsistentPassthrough).
   std::atomic<uint64_t> consistent_passthroughs{0};
+  std::atomic<UpstreamBookmarks> upstream_bookmarks{UpstreamBookmarks::kUnknown};
 };
 
 // The apiserver sends a watch that allows bookmarks one about every minute, however quiet the
@@ -69,7 +82,16 @@ class Reflector {
   // events, then a bookmark 2 s before its deadline (timeoutSeconds=3 → after about 1 s), at
   // its current RV. Every event up to that bookmark arrived on that stream, in order, so the
   // cache may advance to it. Events both watches deliver are applied once (by RV).
-  void RequestProgress(uint64_t rv, std::chrono::milliseconds for_how_long);
+  // `upstream_has_it`: `rv` is the upstream's own (a probe's), so a watch of a resource with a
+  // watch cache carries a bookmark at `rv` or later; ending without one tells kNone.
+  void RequestProgress(uint64_t rv, std::chrono::milliseconds for_how_long,
+                       bool upstream_has_it = false);
+  // What the upstream's watches of this resource have shown; any thread. Told apart after the
+  // first sync (a probe and a progress watch, retried every 5 s while no
+  // write gives one something to prove) and by every bookmark after.
+  UpstreamBookmarks upstream_bookmarks() const {
+    return stats_.upstream_bookmarks.load(std::memory_order_relaxed);
+  }
   // One consistent read (LIST or GET without resourceVersion) per `interval` may go to the
   // apiserver at once instead of waiting for the proof above (which, on a quiet resource, waits
   // for the apiserver's bookmark timer: 1-2 s). True: this read is the one (it costs the
@@ -98,6 +120,8 @@ class Reflector {
   asio::awaitable<void> ProbeLoop();
   asio::awaitable<void> ProgressLoop();
   asio::awaitable<bool> ProgressWatch();
+  asio::awaitable<void> BookmarkCheckLoop();
+  void SetUpstreamBookmarks(UpstreamBookmarks b);
   // Applies one upstream watch line to the cache; kExpired/kFailed end the stream.
   enum class LineResult { kEvent, kBookmark, kExpired, kFailed };
   LineResult ApplyLine(std::string_view line);
@@ -129,6 +153,8 @@ class Reflector {
   bool probe_running_ = false;
   std::chrono::steady_clock::time_point last_probe_start_{};
   uint64_t progress_target_ = 0;
+  uint64_t progress_upstream_target_ = 0;  // The highest target the upstream had reached.
+  bool bookmark_check_started_ = false;
   std::chrono::steady_clock::time_point progress_until_{};
   bool progress_running_ = false;
   // TakeConsistentPassthrough's budget: when the next may go (steady clock, ns); any thread.

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from kfrig import Proxy, metric_values, same_snapshot
+from kfrig import Proxy, metric_values, same_snapshot, scaled
 
 # Headers only the apiserver sends (per-request audit and priority-and-fairness identifiers).
 ALLOWED_HEADER_DIFFERENCES = {"audit-id", "x-kubernetes-pf-flowschema-uid",
@@ -207,6 +207,48 @@ def test_one_consistent_read_per_interval_goes_to_the_apiserver_at_once(cluster,
         print(f"\nconsistent read passed through in {first_ms:.1f} ms")
     finally:
         proxy.stop()
+
+
+def test_resources_the_apiserver_does_not_watch_cache_are_read_from_it(cluster, cached_proxy,
+                                                                       namespace_factory):
+    """The apiserver keeps no watch cache for Events (--watch-cache-sizes defaults events#0):
+    their watches carry no bookmarks, so kube-fanout cannot prove an events cache current. It
+    tells such a resource apart (kube_fanout_upstream_bookmarks), and a consistent read of it
+    goes to the apiserver at once, as the apiserver reads it from etcd; configmaps' are proven
+    and served from the cache. (Refusing them instead, as an unproven read, made every
+    consistent read of events a 429 and kept a second tier from ever syncing.)"""
+    ns = namespace_factory()
+    event = {"apiVersion": "v1", "kind": "Event",
+             "metadata": {"name": "e0", "namespace": ns},
+             "involvedObject": {"kind": "Pod", "name": "p", "namespace": ns},
+             "reason": "Tested", "message": "m", "type": "Normal"}
+    cluster.kubectl("create", "-f", "-", input=json.dumps(event))
+    cluster.kubectl("create", "configmap", "quiet", "-n", ns)
+    states = lambda: metric_values(cluster.request(
+        "GET", "/metrics", port=cached_proxy.port, tls=False).body.decode(),
+        "kube_fanout_upstream_bookmarks")
+    want = {'{resource="events",state="none"}': 1, '{resource="configmaps",state="sent"}': 1}
+    deadline = time.monotonic() + scaled(30)
+    while not all(states().get(k) == v for k, v in want.items()):
+        assert time.monotonic() < deadline, states()
+        cluster.kubectl("create", "configmap", f"tick{int(time.monotonic() * 1000)}", "-n", ns)
+        time.sleep(0.5)
+    headers = {"User-Agent": "kube-fanout-tests"}
+    for path, route in [(f"/api/v1/namespaces/{ns}/events", "passthrough"),
+                        (f"/api/v1/namespaces/{ns}/events/e0", "passthrough"),
+                        (f"/api/v1/namespaces/{ns}/configmaps/quiet", "cache")]:
+        marker = f"kfnocache={next(_case)}"
+        started = time.monotonic()
+        got = cluster.request("GET", f"{path}?{marker}", port=cached_proxy.secure_port,
+                              headers=headers)
+        took = time.monotonic() - started
+        assert got.status == 200, (path, got.body[:300])
+        assert routed(cached_proxy, marker) == route, path
+        if route == "passthrough":
+            assert took < 2, (path, took)  # At once: no wait for a proof that cannot come.
+    listed = json.loads(cluster.request("GET", f"/api/v1/namespaces/{ns}/events",
+                                        port=cached_proxy.secure_port).body)
+    assert [e["metadata"]["name"] for e in listed["items"]] == ["e0"]
 
 
 def _without(path, *params):

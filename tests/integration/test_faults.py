@@ -26,6 +26,7 @@ import asyncio
 import bisect
 import collections
 import concurrent.futures
+import itertools
 import json
 import os
 import pathlib
@@ -342,7 +343,7 @@ def test_reads_the_cache_cannot_make_fresh_in_time_are_refused_not_passed_throug
         cluster, namespace, tmp_path):
     """The upstream's watch stalls (kube-fanout's idle timeout is far off, as when kube-fanout
     is too busy to keep up) while the apiserver moves on: reads the cache cannot serve fresh
-    within 3 s get the apiserver's own answers instead of going to the apiserver (which would
+    within 5 s get the apiserver's own answers instead of going to the apiserver (which would
     turn kube-fanout's overload into the apiserver's). An RV the cache did not reach: 504
     "Too large resource version", as the apiserver's cache answers; a consistent LIST, GET or
     WATCH: the apiserver's overload answer, 429 with Retry-After. Once the watch flows again,
@@ -380,6 +381,19 @@ def test_reads_the_cache_cannot_make_fresh_in_time_are_refused_not_passed_throug
                 break
             assert time.monotonic() < wait_for_sync, seen.body
             time.sleep(0.2)
+        # Setup: the upstream has shown it can prove configmaps current (a bookmark; the
+        # apiserver's watch cache): only then is an unfresh read kube-fanout's to refuse.
+        # Any write moves the RV the check proves (a secret: the configmaps stay as they are).
+        told = time.monotonic() + scaled(30)
+        for tick in itertools.count():
+            if metric_values(cluster.request("GET", "/metrics", port=proxy.port, tls=False)
+                             .body.decode(), "kube_fanout_upstream_bookmarks").get(
+                                 '{resource="configmaps",state="sent"}') == 1:
+                break
+            assert time.monotonic() < told, "configmaps' bookmarks not seen"
+            if tick % 5 == 0:
+                cluster.kubectl("create", "secret", "generic", f"tick{tick}", "-n", namespace)
+            time.sleep(0.2)
         relay.stall("watch=true")
         rv = create("after")
         before = len(relay.requests)
@@ -399,9 +413,9 @@ def test_reads_the_cache_cannot_make_fresh_in_time_are_refused_not_passed_throug
             assert resp.status == 429, (target, resp)
             assert resp.headers["retry-after"] == "1", (target, resp.headers)
             assert resp.body.decode() == OVERLOADED, (target, resp.body)
-        # Each waited its 3 s; none reached the apiserver (only the coalesced RV probes, a LIST
+        # Each waited its 5 s; none reached the apiserver (only the coalesced RV probes, a LIST
         # of limit=1 across namespaces, and the stalled progress watches did).
-        assert took >= 5 * 3, took
+        assert took >= 5 * 5, took
         forwarded = [r.target for r in relay.requests[before:]]
         assert not any(f"/namespaces/{namespace}/" in f for f in forwarded), forwarded
         refused = metric_values(
