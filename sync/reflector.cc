@@ -13,7 +13,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cache/upstream_list.h"
-#include "common/await_callback.h"
 #include "common/kube_proto.h"
 #include "common/protowire.h"
 #include "common/strings.h"
@@ -25,12 +24,6 @@ constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 constexpr auto kMaxBackoff = std::chrono::milliseconds(30000);
 // Probes of the upstream's current RV start at most this often (per resource).
 constexpr auto kProbeSpacing = std::chrono::milliseconds(50);
-// How often a resource not yet told apart (UpstreamBookmarks::kUnknown) is checked again. Any
-// write anywhere in the cluster gives the check something to prove (RVs are etcd's, shared by
-// all resources), and a cluster's leases are renewed every 10 s.
-constexpr auto kBookmarkCheckSpacing = std::chrono::seconds(5);
-// A check's progress watch (timeoutSeconds=3) ends within this.
-constexpr auto kBookmarkCheckWait = std::chrono::milliseconds(3000);
 // What a protobuf reflector asks for: protobuf only, so a resource without it (a custom
 // resource, an aggregated API) answers 406 instead of JSON the reflector cannot read.
 constexpr std::string_view kProtobufAccept = kProtobufContentType;
@@ -116,10 +109,6 @@ asio::awaitable<void> Reflector::Run() {
         continue;
       }
       need_list = false;
-    }
-    if (!bookmark_check_started_) {
-      bookmark_check_started_ = true;
-      asio::co_spawn(exec_, BookmarkCheckLoop(), asio::detached);
     }
     const WatchEnd end = co_await WatchOnce();
     if (end == WatchEnd::kExpired) {
@@ -421,24 +410,6 @@ asio::awaitable<bool> Reflector::ProgressWatch() {
       case LineResult::kFailed:
         co_return false;
     }
-  }
-}
-
-asio::awaitable<void> Reflector::BookmarkCheckLoop() {
-  asio::steady_timer timer(exec_);
-  while (!stopped_ && upstream_bookmarks() == UpstreamBookmarks::kUnknown) {
-    auto probed = co_await AwaitCallback<std::optional<uint64_t>>(
-        [this](std::function<void(std::optional<uint64_t>)> done) {
-          ProbeUpstreamVersion(std::move(done));
-        },
-        std::chrono::milliseconds(10000));
-    if (stopped_) break;
-    // Behind an RV the upstream has reached: a progress watch from here tells (ProgressWatch).
-    const bool behind = probed && *probed && **probed > cacher_.resource_version();
-    if (behind) RequestProgress(**probed, kBookmarkCheckWait, /*upstream_has_it=*/true);
-    timer.expires_after(behind ? kBookmarkCheckWait + kBookmarkCheckSpacing
-                               : kBookmarkCheckSpacing);
-    co_await timer.async_wait(use_nothrow);
   }
 }
 

@@ -32,7 +32,7 @@ namespace kf {
 // no watch cache), so a quiet one can never be proven current and its reads are the
 // apiserver's, as they are when the apiserver serves them itself.
 enum class UpstreamBookmarks {
-  kUnknown,  // Not yet told apart (no write since the last check: nothing to prove).
+  kUnknown,  // Not yet told apart: no proof was needed yet, or the cache caught up by events.
   kSent,     // A watch of it carried a bookmark.
   kNone,     // A watch opened from behind an RV the upstream has reached ended without one.
 };
@@ -86,9 +86,9 @@ class Reflector {
   // watch cache carries a bookmark at `rv` or later; ending without one tells kNone.
   void RequestProgress(uint64_t rv, std::chrono::milliseconds for_how_long,
                        bool upstream_has_it = false);
-  // What the upstream's watches of this resource have shown; any thread. Told apart after the
-  // first sync (a probe and a progress watch, retried every 5 s while no
-  // write gives one something to prove) and by every bookmark after.
+  // What the upstream's watches of this resource have shown; any thread. Told apart by the
+  // first consistent read that needs a proof (its progress watch), and by every bookmark: no
+  // request is made just to tell (the upstream pays for none a cache does not need).
   UpstreamBookmarks upstream_bookmarks() const {
     return stats_.upstream_bookmarks.load(std::memory_order_relaxed);
   }
@@ -120,7 +120,6 @@ class Reflector {
   asio::awaitable<void> ProbeLoop();
   asio::awaitable<void> ProgressLoop();
   asio::awaitable<bool> ProgressWatch();
-  asio::awaitable<void> BookmarkCheckLoop();
   void SetUpstreamBookmarks(UpstreamBookmarks b);
   // Applies one upstream watch line to the cache; kExpired/kFailed end the stream.
   enum class LineResult { kEvent, kBookmark, kExpired, kFailed };
@@ -154,7 +153,6 @@ class Reflector {
   std::chrono::steady_clock::time_point last_probe_start_{};
   uint64_t progress_target_ = 0;
   uint64_t progress_upstream_target_ = 0;  // The highest target the upstream had reached.
-  bool bookmark_check_started_ = false;
   std::chrono::steady_clock::time_point progress_until_{};
   bool progress_running_ = false;
   // TakeConsistentPassthrough's budget: when the next may go (steady clock, ns); any thread.

@@ -382,18 +382,18 @@ def test_reads_the_cache_cannot_make_fresh_in_time_are_refused_not_passed_throug
             assert time.monotonic() < wait_for_sync, seen.body
             time.sleep(0.2)
         # Setup: the upstream has shown it can prove configmaps current (a bookmark; the
-        # apiserver's watch cache): only then is an unfresh read kube-fanout's to refuse.
-        # Any write moves the RV the check proves (a secret: the configmaps stay as they are).
+        # apiserver's watch cache): only then is an unfresh read kube-fanout's to refuse. A
+        # consistent read after a write elsewhere (a secret) needs that proof.
         told = time.monotonic() + scaled(30)
         for tick in itertools.count():
+            cluster.kubectl("create", "secret", "generic", f"tick{tick}", "-n", namespace)
+            proven = ask(base)
+            assert proven.status == 200, proven
             if metric_values(cluster.request("GET", "/metrics", port=proxy.port, tls=False)
                              .body.decode(), "kube_fanout_upstream_bookmarks").get(
                                  '{resource="configmaps",state="sent"}') == 1:
                 break
             assert time.monotonic() < told, "configmaps' bookmarks not seen"
-            if tick % 5 == 0:
-                cluster.kubectl("create", "secret", "generic", f"tick{tick}", "-n", namespace)
-            time.sleep(0.2)
         relay.stall("watch=true")
         rv = create("after")
         before = len(relay.requests)
