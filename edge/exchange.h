@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -84,6 +85,20 @@ struct StopSignal {
   }
 };
 
+// What a handler leaves running once the pipeline's stages have returned: a watch, open for
+// hours, then keeps only its own state, not the request's coroutine frames (the chain's, the
+// filters', the handler's: about 3 KB per watcher). Pipeline::Serve runs it, before the
+// exchange is logged. The filters have nothing left to do once their next stage returns for a
+// watch (admission gives a watch's seat back as it starts; the in-flight cap does not count
+// watches). It writes to `response` as it is when the chain has returned: no filter that wraps
+// the response (the coalescing filter's tee) runs before the cache handler, which is the one
+// that detaches.
+class Detached {
+ public:
+  virtual ~Detached() = default;
+  virtual asio::awaitable<void> Run() = 0;
+};
+
 struct Exchange {
   Request& request;
   Response* response;  // Filters may wrap it (the coalescing filter keeps a copy).
@@ -105,6 +120,7 @@ struct Exchange {
   std::string upstream;        // The upstream endpoint used, for the log.
   std::string error;           // Why it ended early or was refused, for the log.
   absl::Time start = absl::Now();
+  std::unique_ptr<Detached> detached;  // Set by a handler (above); run by Pipeline::Serve.
 
   bool stopping() const { return stop.requested; }
   // Refuses the request with a Status (429, 413, ...), for the log as kRejected.

@@ -24,6 +24,11 @@ asio::awaitable<void> Pipeline::Serve(Exchange& x) {
   }
   const Next serve_route = [this](Exchange& e) { return ServeRoute(e); };
   co_await RunChain(stages_.front, x, serve_route);
+  // The chain's frames have ended; what a handler left running (a watch) runs from here.
+  if (x.detached) {
+    const std::unique_ptr<Detached> rest = std::move(x.detached);
+    co_await rest->Run();
+  }
 }
 
 asio::awaitable<void> Pipeline::ServeRoute(Exchange& x) {

@@ -118,14 +118,13 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
   }
   bool served = false;
   if (info.verb == "watch") {
-    // Straight to the watch: this frame and the watch's are all the handler keeps while the
-    // watch is open.
+    // Set up and left to run once this frame has ended (ServeWatch), with its slot.
     const Cacher* witness =
         cacher == entry->cacher.get()
             ? (entry->proto_started.load() ? entry->proto_cacher.get() : nullptr)
             : entry->cacher.get();
-    const bool watched =
-        co_await ServeWatch(x, *cacher, *reflector, *filter, wakeups_, stats_, options_, witness);
+    const bool watched = co_await ServeWatch(x, *cacher, *reflector, *filter, wakeups_, stats_,
+                                             options_, witness, &slot);
     served = watched;
   } else {
     const bool read = co_await ServeRead(x, *cacher, *reflector, *filter);

@@ -306,6 +306,78 @@ absl::StatusOr<std::shared_ptr<CacheWatcher>> Register(Cacher& cacher, WatchFilt
                                            options.max_queue_bytes, notify, options.total_queue});
 }
 
+// A watch once set up (ServeWatch): what its loop and its end need, on the heap, run by
+// Pipeline::Serve after the request's coroutine frames have ended (Exchange::detached).
+class OpenWatch final : public Detached {
+ public:
+  OpenWatch(Exchange& x, Cacher& cacher, Reflector& reflector, std::shared_ptr<Wakeup> wake,
+            const WatchParams& params, const WatchOptions& options, CacheServeStats& stats,
+            const asio::any_io_executor& executor, WatchSlots::Slot* slot)
+      : slot_(slot != nullptr ? std::move(*slot) : WatchSlots::Slot()),
+        run_{x,    cacher, wake->watcher,
+             wake, params, BookmarkClock{options.bookmark_interval, params.deadline, {}},
+             stats} {
+    ++stats.open_watches;
+    x.stop.hook = [weak = std::weak_ptr<Wakeup>(wake)] {
+      if (auto w = weak.lock()) {
+        w->woken = true;
+        w->timer.cancel();
+      }
+    };
+    run_.last_rv = std::max(run_.watcher->start_rv, params.rv);
+    run_.bookmarks.next = run_.bookmarks.After(Clock::now());
+    if (params.progress_request) {
+      run_.proof = std::make_shared<ProgressProof>();
+      asio::co_spawn(
+          executor,
+          [](Cacher& c, Reflector& r, std::shared_ptr<ProgressProof> proof,
+             std::weak_ptr<Wakeup> weak) -> asio::awaitable<void> {
+            const Freshness current = co_await RequiredVersion(c, r, std::string_view());
+            proof->proven = current.verdict == Freshness::Verdict::kServe;
+            proof->done = true;
+            if (auto w = weak.lock()) w->Wake();
+          }(cacher, reflector, run_.proof, wake),
+          asio::detached);
+    }
+    // The client's end is watched beside the loop without a second coroutine: it wakes the
+    // loop, which then stops, and aborts a write under way.
+    x.response->WatchClient(executor, [wake](bool gone) {
+      wake->client_told = true;
+      if (gone && !wake->client_unwatched) {
+        wake->client_gone = true;
+        wake->response.Cancel();
+      }
+      wake->timer.cancel();
+    });
+  }
+  OpenWatch(const OpenWatch&) = delete;
+  OpenWatch& operator=(const OpenWatch&) = delete;
+
+  ~OpenWatch() override {
+    run_.x.stop.hook = nullptr;
+    --run_.stats.open_watches;
+    run_.cacher.RemoveWatcher(run_.watcher.get());
+  }
+
+  asio::awaitable<void> Run() override {
+    co_await RunWatch(run_);
+    Wakeup& wake = *run_.wake;
+    if (!wake.client_told) {
+      wake.client_unwatched = true;
+      run_.x.response->StopWatchingClient();
+      while (!wake.client_told) {
+        wake.timer.expires_at(Clock::time_point::max());
+        co_await wake.timer.async_wait(asio::as_tuple(asio::use_awaitable));
+      }
+    }
+    if (wake.client_gone) run_.x.error = "client closed";
+  }
+
+ private:
+  WatchSlots::Slot slot_;  // Held while the watch is open (WatchSlots).
+  WatchRun run_;
+};
+
 }  // namespace
 
 Clock::time_point WatchDeadline(Clock::time_point now, int64_t timeout_seconds) {
@@ -326,7 +398,7 @@ Clock::time_point WatchDeadline(Clock::time_point now, int64_t timeout_seconds) 
 asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflector,
                                  const WatchFilter& filter, Wakeups& wakeups,
                                  CacheServeStats& stats, const WatchOptions& options,
-                                 const Cacher* witness) {
+                                 const Cacher* witness, WatchSlots::Slot* slot) {
   bool refused = false;
   auto params = co_await Plan(x, cacher, reflector, stats, &refused);
   if (!params) co_return refused;
@@ -349,56 +421,10 @@ asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflect
     co_return true;
   }
   wake->watcher = *watcher;
-  absl::Cleanup unregister = [&cacher, w = wake->watcher.get()] { cacher.RemoveWatcher(w); };
-  ++stats.open_watches;
-  absl::Cleanup open_watch = [&stats] { --stats.open_watches; };
-  x.stop.hook = [weak = std::weak_ptr<Wakeup>(wake)] {
-    if (auto w = weak.lock()) {
-      w->woken = true;
-      w->timer.cancel();
-    }
-  };
-  absl::Cleanup clear_hook = [&x] { x.stop.hook = nullptr; };
-  WatchRun run{x,    cacher,  wake->watcher,
-               wake, *params, BookmarkClock{options.bookmark_interval, params->deadline, {}},
-               stats};
-  run.last_rv = std::max(run.watcher->start_rv, params->rv);
-  run.bookmarks.next = run.bookmarks.After(Clock::now());
-  if (params->progress_request) {
-    run.proof = std::make_shared<ProgressProof>();
-    asio::co_spawn(
-        co_await asio::this_coro::executor,
-        [](Cacher& c, Reflector& r, std::shared_ptr<ProgressProof> proof,
-           std::weak_ptr<Wakeup> weak) -> asio::awaitable<void> {
-          const Freshness current = co_await RequiredVersion(c, r, std::string_view());
-          proof->proven = current.verdict == Freshness::Verdict::kServe;
-          proof->done = true;
-          if (auto w = weak.lock()) w->Wake();
-        }(cacher, reflector, run.proof, wake),
-        asio::detached);
-  }
-  // The client's end is watched beside the loop without a second coroutine: it wakes the loop,
-  // which then stops, and aborts a write under way.
   // (Named first: GCC 12 miscompiles a co_await's result bound to a reference parameter.)
   const asio::any_io_executor executor = co_await asio::this_coro::executor;
-  x.response->WatchClient(executor, [wake](bool gone) {
-    wake->client_told = true;
-    if (gone && !wake->client_unwatched) {
-      wake->client_gone = true;
-      wake->response.Cancel();
-    }
-    wake->timer.cancel();
-  });
-  co_await RunWatch(run);
-  if (!wake->client_told) {
-    wake->client_unwatched = true;
-    x.response->StopWatchingClient();
-    while (!wake->client_told) {
-      wake->timer.expires_at(Clock::time_point::max());
-      co_await wake->timer.async_wait(asio::as_tuple(asio::use_awaitable));
-    }
-  }
-  if (wake->client_gone) x.error = "client closed";
+  x.detached = std::make_unique<OpenWatch>(x, cacher, reflector, std::move(wake), *params, options,
+                                           stats, executor, slot);
   co_return true;
 }
 

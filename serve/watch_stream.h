@@ -5,7 +5,8 @@
 // watcher being cut for slowness (the connection is then dropped: nothing polite can reach a
 // client that does not read). A start RV older than the window: one ERROR event with the 410.
 //
-// Runs in the session's coroutine; the Cacher wakes it through the thread's Wakeups.
+// Runs in the session's coroutine (from Pipeline::Serve, once set up: Exchange::detached); the
+// Cacher wakes it through the thread's Wakeups.
 #ifndef KUBE_FANOUT_SERVE_WATCH_STREAM_H_
 #define KUBE_FANOUT_SERVE_WATCH_STREAM_H_
 
@@ -46,11 +47,12 @@ struct WatchOptions {
 // False: declined before anything was written (the RV cannot be promised in time).
 // `witness`: the resource's cache in the other encoding, if running (Cacher::NothingFor): a
 // start RV before `cacher`'s window that it shows nothing for starts at the window's start
-// instead of a 410.
+// instead of a 410. Once the watch is registered, it is set up and left in `x.detached` (with
+// `*slot`, if given, held until it ends): the watch runs when the request's frames have ended.
 asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflector,
                                  const WatchFilter& filter, Wakeups& wakeups,
                                  CacheServeStats& stats, const WatchOptions& options,
-                                 const Cacher* witness = nullptr);
+                                 const Cacher* witness = nullptr, WatchSlots::Slot* slot = nullptr);
 
 }  // namespace kf
 
