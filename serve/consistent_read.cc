@@ -55,7 +55,13 @@ asio::awaitable<Freshness> RequiredVersion(Cacher& cacher, Reflector& reflector,
           reflector.ProbeUpstreamVersion(std::move(done));
         },
         std::chrono::milliseconds(10000));
-    if (!probed) co_return Freshness{Verdict::kUnproven};
+    // No answer in time: refused only where the upstream has shown it can prove progress
+    // (below); a chain of tiers not yet told apart waits out each tier's wait in turn.
+    if (!probed) {
+      co_return Freshness{reflector.upstream_bookmarks() == UpstreamBookmarks::kSent
+                              ? Verdict::kUnproven
+                              : Verdict::kPassThrough};
+    }
     if (!*probed) co_return Freshness{Verdict::kPassThrough};
     need = **probed;
   }

@@ -157,7 +157,8 @@ struct WatchRun {
   std::shared_ptr<const std::string> bookmark;
   std::vector<asio::const_buffer> bufs;  // Its room kept for a few pieces only (BatchWritten).
   size_t bytes = 0;
-  bool failed = false;  // A write without the loop failed (x.error says why).
+  bool failed = false;                   // A write without the loop failed (x.error says why).
+  const Reflector* reflector = nullptr;  // The cache's: what its upstream sends (DueBookmark).
 };
 
 // The bookmark due now, if one is. `cache_rv` is the cache's RV read before the batch just
@@ -178,8 +179,12 @@ std::shared_ptr<const std::string> DueBookmark(WatchRun& w, Clock::time_point no
     }
     w.proof.reset();
   } else if (p.bookmarks && now >= w.bookmarks.next) {
-    w.last_rv = std::max(w.last_rv, cache_rv);
-    bookmark = w.cacher.BookmarkFrame(w.last_rv);
+    // None for a resource the upstream sends none for (no watch cache there: the apiserver
+    // watches etcd for it, which sends none); a tier below then tells it apart as well.
+    if (w.reflector == nullptr || w.reflector->upstream_bookmarks() != UpstreamBookmarks::kNone) {
+      w.last_rv = std::max(w.last_rv, cache_rv);
+      bookmark = w.cacher.BookmarkFrame(w.last_rv);
+    }
     w.bookmarks.next = w.bookmarks.After(now);
   }
   w.first = false;
@@ -318,6 +323,7 @@ class OpenWatch final : public Detached {
              wake, params, BookmarkClock{options.bookmark_interval, params.deadline, {}},
              stats} {
     ++stats.open_watches;
+    run_.reflector = &reflector;
     x.stop.hook = [weak = std::weak_ptr<Wakeup>(wake)] {
       if (auto w = weak.lock()) {
         w->woken = true;

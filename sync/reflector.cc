@@ -258,7 +258,6 @@ Reflector::LineResult Reflector::ApplyProtoEvent(std::string_view message) {
       return LineResult::kFailed;
     }
     cacher_.Bookmark(n);
-    SetUpstreamBookmarks(UpstreamBookmarks::kSent);
     return LineResult::kBookmark;
   }
   const EventType type = ev.type == "ADDED"     ? EventType::kAdded
@@ -276,7 +275,6 @@ Reflector::LineResult Reflector::ApplyLine(std::string_view line) {
   if (!ev.ok()) return LineResult::kFailed;
   if (ev->type == "BOOKMARK") {
     cacher_.Bookmark(ev->resource_version);
-    SetUpstreamBookmarks(UpstreamBookmarks::kSent);
     return LineResult::kBookmark;
   }
   if (ev->type == "ERROR")
@@ -392,7 +390,10 @@ asio::awaitable<bool> Reflector::ProgressWatch() {
   for (;;) {
     auto line = co_await watch->NextEvent(protobuf());
     if (!line.ok()) {
-      const bool ended = absl::IsNotFound(line.status());  // Ended without a bookmark.
+      // Ended without any bookmark, still short of an RV the upstream had reached: it cannot
+      // prove this resource current (no watch cache there; or a kube-fanout upstream that
+      // found so, and so sends none).
+      const bool ended = absl::IsNotFound(line.status());
       if (ended && !stopped_ && cacher_.resource_version() < reached &&
           upstream_bookmarks() != UpstreamBookmarks::kSent) {
         SetUpstreamBookmarks(UpstreamBookmarks::kNone);
@@ -405,6 +406,11 @@ asio::awaitable<bool> Reflector::ProgressWatch() {
         if (cacher_.resource_version() >= progress_target_) co_return true;
         break;
       case LineResult::kBookmark:
+        // At or past an RV the upstream had reached: it proved progress. (A bookmark short of
+        // it proves nothing: a kube-fanout upstream's scheduled one, sent before its proof.)
+        if (reached > 0 && cacher_.resource_version() >= reached) {
+          SetUpstreamBookmarks(UpstreamBookmarks::kSent);
+        }
         co_return true;  // Dropping the connection ends the watch early.
       case LineResult::kExpired:
       case LineResult::kFailed:

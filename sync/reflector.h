@@ -33,8 +33,8 @@ namespace kf {
 // apiserver's, as they are when the apiserver serves them itself.
 enum class UpstreamBookmarks {
   kUnknown,  // Not yet told apart: no proof was needed yet, or the cache caught up by events.
-  kSent,     // A watch of it carried a bookmark.
-  kNone,     // A watch opened from behind an RV the upstream has reached ended without one.
+  kSent,     // A progress watch's bookmark brought the cache to an RV the upstream had reached.
+  kNone,     // A progress watch opened from behind such an RV ended without any bookmark.
 };
 std::string_view UpstreamBookmarksName(UpstreamBookmarks b);
 
@@ -86,9 +86,12 @@ class Reflector {
   // watch cache carries a bookmark at `rv` or later; ending without one tells kNone.
   void RequestProgress(uint64_t rv, std::chrono::milliseconds for_how_long,
                        bool upstream_has_it = false);
-  // What the upstream's watches of this resource have shown; any thread. Told apart by the
-  // first consistent read that needs a proof (its progress watch), and by every bookmark: no
-  // request is made just to tell (the upstream pays for none a cache does not need).
+  // What the upstream's progress watches of this resource have shown; any thread. Told apart
+  // by the first consistent read whose proof ends either way (no request is made just to
+  // tell: the upstream pays for none a cache does not need). Not from the main watch's
+  // bookmarks: a kube-fanout upstream sends those from its cache whatever its own upstream is.
+  // kSent stays; kNone stays until a proof succeeds (none is tried while it holds: its reads
+  // go to the upstream).
   UpstreamBookmarks upstream_bookmarks() const {
     return stats_.upstream_bookmarks.load(std::memory_order_relaxed);
   }

@@ -232,7 +232,8 @@ def test_resources_the_apiserver_does_not_watch_cache_are_read_from_it(cluster, 
         started = time.monotonic()
         got = cluster.request("GET", f"{path}?{marker}", port=cached_proxy.secure_port,
                               headers=headers)
-        assert got.status == 200, (path, got.body[:300])  # Never refused.
+        why = [line for line in cached_proxy.log_lines() if marker in line]
+        assert got.status == 200, (path, got.body[:300], why)  # Never refused.
         return routed(cached_proxy, marker), time.monotonic() - started, got
 
     def state(resource):
