@@ -87,16 +87,19 @@ struct StopSignal {
 
 // What a handler leaves running once the pipeline's stages have returned: a watch, open for
 // hours, then keeps only its own state, not the request's coroutine frames (the chain's, the
-// filters', the handler's: about 3 KB per watcher). Pipeline::Serve runs it, before the
-// exchange is logged. The filters have nothing left to do once their next stage returns for a
-// watch (admission gives a watch's seat back as it starts; the in-flight cap does not count
-// watches). It writes to `response` as it is when the chain has returned: no filter that wraps
-// the response (the coalescing filter's tee) runs before the cache handler, which is the one
-// that detaches.
+// filters', the handler's: about 3 KB per watcher). The filters have nothing left to do once
+// their next stage returns for a watch (admission gives a watch's seat back as it starts; the
+// in-flight cap does not count watches). It writes to `response` as it is when the chain has
+// returned: no filter that wraps the response (the coalescing filter's tee) runs before the
+// cache handler, which is the one that detaches. Its head is written before it detaches: once
+// detached it uses neither the Exchange nor the Request, so a transport may let their frames end
+// too (HttpSession does: Pipeline::Handle), keeping the Response, the StopSignal and this.
 class Detached {
  public:
   virtual ~Detached() = default;
   virtual asio::awaitable<void> Run() = 0;
+  // Why it ended early, for the log; empty when it ended as it should.
+  virtual const std::string& error() const = 0;
 };
 
 struct Exchange {
@@ -120,7 +123,8 @@ struct Exchange {
   std::string upstream;        // The upstream endpoint used, for the log.
   std::string error;           // Why it ended early or was refused, for the log.
   absl::Time start = absl::Now();
-  std::unique_ptr<Detached> detached;  // Set by a handler (above); run by Pipeline::Serve.
+  // Set by a handler (above); run by Pipeline::Serve, or by the transport after Handle.
+  std::unique_ptr<Detached> detached;
 
   bool stopping() const { return stop.requested; }
   // Refuses the request with a Status (429, 413, ...), for the log as kRejected.

@@ -41,8 +41,8 @@ bool StatusHasBody(int status) { return status >= 200 && status != 204 && status
 }  // namespace
 
 std::string Http1Response::SerializeHead(const ResponseHead& head) {
-  const bool http10 = request_.version == 10;
-  const bool head_only = request_.method == http::verb::head;
+  const bool http10 = request_->version == 10;
+  const bool head_only = request_->method == http::verb::head;
   std::string reason = head.reason;
   if (reason.empty()) reason = std::string(http::obsolete_reason(http::int_to_status(head.status)));
   std::string out =
@@ -81,9 +81,10 @@ std::string Http1Response::SerializeHead(const ResponseHead& head) {
 }
 
 asio::awaitable<beast::error_code> Http1Response::WriteHead(ResponseHead head) {
+  if (request_ == nullptr) co_return asio::error::operation_not_supported;
   // A connection whose request body was not all read cannot carry the next request (Go's
   // server closes it too when a handler answers without reading the body).
-  keep_alive_ = request_.keep_alive && !close_after_ && !stop_.requested && request_.body.done();
+  keep_alive_ = request_->keep_alive && !close_after_ && !stop_.requested && request_->body.done();
   status_ = head.status;
   const std::string bytes = SerializeHead(head);
   const std::array<asio::const_buffer, 1> buffers{asio::buffer(bytes)};
@@ -265,8 +266,9 @@ void Http1Response::StopWatchingClient() {
 }
 
 asio::awaitable<beast::error_code> Http1Response::Continue() {
-  if (continued_ || request_.body.done() ||
-      request_.headers[http::field::expect] != "100-continue") {
+  if (request_ == nullptr) co_return asio::error::operation_not_supported;
+  if (continued_ || request_->body.done() ||
+      request_->headers[http::field::expect] != "100-continue") {
     co_return beast::error_code{};
   }
   continued_ = true;

@@ -27,7 +27,12 @@ class Http1Response : public Response {
   // kept there, bounded; an upgrade hands them to the tunnel).
   Http1Response(AnyStream& stream, beast::flat_buffer& buffer, const Request& request,
                 const StopSignal& stop)
-      : stream_(stream), buffer_(buffer), request_(request), stop_(stop) {}
+      : stream_(stream), buffer_(buffer), request_(&request), stop_(stop) {}
+
+  // The request's frame is ending while this answer goes on (a detached watch, its head
+  // written: Detached): what is left to write needs none of it. A head or a 100 Continue
+  // asked for after this fails (operation_not_supported).
+  void ForgetRequest() { request_ = nullptr; }
 
   asio::awaitable<beast::error_code> WriteHead(ResponseHead head) override;
   asio::awaitable<beast::error_code> WriteBody(std::span<const asio::const_buffer> pieces) override;
@@ -79,7 +84,7 @@ class Http1Response : public Response {
 
   AnyStream& stream_;
   beast::flat_buffer& buffer_;
-  const Request& request_;
+  const Request* request_;  // Null once forgotten (ForgetRequest).
   const StopSignal& stop_;
   int status_ = 0;
   Body body_ = Body::kNone;

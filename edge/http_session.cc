@@ -43,6 +43,13 @@ bool Malformed(const beast::error_code& ec) {
 
 }  // namespace
 
+struct HttpSession::Rest {
+  std::unique_ptr<Http1Response> response;
+  std::unique_ptr<Detached> watch;
+  RequestRecord record;
+  bool body_timed_out = false;
+};
+
 HttpSession::HttpSession(std::unique_ptr<AnyStream> client, std::string remote, Pipeline& pipeline,
                          SessionSet& sessions, std::atomic<int64_t>& active_sessions,
                          const Logger& log)
@@ -126,7 +133,14 @@ asio::awaitable<void> HttpSession::Run() {
     co_return;
   }
   bool more = true;
-  while (more && !stop_.requested) more = co_await ServeOne();
+  while (more && !stop_.requested) {
+    std::unique_ptr<Rest> rest;
+    more = co_await ServeOne(&rest);
+    if (rest) {
+      const bool again = co_await RunRest(*rest);
+      more = again;
+    }
+  }
   co_await client_->Close(kTlsCloseBudget);
 }
 
@@ -147,7 +161,7 @@ asio::awaitable<beast::error_code> HttpSession::ReadHttp2Preface(bool* preface) 
   }
 }
 
-asio::awaitable<bool> HttpSession::ServeOne() {
+asio::awaitable<bool> HttpSession::ServeOne(std::unique_ptr<Rest>* rest) {
   RequestParser parser;
   state_ = State::kIdle;
   // The first byte may be a long time coming on a kept-alive connection; the rest of the head
@@ -180,20 +194,40 @@ asio::awaitable<bool> HttpSession::ServeOne() {
                   body,
                   std::nullopt,
                   &client_cert_};
-  Http1Response response(*client_, buffer_, request, stop_);
-  Exchange x{request, &response, stop_};
+  // On the heap: a watch keeps it once this frame has ended (Rest).
+  auto response = std::make_unique<Http1Response>(*client_, buffer_, request, stop_);
+  Exchange x{request, response.get(), stop_};
   if (!parsed.ok()) {
-    response.CloseAfter();
+    response->CloseAfter();
     co_await RejectUnparsed(x, parsed);
   } else {
-    co_await pipeline_.Serve(x);
+    co_await pipeline_.Handle(x);
+  }
+  if (x.detached) {
+    // A watch, its head written: it goes on from Run, and this frame (the parser, the request
+    // and its head, the exchange) ends.
+    response->ForgetRequest();
+    *rest = std::make_unique<Rest>(
+        Rest{std::move(response), std::move(x.detached), Pipeline::Record(x), body.timed_out()});
+    co_return true;
   }
   pipeline_.Log(x, remote_);
   if (body.timed_out()) {
     pipeline_.stats().transport.body_timeouts_http1.fetch_add(1, std::memory_order_relaxed);
   }
   // Not reusable also when nothing could be answered at all: the connection's state is unknown.
-  co_return response.reusable() && !stop_.requested;
+  co_return response->reusable() && !stop_.requested;
+}
+
+asio::awaitable<bool> HttpSession::RunRest(Rest& rest) {
+  co_await rest.watch->Run();
+  if (!rest.watch->error().empty()) rest.record.error = rest.watch->error();
+  rest.watch.reset();  // Before the log line, as when the pipeline ran it.
+  pipeline_.Log(rest.record, rest.response->status(), rest.response->body_bytes(), remote_);
+  if (rest.body_timed_out) {
+    pipeline_.stats().transport.body_timeouts_http1.fetch_add(1, std::memory_order_relaxed);
+  }
+  co_return rest.response->reusable() && !stop_.requested;
 }
 
 asio::awaitable<void> HttpSession::WriteGoServerError(int code, std::string_view why) {

@@ -68,7 +68,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
   // set when they are). An error: the read failed (the peer closed, a timeout, a stop), and
   // the connection is over.
   asio::awaitable<beast::error_code> ReadHttp2Preface(bool* preface);
-  asio::awaitable<bool> ServeOne();  // false: close the connection.
+  // What goes on once ServeOne's frame has ended: a watch (Exchange::detached) with its answer
+  // and the access log's fields, without the parser, the request or the exchange.
+  struct Rest;
+  // false: close the connection. A watch is left in `*rest` for Run to run.
+  asio::awaitable<bool> ServeOne(std::unique_ptr<Rest>* rest);
+  asio::awaitable<bool> RunRest(Rest& rest);  // As ServeOne's result.
   // Go's http.Server's answer to a head it cannot read: 431 (too large) or 400, plain text.
   asio::awaitable<void> WriteGoServerError(int code, std::string_view why);
 

@@ -6,6 +6,16 @@
 namespace kf {
 
 asio::awaitable<void> Pipeline::Serve(Exchange& x) {
+  co_await Handle(x);
+  // The chain's frames have ended; what a handler left running (a watch) runs from here.
+  if (x.detached) {
+    const std::unique_ptr<Detached> rest = std::move(x.detached);
+    co_await rest->Run();
+    if (!rest->error().empty()) x.error = rest->error();
+  }
+}
+
+asio::awaitable<void> Pipeline::Handle(Exchange& x) {
   x.route = RouteOf(x.request, stages_.routes);
   switch (x.route) {
     case Route::kLocal:
@@ -24,11 +34,6 @@ asio::awaitable<void> Pipeline::Serve(Exchange& x) {
   }
   const Next serve_route = [this](Exchange& e) { return ServeRoute(e); };
   co_await RunChain(stages_.front, x, serve_route);
-  // The chain's frames have ended; what a handler left running (a watch) runs from here.
-  if (x.detached) {
-    const std::unique_ptr<Detached> rest = std::move(x.detached);
-    co_await rest->Run();
-  }
 }
 
 asio::awaitable<void> Pipeline::ServeRoute(Exchange& x) {
@@ -47,27 +52,47 @@ asio::awaitable<void> Pipeline::ServeRoute(Exchange& x) {
 
 asio::awaitable<void> Pipeline::Relay(Exchange& x) { co_await stages_.relay->Serve(x); }
 
+RequestRecord Pipeline::Record(const Exchange& x) {
+  const Request& r = x.request;
+  return RequestRecord{
+      .method = std::string(r.method_string),
+      .uri = std::string(r.target),
+      .verb = r.info.verb,
+      .resource = r.info.GroupResource(),
+      .user_agent = std::string(r.headers[beast::http::field::user_agent]),
+      .accept = std::string(r.headers[beast::http::field::accept]),
+      .upstream = x.upstream,
+      .error = x.error,
+      .answer = x.answer,
+      .h2 = r.version == 20,
+      .start = x.start,
+  };
+}
+
 void Pipeline::Log(const Exchange& x, std::string_view remote) const {
-  stats_.answered[static_cast<size_t>(x.answer)].fetch_add(1, std::memory_order_relaxed);
-  const int status = x.response->status();
-  if (status == 503 && x.upstream.empty()) {
+  Log(Record(x), x.response->status(), x.response->body_bytes(), remote);
+}
+
+void Pipeline::Log(const RequestRecord& r, int status, uint64_t body_bytes,
+                   std::string_view remote) const {
+  stats_.answered[static_cast<size_t>(r.answer)].fetch_add(1, std::memory_order_relaxed);
+  if (status == 503 && r.upstream.empty()) {
     stats_.upstream_unavailable.fetch_add(1, std::memory_order_relaxed);
   }
-  const Request& r = x.request;
   log_.Info("request", {{"remote", remote},
-                        {"method", r.method_string},
-                        {"uri", r.target},
-                        {"verb", r.info.verb},
-                        {"resource", r.info.GroupResource()},
+                        {"method", r.method},
+                        {"uri", r.uri},
+                        {"verb", r.verb},
+                        {"resource", r.resource},
                         {"status", status},
-                        {"bytes", static_cast<int64_t>(x.response->body_bytes())},
-                        {"route", AnswerName(x.answer)},
-                        {"upstream", x.upstream},
-                        {"error", x.error},
-                        {"user_agent", std::string_view(r.headers[beast::http::field::user_agent])},
-                        {"protocol", r.version == 20 ? "h2" : "http/1.1"},
-                        {"accept", std::string_view(r.headers[beast::http::field::accept])},
-                        {"latency_ms", absl::ToDoubleMilliseconds(absl::Now() - x.start)}});
+                        {"bytes", static_cast<int64_t>(body_bytes)},
+                        {"route", AnswerName(r.answer)},
+                        {"upstream", r.upstream},
+                        {"error", r.error},
+                        {"user_agent", r.user_agent},
+                        {"protocol", r.h2 ? "h2" : "http/1.1"},
+                        {"accept", r.accept},
+                        {"latency_ms", absl::ToDoubleMilliseconds(absl::Now() - r.start)}});
 }
 
 void Pipeline::LogUnparsed(std::string_view remote, int status, std::string_view error) const {

@@ -32,15 +32,39 @@ struct PipelineStages {
   std::vector<Filter*> passthrough;  // Before the relay.
 };
 
+// What the access log says of a request, copied out of it: a watch that outlives its request's
+// frames (HttpSession) keeps this, not the request's head.
+struct RequestRecord {
+  std::string method;
+  std::string uri;
+  std::string verb;
+  std::string resource;
+  std::string user_agent;
+  std::string accept;
+  std::string upstream;
+  std::string error;
+  Answer answer = Answer::kPassthrough;
+  bool h2 = false;
+  absl::Time start;
+};
+
 class Pipeline {
  public:
   Pipeline(PipelineStages stages, const Logger& log, RouteStats& stats)
       : stages_(std::move(stages)), log_(log), stats_(stats) {}
 
+  // Answers the request; a watch a handler left running (Exchange::detached) runs to its end
+  // here too.
   asio::awaitable<void> Serve(Exchange& x);
+  // As Serve, but leaves x.detached for the caller to run (once the request is gone, if it
+  // likes: Detached).
+  asio::awaitable<void> Handle(Exchange& x);
 
   // One access-log line for a request and its answer; counts it.
   void Log(const Exchange& x, std::string_view remote) const;
+  static RequestRecord Record(const Exchange& x);
+  // The same line from a record, with the answer's status and body size.
+  void Log(const RequestRecord& r, int status, uint64_t body_bytes, std::string_view remote) const;
   // For what never became a request (a head the transport could not parse: 431 or 400); counts
   // it as refused.
   void LogUnparsed(std::string_view remote, int status, std::string_view error) const;

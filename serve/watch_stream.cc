@@ -139,7 +139,11 @@ asio::awaitable<void> WriteExpired(Exchange& x, const absl::Status& status, Enco
 }
 
 struct WatchRun {
-  Exchange& x;
+  // What the watch writes to and is stopped by, both the transport's (they outlive the Exchange
+  // of a detached watch: Detached).
+  Response& response;
+  const StopSignal& stop;
+  std::string error;  // Why it ended early, for the log (Detached::error).
   Cacher& cacher;
   std::shared_ptr<CacheWatcher> watcher;
   std::shared_ptr<Wakeup> wake;
@@ -157,7 +161,7 @@ struct WatchRun {
   std::shared_ptr<const std::string> bookmark;
   std::vector<asio::const_buffer> bufs;  // Its room kept for a few pieces only (BatchWritten).
   size_t bytes = 0;
-  bool failed = false;                   // A write without the loop failed (x.error says why).
+  bool failed = false;                   // A write without the loop failed (`error` says why).
   const Reflector* reflector = nullptr;  // The cache's: what its upstream sends (DueBookmark).
 };
 
@@ -221,19 +225,19 @@ bool BatchWritten(WatchRun& w) {
   if (too_slow) {
     // The client is not reading: no polite end can reach it. Drop the connection; the client
     // re-watches from the last RV it received.
-    w.x.error = "watcher too slow";
+    w.error = "watcher too slow";
     return false;
   }
   return !closed;
 }
 
 bool DeliverNow(WatchRun& w) {
-  if (w.taken || w.failed || !w.x.response->can_write_now() || w.x.stopping()) return false;
+  if (w.taken || w.failed || !w.response.can_write_now() || w.stop.requested) return false;
   const auto now = Clock::now();
   if (now >= w.params.deadline || w.watcher->closed()) return false;
   TakeBatch(w, now);
   if (w.batch.closed) return false;  // The loop writes it and ends the answer.
-  switch (w.x.response->TryWriteBody(w.bufs)) {
+  switch (w.response.TryWriteBody(w.bufs)) {
     case Response::TryWrite::kWritten:
       if (w.bytes > 0) ++w.stats.watch_writes_direct;
       return BatchWritten(w);
@@ -242,7 +246,7 @@ bool DeliverNow(WatchRun& w) {
       return false;
     case Response::TryWrite::kFailed:
       w.failed = true;
-      w.x.error = "write failed";
+      w.error = "write failed";
       return false;
     case Response::TryWrite::kUnsupported:
       return false;
@@ -259,12 +263,12 @@ asio::awaitable<bool> WriteBatch(WatchRun& w, Clock::time_point now) {
   if (w.bytes > 0) {
     beast::error_code ec;
     if (w.held) {
-      ec = co_await w.x.response->FinishWrite();
+      ec = co_await w.response.FinishWrite();
     } else {
-      ec = co_await w.x.response->WriteBody(w.bufs);
+      ec = co_await w.response.WriteBody(w.bufs);
     }
     if (ec) {
-      w.x.error = ec.message();
+      w.error = ec.message();
       co_return false;
     }
     ++w.stats.watch_writes_loop;
@@ -274,18 +278,15 @@ asio::awaitable<bool> WriteBatch(WatchRun& w, Clock::time_point now) {
 
 asio::awaitable<void> RunWatch(WatchRun& w) {
   absl::Cleanup unpark = [&w] { w.wake->parked = nullptr; };  // Also if the frame is destroyed.
-  const beast::error_code head_failed =
-      co_await w.x.response->WriteHead(WatchHead(w.cacher.encoding()));
-  if (head_failed) co_return;
   for (;;) {
     if (w.wake->client_gone) co_return;  // Nobody to write to, nor to end the answer for.
     const auto now = Clock::now();
     const bool more = co_await WriteBatch(w, now);
     if (!more) {
-      if (w.x.error.empty()) co_await w.x.response->End();
+      if (w.error.empty()) co_await w.response.End();
       co_return;
     }
-    if (w.x.stopping() || now >= w.params.deadline) break;
+    if (w.stop.requested || now >= w.params.deadline) break;
     if (!w.wake->woken) {
       auto until = w.params.deadline;
       if (w.params.bookmarks) until = std::min(until, w.bookmarks.next);
@@ -296,7 +297,7 @@ asio::awaitable<void> RunWatch(WatchRun& w) {
     }
     w.wake->woken = false;
   }
-  co_await w.x.response->End();
+  co_await w.response.End();
 }
 
 // Registers the watcher; its wake-ups are batched per thread (called on the cache's thread,
@@ -319,8 +320,15 @@ class OpenWatch final : public Detached {
             const WatchParams& params, const WatchOptions& options, CacheServeStats& stats,
             const asio::any_io_executor& executor, WatchSlots::Slot* slot)
       : slot_(slot != nullptr ? std::move(*slot) : WatchSlots::Slot()),
-        run_{x,    cacher, wake->watcher,
-             wake, params, BookmarkClock{options.bookmark_interval, params.deadline, {}},
+        stop_(x.stop),
+        run_{*x.response,
+             x.stop,
+             {},
+             cacher,
+             wake->watcher,
+             wake,
+             params,
+             BookmarkClock{options.bookmark_interval, params.deadline, {}},
              stats} {
     ++stats.open_watches;
     run_.reflector = &reflector;
@@ -360,27 +368,34 @@ class OpenWatch final : public Detached {
   OpenWatch& operator=(const OpenWatch&) = delete;
 
   ~OpenWatch() override {
-    run_.x.stop.hook = nullptr;
+    stop_.hook = nullptr;
     --run_.stats.open_watches;
     run_.cacher.RemoveWatcher(run_.watcher.get());
   }
 
+  // Its head could not be written: Run only waits for the client's end to be unwatched.
+  void HeadFailed() { head_failed_ = true; }
+
   asio::awaitable<void> Run() override {
-    co_await RunWatch(run_);
+    if (!head_failed_) co_await RunWatch(run_);
     Wakeup& wake = *run_.wake;
     if (!wake.client_told) {
       wake.client_unwatched = true;
-      run_.x.response->StopWatchingClient();
+      run_.response.StopWatchingClient();
       while (!wake.client_told) {
         wake.timer.expires_at(Clock::time_point::max());
         co_await wake.timer.async_wait(asio::as_tuple(asio::use_awaitable));
       }
     }
-    if (wake.client_gone) run_.x.error = "client closed";
+    if (wake.client_gone) run_.error = "client closed";
   }
+
+  const std::string& error() const override { return run_.error; }
 
  private:
   WatchSlots::Slot slot_;  // Held while the watch is open (WatchSlots).
+  StopSignal& stop_;
+  bool head_failed_ = false;
   WatchRun run_;
 };
 
@@ -429,8 +444,13 @@ asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflect
   wake->watcher = *watcher;
   // (Named first: GCC 12 miscompiles a co_await's result bound to a reference parameter.)
   const asio::any_io_executor executor = co_await asio::this_coro::executor;
-  x.detached = std::make_unique<OpenWatch>(x, cacher, reflector, std::move(wake), *params, options,
-                                           stats, executor, slot);
+  auto open = std::make_unique<OpenWatch>(x, cacher, reflector, std::move(wake), *params, options,
+                                          stats, executor, slot);
+  // Written here, so the detached watch never reads the request (Detached).
+  const beast::error_code head_failed =
+      co_await x.response->WriteHead(WatchHead(cacher.encoding()));
+  if (head_failed) open->HeadFailed();
+  x.detached = std::move(open);
   co_return true;
 }
 

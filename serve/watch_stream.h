@@ -5,8 +5,9 @@
 // watcher being cut for slowness (the connection is then dropped: nothing polite can reach a
 // client that does not read). A start RV older than the window: one ERROR event with the 410.
 //
-// Runs in the session's coroutine (from Pipeline::Serve, once set up: Exchange::detached); the
-// Cacher wakes it through the thread's Wakeups.
+// Set up (and its head written) in the request's coroutine, then run from the transport's own
+// once the request's frames have ended (Exchange::detached: HttpSession::Run for HTTP/1.x, the
+// stream's Pipeline::Serve for HTTP/2); the Cacher wakes it through the thread's Wakeups.
 #ifndef KUBE_FANOUT_SERVE_WATCH_STREAM_H_
 #define KUBE_FANOUT_SERVE_WATCH_STREAM_H_
 
