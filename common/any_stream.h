@@ -9,6 +9,7 @@
 
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
@@ -72,6 +73,28 @@ class AnyStream {
           std::visit([&](auto& s) { Deref(s).async_write_some(b, std::move(handler)); }, stream_);
         },
         token, buffers);
+  }
+
+  // Completes once a read would not wait: the socket is readable (or failed), or bytes are
+  // already buffered above it (TLS). Holds no buffer meanwhile, and a smaller operation than a
+  // read: what a connection that only might be read (a watch's client) waits with. May
+  // complete without anything to read (a TLS record with no application data); cancelled by
+  // Cancel().
+  template <class Token>
+  auto async_wait_readable(Token&& token) {
+    return asio::async_initiate<Token, void(beast::error_code)>(
+        [this](auto handler) {
+          const bool buffered = std::holds_alternative<TlsStream>(stream_) ||
+                                (tls_server() != nullptr && tls_server()->input_buffered());
+          if (buffered) {
+            // (Never completes inside the initiating call.)
+            asio::post(tcp().get_executor(),
+                       [h = std::move(handler)]() mutable { std::move(h)(beast::error_code{}); });
+            return;
+          }
+          tcp().socket().async_wait(asio::socket_base::wait_read, std::move(handler));
+        },
+        token);
   }
 
   // Ends the connection: a bounded TLS close_notify exchange when TLS, then the socket closes.

@@ -51,6 +51,10 @@ class TlsServerStream {
   using executor_type = beast::tcp_stream::executor_type;
   executor_type get_executor() { return tcp_.get_executor(); }
   SSL* native_handle() { return ssl_; }
+  // Something above the socket is waiting to be read (ciphertext not yet taken by OpenSSL,
+  // plaintext OpenSSL has decrypted, or the socket's end): a read would not wait for the
+  // socket to become readable.
+  bool input_buffered() const { return in_.size() > 0 || eof_ || SSL_pending(ssl_) > 0; }
   beast::tcp_stream& tcp() { return tcp_; }
 
   // The server's handshake; an error as Asio's would be.

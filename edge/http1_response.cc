@@ -241,24 +241,46 @@ void Http1Response::WatchClient(const asio::any_io_executor& /*executor*/,
   StartReadingClient();
   watch_ = std::make_unique<ClientWatch>();
   watch_->gone = std::move(gone);
-  ReadClient();
+  WaitForClient();
+}
+
+// The handlers run from the io_context, never inside the initiating call.
+void Http1Response::WaitForClient() {
+  stream_.tcp().expires_never();
+  stream_.async_wait_readable([this](beast::error_code ec) {
+    if (ec) {
+      ClientWatchEnded(ec);
+      return;
+    }
+    ReadClient();
+  });
 }
 
 void Http1Response::ReadClient() {
-  // The handler runs from the io_context, never inside async_read_some.
-  stream_.tcp().expires_never();
-  stream_.async_read_some(asio::buffer(watch_->in.data(), watch_->in.size()),
+  if (!watch_->in) watch_->in = std::make_unique<ClientReadBuffer>();
+  stream_.async_read_some(asio::buffer(watch_->in->data(), watch_->in->size()),
                           [this](beast::error_code ec, size_t n) {
                             if (ec) {
-                              auto gone = std::move(watch_->gone);
-                              watch_.reset();
-                              gone(ClientReadEnded(ec));
+                              ClientWatchEnded(ec);
                               return;
                             }
-                            KeepClientBytes(watch_->in.data(), n);
-                            watch_->in.Consumed(n);
-                            ReadClient();
+                            ClientReadBuffer& in = *watch_->in;
+                            KeepClientBytes(in.data(), n);
+                            const bool filled = n == in.size();
+                            in.Consumed(n);
+                            if (filled) {
+                              ReadClient();  // More is likely waiting.
+                              return;
+                            }
+                            watch_->in.reset();
+                            WaitForClient();
                           });
+}
+
+void Http1Response::ClientWatchEnded(const beast::error_code& ec) {
+  auto gone = std::move(watch_->gone);
+  watch_.reset();
+  gone(ClientReadEnded(ec));
 }
 
 void Http1Response::StopWatchingClient() {

@@ -73,13 +73,15 @@ class Http1Response : public Response {
   void KeepClientBytes(const char* data, size_t n);
   // A read of the client's side ended: `ec` says how (aborted: by us). True if the client left.
   bool ClientReadEnded(const beast::error_code& ec);
-  // WatchClient's read, again after each.
+  // WatchClient's: waits until the client's side is readable holding no buffer, then reads
+  // what came (again at once while reads fill the buffer), then waits again.
+  void WaitForClient();
   void ReadClient();
-  // While nothing comes, a watch holds only the small buffer (common/read_buffer.h).
+  void ClientWatchEnded(const beast::error_code& ec);
   using ClientReadBuffer = ReadBuffer<512, 16 * 1024>;
   struct ClientWatch {
     std::function<void(bool)> gone;
-    ClientReadBuffer in;
+    std::unique_ptr<ClientReadBuffer> in;  // Only while a read is under way.
   };
 
   AnyStream& stream_;

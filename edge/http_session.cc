@@ -101,7 +101,7 @@ asio::awaitable<void> HttpSession::Run() {
                {{"remote", remote_}, {"error", ec.message()}});
       co_return;
     }
-    client_cert_ = ReadClientCertificate(client_->ssl());
+    client_cert_ = std::make_unique<ClientCertificate>(ReadClientCertificate(client_->ssl()));
   }
   // (GCC 12 miscompiles co_await inside conditions: results are named first throughout.)
   bool h2 = NegotiatedHttp2(*client_);
@@ -123,8 +123,9 @@ asio::awaitable<void> HttpSession::Run() {
   }
   if (h2 && !stop_.requested) {
     state_ = State::kBusy;
-    h2_ = std::make_shared<Http2Session>(*client_, remote_, remote_ip_, pipeline_,
-                                         pipeline_.stats().transport, client_cert_, h2_limits_);
+    h2_ = std::make_shared<Http2Session>(
+        *client_, remote_, remote_ip_, pipeline_, pipeline_.stats().transport,
+        client_cert_ ? *client_cert_ : ClientCertificate{}, h2_limits_);
     std::string received(static_cast<const char*>(buffer_.data().data()), buffer_.size());
     buffer_.consume(buffer_.size());
     buffer_.shrink_to_fit();  // HTTP/2 reads into its own buffers.
@@ -137,8 +138,9 @@ asio::awaitable<void> HttpSession::Run() {
     std::unique_ptr<Rest> rest;
     more = co_await ServeOne(&rest);
     if (rest) {
-      const bool again = co_await RunRest(*rest);
-      more = again;
+      // (Here, not in a coroutine of its own: a frame less for the watch's life.)
+      co_await rest->watch->Run();
+      more = EndRest(*rest);
     }
   }
   co_await client_->Close(kTlsCloseBudget);
@@ -193,7 +195,7 @@ asio::awaitable<bool> HttpSession::ServeOne(std::unique_ptr<Rest>* rest) {
                   remote_ip_,
                   body,
                   std::nullopt,
-                  &client_cert_};
+                  client_cert_.get()};
   // On the heap: a watch keeps it once this frame has ended (Rest).
   auto response = std::make_unique<Http1Response>(*client_, buffer_, request, stop_);
   Exchange x{request, response.get(), stop_};
@@ -219,15 +221,14 @@ asio::awaitable<bool> HttpSession::ServeOne(std::unique_ptr<Rest>* rest) {
   co_return response->reusable() && !stop_.requested;
 }
 
-asio::awaitable<bool> HttpSession::RunRest(Rest& rest) {
-  co_await rest.watch->Run();
+bool HttpSession::EndRest(Rest& rest) {
   if (!rest.watch->error().empty()) rest.record.error = rest.watch->error();
   rest.watch.reset();  // Before the log line, as when the pipeline ran it.
   pipeline_.Log(rest.record, rest.response->status(), rest.response->body_bytes(), remote_);
   if (rest.body_timed_out) {
     pipeline_.stats().transport.body_timeouts_http1.fetch_add(1, std::memory_order_relaxed);
   }
-  co_return rest.response->reusable() && !stop_.requested;
+  return rest.response->reusable() && !stop_.requested;
 }
 
 asio::awaitable<void> HttpSession::WriteGoServerError(int code, std::string_view why) {

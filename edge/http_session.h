@@ -73,7 +73,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
   struct Rest;
   // false: close the connection. A watch is left in `*rest` for Run to run.
   asio::awaitable<bool> ServeOne(std::unique_ptr<Rest>* rest);
-  asio::awaitable<bool> RunRest(Rest& rest);  // As ServeOne's result.
+  // Once the watch has run: logs it; as ServeOne's result.
+  bool EndRest(Rest& rest);
   // Go's http.Server's answer to a head it cannot read: 431 (too large) or 400, plain text.
   asio::awaitable<void> WriteGoServerError(int code, std::string_view why);
 
@@ -94,7 +95,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
   std::shared_ptr<Http2Session> h2_;
   Http2Limits h2_limits_;
   StopSignal stop_;
-  ClientCertificate client_cert_;  // What the TLS handshake presented (nothing on plain HTTP).
+  // What the TLS handshake presented; null on plain HTTP (a watch's connection keeps it).
+  std::unique_ptr<ClientCertificate> client_cert_;
 };
 
 }  // namespace kf

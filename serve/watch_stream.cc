@@ -34,7 +34,7 @@ struct Wakeup final : Wakeable {
   Response& response;
   std::shared_ptr<CacheWatcher> watcher;  // Set once registered.
   bool woken = false;
-  // The loop, while it waits on `timer` with nothing written or held (RunWatch).
+  // The loop, while it waits on `timer` with nothing written or held (OpenWatch::Run).
   WatchRun* parked = nullptr;
   // The client's end (Response::WatchClient): the callback ran; it said the client left
   // before the watch stopped watching.
@@ -276,30 +276,6 @@ asio::awaitable<bool> WriteBatch(WatchRun& w, Clock::time_point now) {
   co_return BatchWritten(w);
 }
 
-asio::awaitable<void> RunWatch(WatchRun& w) {
-  absl::Cleanup unpark = [&w] { w.wake->parked = nullptr; };  // Also if the frame is destroyed.
-  for (;;) {
-    if (w.wake->client_gone) co_return;  // Nobody to write to, nor to end the answer for.
-    const auto now = Clock::now();
-    const bool more = co_await WriteBatch(w, now);
-    if (!more) {
-      if (w.error.empty()) co_await w.response.End();
-      co_return;
-    }
-    if (w.stop.requested || now >= w.params.deadline) break;
-    if (!w.wake->woken) {
-      auto until = w.params.deadline;
-      if (w.params.bookmarks) until = std::min(until, w.bookmarks.next);
-      w.wake->timer.expires_at(until);
-      w.wake->parked = &w;
-      co_await w.wake->timer.async_wait(asio::as_tuple(asio::use_awaitable));
-      w.wake->parked = nullptr;
-    }
-    w.wake->woken = false;
-  }
-  co_await w.response.End();
-}
-
 // Registers the watcher; its wake-ups are batched per thread (called on the cache's thread,
 // run on this session's).
 absl::StatusOr<std::shared_ptr<CacheWatcher>> Register(Cacher& cacher, WatchFilter filter,
@@ -376,9 +352,36 @@ class OpenWatch final : public Detached {
   // Its head could not be written: Run only waits for the client's end to be unwatched.
   void HeadFailed() { head_failed_ = true; }
 
+  // The watch's loop, then the wait for its client's end to be unwatched. One coroutine frame
+  // for the watch's life (an idle watch keeps nothing else of its own but this object).
   asio::awaitable<void> Run() override {
-    if (!head_failed_) co_await RunWatch(run_);
-    Wakeup& wake = *run_.wake;
+    WatchRun& w = run_;
+    absl::Cleanup unpark = [&w] { w.wake->parked = nullptr; };  // Also if the frame is destroyed.
+    bool end_answer = !head_failed_;
+    while (end_answer) {
+      if (w.wake->client_gone) {
+        end_answer = false;  // Nobody to write to, nor to end the answer for.
+        break;
+      }
+      const auto now = Clock::now();
+      const bool more = co_await WriteBatch(w, now);
+      if (!more) {
+        end_answer = w.error.empty();
+        break;
+      }
+      if (w.stop.requested || now >= w.params.deadline) break;
+      if (!w.wake->woken) {
+        auto until = w.params.deadline;
+        if (w.params.bookmarks) until = std::min(until, w.bookmarks.next);
+        w.wake->timer.expires_at(until);
+        w.wake->parked = &w;
+        co_await w.wake->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+        w.wake->parked = nullptr;
+      }
+      w.wake->woken = false;
+    }
+    if (end_answer) co_await w.response.End();
+    Wakeup& wake = *w.wake;
     if (!wake.client_told) {
       wake.client_unwatched = true;
       run_.response.StopWatchingClient();
