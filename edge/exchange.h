@@ -97,7 +97,12 @@ struct StopSignal {
 class Detached {
  public:
   virtual ~Detached() = default;
+  // Runs it to its end, in the caller's coroutine.
   virtual asio::awaitable<void> Run() = 0;
+  // Runs it with no coroutine of the caller's: `done` is called once, from a handler on this
+  // thread (never inside Start), when it is over; its handlers hold `keep` meanwhile (what owns
+  // this, so that this lives until `done`).
+  virtual void Start(std::shared_ptr<void> keep, std::function<void()> done) = 0;
   // Why it ended early, for the log; empty when it ended as it should.
   virtual const std::string& error() const = 0;
 };

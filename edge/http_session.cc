@@ -3,6 +3,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
@@ -133,17 +134,34 @@ asio::awaitable<void> HttpSession::Run() {
     co_await client_->Close(kTlsCloseBudget);
     co_return;
   }
-  bool more = true;
+  co_await ServeHttp1(true);
+}
+
+asio::awaitable<void> HttpSession::ServeHttp1(bool more) {
   while (more && !stop_.requested) {
     std::unique_ptr<Rest> rest;
     more = co_await ServeOne(&rest);
     if (rest) {
-      // (Here, not in a coroutine of its own: a frame less for the watch's life.)
-      co_await rest->watch->Run();
-      more = EndRest(*rest);
+      // The watch goes on with no coroutine of this session's (an idle one keeps no frame):
+      // its handlers keep the session, and when it is over the session goes on from
+      // WatchEnded, in a coroutine of its own.
+      rest_ = std::move(rest);
+      rest_->watch->Start(shared_from_this(), [this] { WatchEnded(); });
+      co_return;
     }
   }
   co_await client_->Close(kTlsCloseBudget);
+}
+
+void HttpSession::WatchEnded() {
+  // Called from the watch's last handler, which must not outlive it: the rest runs later.
+  asio::post(client_->get_executor(), [self = shared_from_this()] {
+    const std::unique_ptr<Rest> rest = std::move(self->rest_);
+    const bool more = self->EndRest(*rest);
+    asio::co_spawn(
+        self->client_->get_executor(), [self, more] { return self->ServeHttp1(more); },
+        asio::detached);
+  });
 }
 
 asio::awaitable<beast::error_code> HttpSession::ReadHttp2Preface(bool* preface) {

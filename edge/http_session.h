@@ -75,6 +75,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
   asio::awaitable<bool> ServeOne(std::unique_ptr<Rest>* rest);
   // Once the watch has run: logs it; as ServeOne's result.
   bool EndRest(Rest& rest);
+  // Requests one after another while `more`, then the connection's close; returns early when a
+  // watch takes over (rest_), whose end (WatchEnded) goes on here.
+  asio::awaitable<void> ServeHttp1(bool more);
+  void WatchEnded();
   // Go's http.Server's answer to a head it cannot read: 431 (too large) or 400, plain text.
   asio::awaitable<void> WriteGoServerError(int code, std::string_view why);
 
@@ -95,6 +99,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
   std::shared_ptr<Http2Session> h2_;
   Http2Limits h2_limits_;
   StopSignal stop_;
+  std::unique_ptr<Rest> rest_;  // A watch under way (ServeHttp1).
   // What the TLS handshake presented; null on plain HTTP (a watch's connection keeps it).
   std::unique_ptr<ClientCertificate> client_cert_;
 };

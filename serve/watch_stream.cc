@@ -297,6 +297,7 @@ class OpenWatch final : public Detached {
             const asio::any_io_executor& executor, WatchSlots::Slot* slot)
       : slot_(slot != nullptr ? std::move(*slot) : WatchSlots::Slot()),
         stop_(x.stop),
+        executor_(executor),
         run_{*x.response,
              x.stop,
              {},
@@ -344,44 +345,115 @@ class OpenWatch final : public Detached {
   OpenWatch& operator=(const OpenWatch&) = delete;
 
   ~OpenWatch() override {
+    run_.wake->parked = nullptr;  // (Destroyed parked only when the io_context is.)
     stop_.hook = nullptr;
     --run_.stats.open_watches;
     run_.cacher.RemoveWatcher(run_.watcher.get());
   }
 
-  // Its head could not be written: Run only waits for the client's end to be unwatched.
+  // Its head could not be written: it only waits for the client's end to be unwatched.
   void HeadFailed() { head_failed_ = true; }
 
-  // The watch's loop, then the wait for its client's end to be unwatched. One coroutine frame
-  // for the watch's life (an idle watch keeps nothing else of its own but this object).
+  // The watch runs in short coroutines, one per burst of writes (Active), and between them
+  // only a callback on its timer waits (Park): an idle watch keeps no coroutine frame.
+  void Start(std::shared_ptr<void> keep, std::function<void()> done) override {
+    done_ = std::move(done);
+    if (head_failed_) {
+      end_answer_ = false;
+      Finish(std::move(keep));
+      return;
+    }
+    Spawn(std::move(keep));
+  }
+
   asio::awaitable<void> Run() override {
+    struct Ended {
+      explicit Ended(const asio::any_io_executor& e) : timer(e) {}
+      bool done = false;
+      asio::steady_timer timer;
+    };
+    auto ended = std::make_shared<Ended>(executor_);
+    Start(nullptr, [ended] {
+      ended->done = true;
+      ended->timer.cancel();
+    });
+    while (!ended->done) {
+      ended->timer.expires_at(Clock::time_point::max());
+      co_await ended->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+  }
+
+  const std::string& error() const override { return run_.error; }
+
+ private:
+  // Writes what is queued until nothing is. True: park (wait for a wake-up or the timer);
+  // false: the watch is over (end_answer_ says whether the answer is to be ended politely).
+  asio::awaitable<bool> Active() {
     WatchRun& w = run_;
-    absl::Cleanup unpark = [&w] { w.wake->parked = nullptr; };  // Also if the frame is destroyed.
-    bool end_answer = !head_failed_;
-    while (end_answer) {
+    for (;;) {
       if (w.wake->client_gone) {
-        end_answer = false;  // Nobody to write to, nor to end the answer for.
-        break;
+        end_answer_ = false;  // Nobody to write to, nor to end the answer for.
+        co_return false;
       }
       const auto now = Clock::now();
       const bool more = co_await WriteBatch(w, now);
       if (!more) {
-        end_answer = w.error.empty();
-        break;
+        end_answer_ = w.error.empty();
+        co_return false;
       }
-      if (w.stop.requested || now >= w.params.deadline) break;
-      if (!w.wake->woken) {
-        auto until = w.params.deadline;
-        if (w.params.bookmarks) until = std::min(until, w.bookmarks.next);
-        w.wake->timer.expires_at(until);
-        w.wake->parked = &w;
-        co_await w.wake->timer.async_wait(asio::as_tuple(asio::use_awaitable));
-        w.wake->parked = nullptr;
-      }
+      if (w.stop.requested || now >= w.params.deadline) co_return false;
+      if (!w.wake->woken) co_return true;
       w.wake->woken = false;
     }
-    if (end_answer) co_await w.response.End();
-    Wakeup& wake = *w.wake;
+  }
+
+  // `keep` goes from handler to handler (never a member: the owner would keep itself).
+  void Spawn(std::shared_ptr<void> keep) {
+    asio::co_spawn(executor_, Active(),
+                   [this, keep = std::move(keep)](std::exception_ptr e, bool park) mutable {
+                     if (e == nullptr && park) {
+                       Park(std::move(keep));
+                     } else {
+                       if (e != nullptr) end_answer_ = false;
+                       Finish(std::move(keep));
+                     }
+                   });
+  }
+
+  // Until the deadline or the next bookmark; a wake-up delivers from Wakeup::Wake (DeliverNow)
+  // or cancels the timer, and the callback runs a burst.
+  void Park(std::shared_ptr<void> keep) {
+    WatchRun& w = run_;
+    if (w.wake->woken) {
+      // Woken between the burst's end and this handler (no timer was waiting to be cancelled).
+      w.wake->woken = false;
+      Spawn(std::move(keep));
+      return;
+    }
+    auto until = w.params.deadline;
+    if (w.params.bookmarks) until = std::min(until, w.bookmarks.next);
+    w.wake->timer.expires_at(until);
+    w.wake->parked = &w;
+    w.wake->timer.async_wait(
+        [this, keep = std::move(keep)](const beast::error_code& /*ec*/) mutable {
+          run_.wake->parked = nullptr;
+          run_.wake->woken = false;
+          Spawn(std::move(keep));
+        });
+  }
+
+  // The answer's end (unless the client left or a write failed), then the wait for the
+  // client's end to be unwatched; then `done`.
+  void Finish(std::shared_ptr<void> keep) {
+    asio::co_spawn(executor_, End(), [this, keep = std::move(keep)](std::exception_ptr /*e*/) {
+      const std::function<void()> done = std::move(done_);
+      done();  // Last: it may destroy this.
+    });
+  }
+
+  asio::awaitable<void> End() {
+    if (end_answer_) co_await run_.response.End();
+    Wakeup& wake = *run_.wake;
     if (!wake.client_told) {
       wake.client_unwatched = true;
       run_.response.StopWatchingClient();
@@ -393,12 +465,12 @@ class OpenWatch final : public Detached {
     if (wake.client_gone) run_.error = "client closed";
   }
 
-  const std::string& error() const override { return run_.error; }
-
- private:
   WatchSlots::Slot slot_;  // Held while the watch is open (WatchSlots).
   StopSignal& stop_;
+  asio::any_io_executor executor_;
   bool head_failed_ = false;
+  bool end_answer_ = true;
+  std::function<void()> done_;
   WatchRun run_;
 };
 
