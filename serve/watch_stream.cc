@@ -366,21 +366,24 @@ class OpenWatch final : public Detached {
     Spawn(std::move(keep));
   }
 
+  // The same bursts and parking as Start's, in the caller's coroutine (an HTTP/2 stream's):
+  // no spawn per burst.
   asio::awaitable<void> Run() override {
-    struct Ended {
-      explicit Ended(const asio::any_io_executor& e) : timer(e) {}
-      bool done = false;
-      asio::steady_timer timer;
-    };
-    auto ended = std::make_shared<Ended>(executor_);
-    Start(nullptr, [ended] {
-      ended->done = true;
-      ended->timer.cancel();
-    });
-    while (!ended->done) {
-      ended->timer.expires_at(Clock::time_point::max());
-      co_await ended->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    WatchRun& w = run_;
+    if (head_failed_) end_answer_ = false;
+    bool park = !head_failed_;
+    while (park) {
+      park = co_await Active();
+      if (!park) break;
+      if (!w.wake->woken) {
+        w.wake->timer.expires_at(ParkUntil());
+        w.wake->parked = &w;
+        co_await w.wake->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+        w.wake->parked = nullptr;
+      }
+      w.wake->woken = false;
     }
+    co_await End();
   }
 
   const std::string& error() const override { return run_.error; }
@@ -407,6 +410,12 @@ class OpenWatch final : public Detached {
     }
   }
 
+  // A parked watch's timer: its deadline, or its next bookmark.
+  Clock::time_point ParkUntil() const {
+    const WatchParams& p = run_.params;
+    return p.bookmarks ? std::min(p.deadline, run_.bookmarks.next) : p.deadline;
+  }
+
   // `keep` goes from handler to handler (never a member: the owner would keep itself).
   void Spawn(std::shared_ptr<void> keep) {
     asio::co_spawn(executor_, Active(),
@@ -430,9 +439,7 @@ class OpenWatch final : public Detached {
       Spawn(std::move(keep));
       return;
     }
-    auto until = w.params.deadline;
-    if (w.params.bookmarks) until = std::min(until, w.bookmarks.next);
-    w.wake->timer.expires_at(until);
+    w.wake->timer.expires_at(ParkUntil());
     w.wake->parked = &w;
     w.wake->timer.async_wait(
         [this, keep = std::move(keep)](const beast::error_code& /*ec*/) mutable {
