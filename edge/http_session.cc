@@ -224,8 +224,8 @@ asio::awaitable<bool> HttpSession::ServeOne(std::unique_ptr<Rest>* rest) {
     co_await pipeline_.Handle(x);
   }
   if (x.detached) {
-    // A watch, its head written: it goes on from Run, and this frame (the parser, the request
-    // and its head, the exchange) ends.
+    // A watch, its head written: it goes on from ServeHttp1, and this frame (the parser, the
+    // request and its head, the exchange) ends.
     response->ForgetRequest();
     *rest = std::make_unique<Rest>(
         Rest{std::move(response), std::move(x.detached), Pipeline::Record(x), body.timed_out()});

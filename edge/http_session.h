@@ -71,7 +71,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
   // What goes on once ServeOne's frame has ended: a watch (Exchange::detached) with its answer
   // and the access log's fields, without the parser, the request or the exchange.
   struct Rest;
-  // false: close the connection. A watch is left in `*rest` for Run to run.
+  // false: close the connection. A watch is left in `*rest` for ServeHttp1 to start.
   asio::awaitable<bool> ServeOne(std::unique_ptr<Rest>* rest);
   // Once the watch has run: logs it; as ServeOne's result.
   bool EndRest(Rest& rest);
