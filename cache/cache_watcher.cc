@@ -20,6 +20,17 @@ CacheWatcher::CacheWatcher(WatchFilter filter, size_t max_queue_bytes, std::func
   if (budget_ != nullptr) budget_->Register(this);
 }
 
+CacheWatcher::CacheWatcher(WatchFilter filter, size_t max_queue_bytes, NotifySink* sink,
+                           NotifySink::Ref ref, QueueBudget* budget, CutCounts* cuts)
+    : filter_(std::move(filter)),
+      max_queue_bytes_(max_queue_bytes),
+      sink_(sink),
+      ref_(ref),
+      budget_(budget),
+      cuts_(cuts) {
+  if (budget_ != nullptr) budget_->Register(this);
+}
+
 CacheWatcher::~CacheWatcher() {
   if (budget_ == nullptr) return;
   budget_->Unregister(this);
@@ -61,6 +72,7 @@ void CacheWatcher::CutLocked(std::atomic<uint64_t> CutCounts::*reason) {
   queue_.clear();
   queued_bytes_ = 0;
   closed_ = true;
+  closed_flag_.store(true, std::memory_order_release);
   close_cause_ = CloseCause::kTooSlow;
   if (cuts_ != nullptr) (cuts_->*reason).fetch_add(1, std::memory_order_relaxed);
   // A cut is always told: its session is likely stuck writing to the client (a notification
@@ -118,15 +130,11 @@ bool CacheWatcher::Close() {
   absl::MutexLock lock(&mu_);
   if (closed_) return false;
   closed_ = true;
+  closed_flag_.store(true, std::memory_order_release);
   close_cause_ = CloseCause::kEnded;
   const bool notify = !pending_notify_;
   pending_notify_ = true;
   return notify;
-}
-
-bool CacheWatcher::closed() const {
-  absl::MutexLock lock(&mu_);
-  return closed_;
 }
 
 size_t CacheWatcher::queued_bytes() const {

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -39,18 +40,38 @@ struct WatchFilter {
   bool Matches(const CachedObject& object) const;
 };
 
+// Where a watcher's notifications go, when not a function of its own: one sink per worker thread
+// takes the notifications of one event for all of its watchers at once (one lock, one post),
+// each naming its watcher by a slot and generation the sink handed out. The dispatcher keeps
+// no reference on the watchers it notifies, and calls nothing per watcher.
+class NotifySink {
+ public:
+  struct Ref {
+    uint32_t slot = 0;
+    uint32_t generation = 0;
+  };
+  // From any thread, without any watcher's or cache's lock held.
+  virtual void Notify(std::span<const Ref> refs) = 0;
+
+ protected:
+  ~NotifySink() = default;
+};
+
 // Watchers cut, by reason (kept by the cache of their resource, counted by the watcher).
 struct CutCounts {
   std::atomic<uint64_t> queue_bytes{0};        // Past its own budget.
   std::atomic<uint64_t> total_queue_bytes{0};  // Among the furthest behind past the QueueBudget.
 };
 
-class CacheWatcher {
+class CacheWatcher : public std::enable_shared_from_this<CacheWatcher> {
  public:
   // `notify` is called without the cache's lock when the queue becomes non-empty or the watcher
   // is closed; it must only schedule work (e.g. post to the session's thread). `budget` (may be
   // null) is the process-wide one; `cuts` (may be null) counts this watcher's cut.
   CacheWatcher(WatchFilter filter, size_t max_queue_bytes, std::function<void()> notify,
+               QueueBudget* budget = nullptr, CutCounts* cuts = nullptr);
+  // The same, notified through `sink` (not null) as `ref`.
+  CacheWatcher(WatchFilter filter, size_t max_queue_bytes, NotifySink* sink, NotifySink::Ref ref,
                QueueBudget* budget = nullptr, CutCounts* cuts = nullptr);
   ~CacheWatcher();
   CacheWatcher(const CacheWatcher&) = delete;
@@ -107,7 +128,8 @@ class CacheWatcher {
   bool CutForTotal();
   // Closes the watcher (cache gone, relist, shutdown). Returns true when a notify is due.
   bool Close();
-  bool closed() const;
+  // Without the lock: once true, it stays true.
+  bool closed() const { return closed_flag_.load(std::memory_order_acquire); }
 
   // The frames' bytes queued, as this watcher's own budget counts them (each frame whole).
   size_t queued_bytes() const;
@@ -132,6 +154,8 @@ class CacheWatcher {
   const WatchFilter filter_;
   const size_t max_queue_bytes_;
   const std::function<void()> notify_;
+  NotifySink* const sink_ = nullptr;
+  const NotifySink::Ref ref_;
   QueueBudget* const budget_;
   CutCounts* const cuts_;
 
@@ -145,10 +169,31 @@ class CacheWatcher {
   uint64_t last_rv_ ABSL_GUARDED_BY(mu_) = 0;
   bool pending_notify_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> closed_flag_{false};  // closed_, for readers without the lock.
   CloseCause close_cause_ ABSL_GUARDED_BY(mu_) = CloseCause::kOpen;
 
  public:
-  void Notify() const { notify_(); }
+  void Notify() const {
+    if (sink_ != nullptr) {
+      sink_->Notify(std::span<const NotifySink::Ref>(&ref_, 1));
+    } else {
+      notify_();
+    }
+  }
+  // Asks the CPU for the whole watcher (a hint, for a dispatch about to match and push to it).
+  void PrefetchForPush() const {
+    const char* p = reinterpret_cast<const char*>(this);
+    for (size_t at = 0; at < sizeof(CacheWatcher); at += 64) __builtin_prefetch(p + at);
+  }
+  // Asks the CPU for the lines a Take reads (a hint, for a fan-out about to take from it).
+  void Prefetch() const {
+    __builtin_prefetch(&mu_);
+    __builtin_prefetch(&queue_);
+    __builtin_prefetch(&closed_flag_);
+  }
+  // Its sink (null: notified by its function) and its name there.
+  NotifySink* sink() const { return sink_; }
+  NotifySink::Ref sink_ref() const { return ref_; }
 };
 
 }  // namespace kf

@@ -64,25 +64,50 @@ void Cacher::ReindexLocked() {
   for (const auto& [key, obj] : store_) IndexLocked(nullptr, obj);
 }
 
-void Cacher::Finish(const std::vector<std::shared_ptr<CacheWatcher>>& notify,
-                    std::vector<std::function<void()>>& ready) {
-  for (const auto& w : notify) w->Notify();
+void Cacher::Notifications::Add(CacheWatcher& w) {
+  NotifySink* sink = w.sink();
+  if (sink == nullptr) {
+    functions.push_back(w.shared_from_this());
+    return;
+  }
+  // A few sinks (one per worker thread); the last one used is the likeliest.
+  for (auto it = sinks.rbegin(); it != sinks.rend(); ++it) {
+    if (it->first == sink) {
+      it->second.push_back(w.sink_ref());
+      return;
+    }
+  }
+  sinks.emplace_back(sink, std::vector<NotifySink::Ref>{w.sink_ref()});
+}
+
+void Cacher::Finish(const Notifications& notify, std::vector<std::function<void()>>& ready) {
+  for (const auto& [sink, refs] : notify.sinks) sink->Notify(refs);
+  for (const auto& w : notify.functions) w->Notify();
   for (auto& f : ready) f();
 }
 
 void Cacher::AdvanceLocked(uint64_t rv, std::vector<std::function<void()>>* ready) {
   last_update_ = now_();
   if (rv > rv_) rv_ = rv;
+  rv_published_.store(rv_, std::memory_order_release);
   while (!waiters_.empty() && waiters_.begin()->first <= rv_) {
     ready->push_back(std::move(waiters_.begin()->second));
     waiters_.erase(waiters_.begin());
   }
 }
 
-void Cacher::DispatchLocked(const EventPtr& e, std::vector<std::shared_ptr<CacheWatcher>>* notify) {
-  std::vector<std::shared_ptr<CacheWatcher>> candidates;
+void Cacher::DispatchLocked(const EventPtr& e, Notifications* notify) {
+  // Raw pointers: the index holds the watchers, and is not changed before the loop ends.
+  std::vector<CacheWatcher*> candidates;
   watchers_.Candidates(e->object().get(), e->prev().get(), &candidates);
-  for (const auto& w : candidates) {
+  std::vector<CacheWatcher*> closed;
+  // Each watcher is mostly cache misses: the one kAhead on is fetched while this one is served.
+  constexpr size_t kAhead = 4;
+  const size_t n = candidates.size();
+  for (size_t i = 0; i < n && i < kAhead; ++i) candidates[i]->PrefetchForPush();
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) candidates[i + kAhead]->PrefetchForPush();
+    CacheWatcher* w = candidates[i];
     if (e->resource_version() <= w->skip_through) continue;
     std::optional<FramePieces> pieces = EventFor(w->filter(), *e);
     if (!pieces) continue;
@@ -103,20 +128,21 @@ void Cacher::DispatchLocked(const EventPtr& e, std::vector<std::shared_ptr<Cache
         pushed = w->CutForTotal() ? CacheWatcher::Pushed::kNotify : CacheWatcher::Pushed::kQuiet;
       }
     }
-    if (pushed == CacheWatcher::Pushed::kNotify) notify->push_back(w);
-    if (w->closed()) watchers_.Remove(w.get());  // Cut for slowness; the session sees it.
+    if (pushed == CacheWatcher::Pushed::kNotify) notify->Add(*w);
+    if (w->closed()) closed.push_back(w);  // Cut for slowness; the session sees it.
   }
+  for (CacheWatcher* w : closed) watchers_.Remove(w);
 }
 
 void Cacher::AddEventLocked(EventType type, ObjectPtr object, ObjectPtr prev,
-                            std::vector<std::shared_ptr<CacheWatcher>>* notify) {
+                            Notifications* notify) {
   auto event = std::make_shared<const WatchEvent>(type, std::move(object), std::move(prev), now_());
   ring_.Push(event, event->received());
   DispatchLocked(event, notify);
 }
 
 void Cacher::Replace(std::vector<ObjectPtr> objects, uint64_t list_rv) {
-  std::vector<std::shared_ptr<CacheWatcher>> notify;
+  Notifications notify;
   std::vector<std::function<void()>> ready;
   {
     absl::MutexLock lock(&mu_);
@@ -191,13 +217,14 @@ absl::Status Cacher::ImportState(State state) {
   for (EventPtr& e : state.events) ring_.Push(std::move(e), now);
   if (!state.bookmark_template.empty()) bookmark_template_ = std::move(state.bookmark_template);
   rv_ = state.resource_version;
+  rv_published_.store(rv_, std::memory_order_release);
   synced_ = true;
   last_update_ = now;
   return absl::OkStatus();
 }
 
 void Cacher::Apply(EventType type, ObjectPtr object) {
-  std::vector<std::shared_ptr<CacheWatcher>> notify;
+  Notifications notify;
   std::vector<std::function<void()>> ready;
   {
     absl::MutexLock lock(&mu_);
@@ -227,7 +254,7 @@ void Cacher::Bookmark(uint64_t rv) {
     absl::MutexLock lock(&mu_);
     AdvanceLocked(rv, &ready);
   }
-  Finish({}, ready);
+  Finish(Notifications(), ready);
 }
 
 void Cacher::SetBookmarkTemplate(std::string object) {
@@ -242,10 +269,7 @@ bool Cacher::synced() const {
   return synced_;
 }
 
-uint64_t Cacher::resource_version() const {
-  absl::MutexLock lock(&mu_);
-  return rv_;
-}
+uint64_t Cacher::resource_version() const { return rv_published_.load(std::memory_order_acquire); }
 
 uint64_t Cacher::window_start_rv() const {
   absl::MutexLock lock(&mu_);
@@ -396,8 +420,11 @@ std::pair<ObjectPtr, uint64_t> Cacher::Get(const std::string& key) const {
 }
 
 absl::StatusOr<std::shared_ptr<CacheWatcher>> Cacher::Watch(WatchRequest req) {
-  auto w = std::make_shared<CacheWatcher>(std::move(req.filter), req.max_queue_bytes,
-                                          std::move(req.notify), req.total_budget, &cuts_);
+  auto w = req.sink != nullptr
+               ? std::make_shared<CacheWatcher>(std::move(req.filter), req.max_queue_bytes,
+                                                req.sink, req.sink_ref, req.total_budget, &cuts_)
+               : std::make_shared<CacheWatcher>(std::move(req.filter), req.max_queue_bytes,
+                                                std::move(req.notify), req.total_budget, &cuts_);
   std::vector<Piece> initial;
   uint64_t last_rv = 0;
   {
@@ -441,11 +468,11 @@ void Cacher::RemoveWatcher(CacheWatcher* watcher) {
 }
 
 void Cacher::CloseAll() {
-  std::vector<std::shared_ptr<CacheWatcher>> notify;
+  Notifications notify;
   {
     absl::MutexLock lock(&mu_);
     watchers_.ForEach([&](const std::shared_ptr<CacheWatcher>& w) {
-      if (w->Close()) notify.push_back(w);
+      if (w->Close()) notify.Add(*w);
     });
   }
   std::vector<std::function<void()>> none;

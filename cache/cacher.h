@@ -8,6 +8,7 @@
 #ifndef KUBE_FANOUT_CACHE_CACHER_H_
 #define KUBE_FANOUT_CACHE_CACHER_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -56,6 +57,7 @@ class Cacher {
   void SetBookmarkTemplate(std::string object);
 
   bool synced() const;
+  // Without the lock: what the events queued so far reach.
   uint64_t resource_version() const;
   // The oldest RV a watch can resume from (older: 410).
   uint64_t window_start_rv() const;
@@ -145,6 +147,9 @@ class Cacher {
     size_t max_queue_bytes = 16u << 20;
     std::function<void()> notify;
     QueueBudget* total_budget = nullptr;  // The process-wide one; null: none.
+    // Instead of `notify`, when set: the watcher is notified through this sink as `sink_ref`.
+    NotifySink* sink = nullptr;
+    NotifySink::Ref sink_ref;
   };
   // Registers a watcher whose queue starts with the initial state (ADDED per matching object,
   // by key) or with the window's events after the RV, then continues with live events, with no
@@ -164,20 +169,25 @@ class Cacher {
   void WaitForVersion(uint64_t rv, std::function<void()> ready);
 
  private:
-  void DispatchLocked(const EventPtr& event, std::vector<std::shared_ptr<CacheWatcher>>* notify)
+  // The watchers to notify once the lock is released. A sink's are told together (one call
+  // per sink and event); the others are held here, since their session may drop its own
+  // reference meanwhile (a raw pointer here was a use after free under a flood of watches
+  // ending while events were dispatched).
+  struct Notifications {
+    std::vector<std::shared_ptr<CacheWatcher>> functions;
+    std::vector<std::pair<NotifySink*, std::vector<NotifySink::Ref>>> sinks;
+    void Add(CacheWatcher& watcher);
+  };
+  void DispatchLocked(const EventPtr& event, Notifications* notify)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AdvanceLocked(uint64_t rv, std::vector<std::function<void()>>* ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AddEventLocked(EventType type, ObjectPtr object, ObjectPtr prev,
-                      std::vector<std::shared_ptr<CacheWatcher>>* notify)
+  void AddEventLocked(EventType type, ObjectPtr object, ObjectPtr prev, Notifications* notify)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string ProtoBookmarkFrame(uint64_t rv, bool initial_events_end) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Notifies without the lock: `notify` holds each watcher, whose session may remove it and
-  // drop its own reference meanwhile (a raw pointer here was a use after free under a flood of
-  // watches ending while events were dispatched).
-  static void Finish(const std::vector<std::shared_ptr<CacheWatcher>>& notify,
-                     std::vector<std::function<void()>>& ready);
+  // Notifies, then calls `ready`, without the lock.
+  static void Finish(const Notifications& notify, std::vector<std::function<void()>>& ready);
 
   const ResourceType type_;
   const Encoding encoding_;
@@ -197,6 +207,10 @@ class Cacher {
   EventRing ring_ ABSL_GUARDED_BY(mu_);
   WatcherIndex watchers_ ABSL_GUARDED_BY(mu_);
   uint64_t rv_ ABSL_GUARDED_BY(mu_) = 0;
+  // rv_, for resource_version() without the lock (every watch delivery reads it). Stored after
+  // the events up to it were queued (release), so a reader that then takes a watcher's queue
+  // finds them there.
+  std::atomic<uint64_t> rv_published_{0};
   bool synced_ ABSL_GUARDED_BY(mu_) = false;
   std::string bookmark_template_ ABSL_GUARDED_BY(mu_);
   mutable std::shared_ptr<const std::string> last_bookmark_ ABSL_GUARDED_BY(mu_);

@@ -39,24 +39,29 @@ void WatcherIndex::Remove(CacheWatcher* w) {
 }
 
 void WatcherIndex::Collect(Bucket b, const std::string& key,
-                           absl::flat_hash_set<CacheWatcher*>* seen,
-                           std::vector<std::shared_ptr<CacheWatcher>>* out) const {
+                           std::vector<CacheWatcher*>* out) const {
   auto it = buckets_[b].find(key);
   if (it == buckets_[b].end()) return;
-  for (const auto& [ptr, w] : it->second) {
-    if (seen->insert(ptr).second) out->push_back(w);
-  }
+  for (const auto& [ptr, w] : it->second) out->push_back(ptr);
 }
 
 void WatcherIndex::Candidates(const CachedObject* object, const CachedObject* prev,
-                              std::vector<std::shared_ptr<CacheWatcher>>* out) const {
-  absl::flat_hash_set<CacheWatcher*> seen;
-  Collect(kAll, "", &seen, out);
-  for (const CachedObject* o : {object, prev}) {
-    if (o == nullptr) continue;
-    Collect(kByName, o->name(), &seen, out);
-    Collect(kByNamespace, o->namespace_(), &seen, out);
-    if (!node_field_.empty()) Collect(kByNode, NodeOf(*o), &seen, out);
+                              std::vector<CacheWatcher*>* out) const {
+  // A watcher is in one bucket under one key: each (bucket, key) collected once gives each
+  // watcher once, without touching the watchers themselves.
+  Collect(kAll, "", out);
+  if (object == nullptr) std::swap(object, prev);
+  if (object == nullptr) return;
+  Collect(kByName, object->name(), out);
+  Collect(kByNamespace, object->namespace_(), out);
+  const std::string node = node_field_.empty() ? std::string() : NodeOf(*object);
+  if (!node_field_.empty()) Collect(kByNode, node, out);
+  if (prev == nullptr) return;
+  if (prev->name() != object->name()) Collect(kByName, prev->name(), out);
+  if (prev->namespace_() != object->namespace_()) Collect(kByNamespace, prev->namespace_(), out);
+  if (!node_field_.empty()) {
+    const std::string prev_node = NodeOf(*prev);
+    if (prev_node != node) Collect(kByNode, prev_node, out);
   }
 }
 

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "cache/cache_watcher.h"
 
 namespace kf {
@@ -24,9 +23,10 @@ class WatcherIndex {
   void Add(const std::shared_ptr<CacheWatcher>& watcher);
   void Remove(CacheWatcher* watcher);
 
-  // Watchers that could match `object` or `prev` (either may be null), each once.
+  // Watchers that could match `object` or `prev` (either may be null), each once (appended to
+  // `out`). Valid while the index is not changed.
   void Candidates(const CachedObject* object, const CachedObject* prev,
-                  std::vector<std::shared_ptr<CacheWatcher>>* out) const;
+                  std::vector<CacheWatcher*>* out) const;
 
   size_t size() const { return size_; }
   // Calls f on every watcher.
@@ -42,8 +42,7 @@ class WatcherIndex {
  private:
   enum Bucket { kByName = 0, kByNode = 1, kByNamespace = 2, kAll = 3, kNumBuckets = 4 };
   using Set = absl::flat_hash_map<CacheWatcher*, std::shared_ptr<CacheWatcher>>;
-  void Collect(Bucket b, const std::string& key, absl::flat_hash_set<CacheWatcher*>* seen,
-               std::vector<std::shared_ptr<CacheWatcher>>* out) const;
+  void Collect(Bucket b, const std::string& key, std::vector<CacheWatcher*>* out) const;
   std::string NodeOf(const CachedObject& o) const;
 
   std::string node_field_;

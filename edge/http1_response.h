@@ -27,7 +27,12 @@ class Http1Response : public Response {
   // kept there, bounded; an upgrade hands them to the tunnel).
   Http1Response(AnyStream& stream, beast::flat_buffer& buffer, const Request& request,
                 const StopSignal& stop)
-      : stream_(stream), buffer_(buffer), request_(&request), stop_(stop) {}
+      : stream_(stream),
+        buffer_(buffer),
+        request_(&request),
+        stop_(stop),
+        socket_hint_(stream.is_tls() ? static_cast<const void*>(stream.tls_server())
+                                     : static_cast<const void*>(&stream.tcp().socket())) {}
 
   // The request's frame is ending while this answer goes on (a detached watch, its head
   // written: Detached): what is left to write needs none of it. A head or a 100 Continue
@@ -47,6 +52,10 @@ class Http1Response : public Response {
   TryWrite TryWriteBody(std::span<const asio::const_buffer> pieces) override;
   asio::awaitable<beast::error_code> FinishWrite() override;
   void CloseAfter() override { close_after_ = true; }
+  void PrefetchTransport() const override {
+    __builtin_prefetch(&stream_);
+    if (socket_hint_ != nullptr) __builtin_prefetch(socket_hint_);
+  }
   std::optional<Upgraded> TakeUpgraded() override;
 
   bool head_written() const override { return status_ != 0; }
@@ -88,6 +97,8 @@ class Http1Response : public Response {
   beast::flat_buffer& buffer_;
   const Request* request_;  // Null once forgotten (ForgetRequest).
   const StopSignal& stop_;
+  // Where the stream's socket (or TLS stream) is, for PrefetchTransport only.
+  const void* socket_hint_;
   int status_ = 0;
   Body body_ = Body::kNone;
   bool keep_alive_ = false;

@@ -1,5 +1,7 @@
 #include "edge/pipeline.h"
 
+#include <cstring>
+
 #include "absl/time/clock.h"
 #include "common/strings.h"
 
@@ -52,15 +54,19 @@ asio::awaitable<void> Pipeline::ServeRoute(Exchange& x) {
 
 asio::awaitable<void> Pipeline::Relay(Exchange& x) { co_await stages_.relay->Serve(x); }
 
-RequestRecord Pipeline::Record(const Exchange& x) {
+namespace {
+
+// Views of the request's fields (`resource` holds its group/resource, which the request does
+// not keep as one string).
+RequestLogFields FieldsOf(const Exchange& x, const std::string& resource) {
   const Request& r = x.request;
-  return RequestRecord{
-      .method = std::string(r.method_string),
-      .uri = std::string(r.target),
+  return RequestLogFields{
+      .method = r.method_string,
+      .uri = r.target,
       .verb = r.info.verb,
-      .resource = r.info.GroupResource(),
-      .user_agent = std::string(r.headers[beast::http::field::user_agent]),
-      .accept = std::string(r.headers[beast::http::field::accept]),
+      .resource = resource,
+      .user_agent = r.headers[beast::http::field::user_agent],
+      .accept = r.headers[beast::http::field::accept],
       .upstream = x.upstream,
       .error = x.error,
       .answer = x.answer,
@@ -69,11 +75,35 @@ RequestRecord Pipeline::Record(const Exchange& x) {
   };
 }
 
-void Pipeline::Log(const Exchange& x, std::string_view remote) const {
-  Log(Record(x), x.response->status(), x.response->body_bytes(), remote);
+}  // namespace
+
+RequestRecord::RequestRecord(const RequestLogFields& fields) : fields_(fields) {
+  std::string_view* views[] = {&fields_.method,   &fields_.uri,    &fields_.verb,
+                               &fields_.resource, &fields_.accept, &fields_.user_agent,
+                               &fields_.upstream, &fields_.error};
+  size_t total = 0;
+  for (const std::string_view* v : views) total += v->size();
+  bytes_ = std::make_unique<char[]>(total);
+  char* at = bytes_.get();
+  for (std::string_view* v : views) {
+    if (!v->empty()) std::memcpy(at, v->data(), v->size());
+    *v = std::string_view(at, v->size());
+    at += v->size();
+  }
 }
 
-void Pipeline::Log(const RequestRecord& r, int status, uint64_t body_bytes,
+RequestRecord Pipeline::Record(const Exchange& x) {
+  const std::string resource = x.request.info.GroupResource();
+  return RequestRecord(FieldsOf(x, resource));
+}
+
+void Pipeline::Log(const Exchange& x, std::string_view remote) const {
+  // Views of the request: nothing is copied for the line (Record is for a detached watch).
+  const std::string resource = x.request.info.GroupResource();
+  Log(FieldsOf(x, resource), x.response->status(), x.response->body_bytes(), remote);
+}
+
+void Pipeline::Log(const RequestLogFields& r, int status, uint64_t body_bytes,
                    std::string_view remote) const {
   stats_.answered[static_cast<size_t>(r.answer)].fetch_add(1, std::memory_order_relaxed);
   if (status == 503 && r.upstream.empty()) {

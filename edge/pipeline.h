@@ -14,6 +14,7 @@
 #ifndef KUBE_FANOUT_EDGE_PIPELINE_H_
 #define KUBE_FANOUT_EDGE_PIPELINE_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,20 +33,32 @@ struct PipelineStages {
   std::vector<Filter*> passthrough;  // Before the relay.
 };
 
-// What the access log says of a request, copied out of it: a watch that outlives its request's
-// frames (HttpSession) keeps this, not the request's head.
-struct RequestRecord {
-  std::string method;
-  std::string uri;
-  std::string verb;
-  std::string resource;
-  std::string user_agent;
-  std::string accept;
-  std::string upstream;
-  std::string error;
+// What the access log says of a request, as views of the request or of a RequestRecord.
+struct RequestLogFields {
+  std::string_view method;
+  std::string_view uri;
+  std::string_view verb;
+  std::string_view resource;
+  std::string_view user_agent;
+  std::string_view accept;
+  std::string_view upstream;
+  std::string_view error;
   Answer answer = Answer::kPassthrough;
   bool h2 = false;
   absl::Time start;
+};
+
+// The same fields, owning their bytes (one block): a watch that outlives its request's frames
+// (HttpSession) keeps this, not the request's head. Other requests are logged from views.
+class RequestRecord {
+ public:
+  RequestRecord() = default;
+  explicit RequestRecord(const RequestLogFields& fields);
+  const RequestLogFields& fields() const { return fields_; }
+
+ private:
+  std::unique_ptr<char[]> bytes_;  // On the heap: moving the record keeps the views valid.
+  RequestLogFields fields_;
 };
 
 class Pipeline {
@@ -63,8 +76,9 @@ class Pipeline {
   // One access-log line for a request and its answer; counts it.
   void Log(const Exchange& x, std::string_view remote) const;
   static RequestRecord Record(const Exchange& x);
-  // The same line from a record, with the answer's status and body size.
-  void Log(const RequestRecord& r, int status, uint64_t body_bytes, std::string_view remote) const;
+  // The same line from its fields (a record's), with the answer's status and body size.
+  void Log(const RequestLogFields& f, int status, uint64_t body_bytes,
+           std::string_view remote) const;
   // For what never became a request (a head the transport could not parse: 431 or 400); counts
   // it as refused.
   void LogUnparsed(std::string_view remote, int status, std::string_view error) const;

@@ -51,6 +51,18 @@ class Response {
  public:
   virtual ~Response() = default;
 
+  // Asks the CPU for the first lines of this object, where a transport keeps what a write reads
+  // first (a hint, for a fan-out about to write to many responses in turn).
+  void Prefetch() const {
+    const char* p = reinterpret_cast<const char*>(this);
+    __builtin_prefetch(p);
+    __builtin_prefetch(p + 64);
+    __builtin_prefetch(p + 128);
+  }
+  // The same for the transport's objects a direct write (TryWriteBody) reads: asked for after
+  // Prefetch's lines have arrived.
+  virtual void PrefetchTransport() const {}
+
   virtual asio::awaitable<beast::error_code> WriteHead(ResponseHead head) = 0;
   virtual asio::awaitable<beast::error_code> WriteBody(
       std::span<const asio::const_buffer> pieces) = 0;

@@ -54,6 +54,7 @@ class CacheHandler : public Handler {
         options_(options),
         routes_(routes) {
     if (options_.list_pool != nullptr) list_builds_.emplace(*options_.list_pool);
+    wakeups_.set_after_drain(&FlushWatchWriteTally);
   }
 
   asio::awaitable<bool> Serve(Exchange& x) override;

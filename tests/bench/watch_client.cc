@@ -1,12 +1,17 @@
 #include "tests/bench/watch_client.h"
 
 #include <nghttp2/nghttp2.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <optional>
@@ -22,7 +27,8 @@ namespace kf::bench {
 namespace {
 
 constexpr size_t kReadBuffer = 256 << 10;
-constexpr int kReadsPerWakeup = 8;  // Then yield to the other connections.
+constexpr int kReadsPerWakeup = 8;   // Then yield to the other connections.
+constexpr int kReadyPerRound = 256;  // Sockets taken from the shard's epoll set per round.
 constexpr size_t kMaxFailureSamples = 8;
 
 std::string QuotedKey(std::string_view key) {
@@ -46,7 +52,13 @@ WatchPlan WatchPlan::Make(int watchers, int nodes, bool shuffled, uint32_t seed)
 
 struct WatchClient::Watch {
   Watch(asio::io_context& ioc, int i, int n) : socket(ioc), index(i), node(n), pods(n >= 0) {}
-  asio::ip::tcp::socket socket;  // HTTP/1.1 only.
+  ~Watch() {
+    if (fd >= 0) ::close(fd);
+  }
+  Watch(const Watch&) = delete;
+  Watch& operator=(const Watch&) = delete;
+  asio::ip::tcp::socket socket;  // HTTP/1.1 only, until its request is written.
+  int fd = -1;                   // Then the socket, released from asio into the shard's set.
   Conn* conn = nullptr;          // HTTP/2: its connection, and its stream there.
   int32_t stream_id = 0;
   tools::EventStreamParser parser;
@@ -77,7 +89,16 @@ struct WatchClient::Conn {
 };
 
 struct WatchClient::Shard {
+  Shard() : ready_set(ioc) {
+    const int fd = epoll_create1(EPOLL_CLOEXEC);
+    if (fd >= 0) ready_set.assign(fd);
+  }
   asio::io_context ioc{1};
+  // The HTTP/1.1 watches' sockets once their request is written, level-triggered: asio waits
+  // for the set as a whole (one wait per round of ready sockets, not one per socket and event,
+  // each of which costs asio an epoll_ctl that polls the socket again).
+  asio::posix::stream_descriptor ready_set;
+  bool ready_wait = false;  // A wait on ready_set is under way.
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
   std::thread thread;
   std::atomic<bool> finished{false};
@@ -191,27 +212,53 @@ void WatchClient::Connect(Shard& shard, Watch& w) {
 }
 
 void WatchClient::DoWait(Shard& shard, Watch& w) {
-  w.socket.async_wait(asio::ip::tcp::socket::wait_read,
-                      [this, &shard, &w](boost::system::error_code ec) {
-                        if (ec || !w.open) {
-                          if (ec != asio::error::operation_aborted && w.open) {
-                            End(shard, w, "wait: " + ec.message());
-                          }
-                          return;
-                        }
-                        OnReadable(shard, w);
-                      });
+  // Out of asio's reactor into the shard's set (asio would keep reporting it otherwise).
+  boost::system::error_code ec;
+  w.fd = w.socket.release(ec);
+  if (ec || w.fd < 0) {
+    End(shard, w, "release: " + ec.message());
+    return;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = &w;
+  if (epoll_ctl(shard.ready_set.native_handle(), EPOLL_CTL_ADD, w.fd, &ev) != 0) {
+    End(shard, w, "epoll_ctl: " + std::string(strerror(errno)));
+    return;
+  }
+  WaitForReady(shard);
+}
+
+void WatchClient::WaitForReady(Shard& shard) {
+  if (shard.ready_wait) return;
+  shard.ready_wait = true;
+  shard.ready_set.async_wait(asio::posix::stream_descriptor::wait_read,
+                             [this, &shard](boost::system::error_code ec) {
+                               shard.ready_wait = false;
+                               if (ec) return;  // Closed: the run is over.
+                               OnReady(shard);
+                             });
+}
+
+void WatchClient::OnReady(Shard& shard) {
+  std::array<epoll_event, kReadyPerRound> events;
+  const int n = epoll_wait(shard.ready_set.native_handle(), events.data(), kReadyPerRound, 0);
+  for (int i = 0; i < n; ++i) {
+    Watch& w = *static_cast<Watch*>(events[static_cast<size_t>(i)].data.ptr);
+    if (w.open && w.fd >= 0) OnReadable(shard, w);
+  }
+  WaitForReady(shard);
 }
 
 void WatchClient::OnReadable(Shard& shard, Watch& w) {
   for (int i = 0; i < kReadsPerWakeup; ++i) {
-    boost::system::error_code ec;
-    const size_t n = w.socket.read_some(asio::buffer(shard.buffer), ec);
-    if (ec == asio::error::would_block || ec == asio::error::try_again) break;
-    if (ec) {
-      End(shard, w, ec == asio::error::eof ? "closed by kube-fanout" : "read: " + ec.message());
+    const ssize_t got = ::read(w.fd, shard.buffer.data(), shard.buffer.size());
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
+    if (got <= 0) {
+      End(shard, w, got == 0 ? "closed by kube-fanout" : "read: " + std::string(strerror(errno)));
       return;
     }
+    const size_t n = static_cast<size_t>(got);
     const int64_t now = tools::UnixNanos();  // One receipt time per read.
     Bump(shard.bytes, n);
     const bool more = w.parser.Feed(std::string_view(shard.buffer.data(), n),
@@ -228,9 +275,8 @@ void WatchClient::OnReadable(Shard& shard, Watch& w) {
               : "bad response: " + w.parser.error() + " [" + w.parser.head().substr(0, 200) + "]");
       return;
     }
-    if (n < shard.buffer.size()) break;  // Drained, most likely: wait again.
+    if (n < shard.buffer.size()) break;  // Drained, most likely; level-triggered if not.
   }
-  DoWait(shard, w);
 }
 
 void WatchClient::OnEvent(Shard& shard, Watch& w, std::string_view line, int64_t now) {
@@ -268,11 +314,27 @@ void WatchClient::OnEvent(Shard& shard, Watch& w, std::string_view line, int64_t
   }
 }
 
+void WatchClient::CloseWatchSocket(Shard& shard, Watch& w, bool reset) {
+  boost::system::error_code ignored;
+  if (w.fd < 0) {
+    if (reset) w.socket.set_option(asio::socket_base::linger(true, 0), ignored);
+    w.socket.close(ignored);
+    return;
+  }
+  epoll_ctl(shard.ready_set.native_handle(), EPOLL_CTL_DEL, w.fd, nullptr);
+  if (reset) {
+    const linger l{1, 0};  // RST: no TIME_WAIT carried into the next run.
+    setsockopt(w.fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+  }
+  ::close(w.fd);
+  w.fd = -1;
+}
+
 void WatchClient::End(Shard& shard, Watch& w, const std::string& reason) {
   if (!w.open) return;
   w.open = false;
   boost::system::error_code ignored;
-  if (w.conn == nullptr) w.socket.close(ignored);
+  if (w.conn == nullptr) CloseWatchSocket(shard, w, /*reset=*/false);
   Bump(w.connected ? shard.ended : shard.failed);
   NoteFailure(absl::StrCat("watch ", w.index, w.connected ? " ended: " : " failed: ", reason));
 }
@@ -291,9 +353,7 @@ void WatchClient::CloseAll() {
         if (!w->open) continue;
         w->open = false;
         if (w->conn != nullptr) continue;
-        boost::system::error_code ignored;
-        w->socket.set_option(asio::socket_base::linger(true, 0), ignored);
-        w->socket.close(ignored);
+        CloseWatchSocket(*shard, *w, /*reset=*/true);
       }
       for (auto& [n, c] : shard->conns) {
         if (!c->open) continue;
@@ -302,6 +362,8 @@ void WatchClient::CloseAll() {
         c->socket.set_option(asio::socket_base::linger(true, 0), ignored);
         c->socket.close(ignored);
       }
+      boost::system::error_code ignored;
+      shard->ready_set.close(ignored);  // Its wait ends; the thread can finish.
       shard->guard.reset();
     });
   }

@@ -115,8 +115,12 @@ class WatchClient {
 
  private:
   void Connect(Shard& shard, Watch& watch);
+  // A watch's request is written: its socket joins the shard's set of sockets to read.
   void DoWait(Shard& shard, Watch& watch);
+  void WaitForReady(Shard& shard);
+  void OnReady(Shard& shard);
   void OnReadable(Shard& shard, Watch& watch);
+  static void CloseWatchSocket(Shard& shard, Watch& watch, bool reset);
   void OnEvent(Shard& shard, Watch& watch, std::string_view line, int64_t now);
   void End(Shard& shard, Watch& watch, const std::string& reason);
   void NoteFailure(const std::string& message);

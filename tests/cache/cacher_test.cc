@@ -1,5 +1,6 @@
 #include "cache/cacher.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "rapidjson/document.h"
@@ -96,6 +97,69 @@ TEST_CASE(
   CHECK(notified[1] == 1);
   CHECK(w[0] == nullptr);  // Each ended the other: the second on a watcher already removed.
   CHECK(w[1] == nullptr);
+}
+
+// A sink that records each hand-over.
+struct RecordingSink final : NotifySink {
+  std::vector<std::vector<Ref>> calls;
+  void Notify(std::span<const Ref> refs) override { calls.emplace_back(refs.begin(), refs.end()); }
+};
+
+TEST_CASE("Cacher hands one event's notifications to each sink at once, by reference") {
+  Cacher cacher{PodsType(), EventRingLimits{}, [] { return std::chrono::steady_clock::now(); }};
+  cacher.Replace({}, 10);
+  RecordingSink one, two;
+  int by_function = 0;
+  auto watch = [&](NotifySink* sink, uint32_t slot, WatchFilter filter = Filter()) {
+    Cacher::WatchRequest r{std::move(filter), Cacher::Start::kAfterVersion, 10, 1 << 20};
+    if (sink != nullptr) {
+      r.sink = sink;
+      r.sink_ref = {slot, slot + 100};
+    } else {
+      r.notify = [&] { ++by_function; };
+    }
+    auto w = cacher.Watch(std::move(r));
+    REQUIRE(w.ok());
+    return *std::move(w);
+  };
+  auto a = watch(&one, 1);
+  auto b = watch(&two, 2);
+  auto c = watch(&one, 3);
+  auto d = watch(nullptr, 0);
+  auto elsewhere = watch(&two, 4, Filter("other-ns"));
+  for (auto* w : {&a, &b, &c, &d, &elsewhere}) (*w)->Take();
+  cacher.Apply(EventType::kAdded, Pod("ns", "p", 11));
+  // One call per sink, naming its watchers that got the event (in index order).
+  REQUIRE(one.calls.size() == 1);
+  REQUIRE(two.calls.size() == 1);
+  std::vector<uint32_t> slots;
+  for (const auto& ref : one.calls[0]) {
+    CHECK(ref.generation == ref.slot + 100);
+    slots.push_back(ref.slot);
+  }
+  std::sort(slots.begin(), slots.end());
+  CHECK(slots == std::vector<uint32_t>{1, 3});
+  REQUIRE(two.calls[0].size() == 1);  // Not the watcher of another namespace.
+  CHECK(two.calls[0][0].slot == 2);
+  CHECK(by_function == 1);
+  // A second event before anyone took the first: notifications are pending, none is repeated.
+  cacher.Apply(EventType::kModified, Pod("ns", "p", 12));
+  CHECK(one.calls.size() == 1);
+  CHECK(Drain(*a) == std::vector<Seen>{{"ADDED", "p", 11}, {"MODIFIED", "p", 12}});
+  cacher.Apply(EventType::kModified, Pod("ns", "p", 13));
+  REQUIRE(one.calls.size() == 2);  // Only the one that took its events.
+  REQUIRE(one.calls[1].size() == 1);
+  CHECK(one.calls[1][0].slot == 1);
+  // Closing every watcher tells each one with no notification pending, through its sink.
+  Drain(*a);
+  Drain(*c);
+  cacher.CloseAll();
+  REQUIRE(one.calls.size() == 3);
+  CHECK(one.calls[2].size() == 2);
+  REQUIRE(two.calls.size() == 2);  // `elsewhere`; b's notification is still pending.
+  CHECK(two.calls[1][0].slot == 4);
+  CHECK(a->closed());
+  CHECK(b->closed());
 }
 
 TEST_CASE("Cacher turns selector transitions into ADDED and DELETED with the new RV") {

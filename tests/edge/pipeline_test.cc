@@ -174,3 +174,42 @@ TEST_CASE("Pipeline stops at a filter that rejects: nothing after it runs, the a
 
 }  // namespace
 }  // namespace kf::test
+
+namespace kf::test {
+namespace {
+
+TEST_CASE("A request record keeps its own copy of every field, moved or not") {
+  auto method = std::make_unique<std::string>("GET");
+  auto uri = std::make_unique<std::string>("/api/v1/pods?watch=1");
+  std::string agent = "kubelet/v1.36.3 (linux/amd64) kubernetes/abcdef";
+  RequestLogFields fields{.method = *method,
+                          .uri = *uri,
+                          .verb = "watch",
+                          .resource = "pods",
+                          .user_agent = agent,
+                          .accept = "",
+                          .upstream = "",
+                          .error = "client closed",
+                          .answer = Answer::kCache,
+                          .h2 = true,
+                          .start = absl::UnixEpoch()};
+  RequestRecord record(fields);
+  // What the views pointed into goes away; the record's bytes stay.
+  method.reset();
+  uri.reset();
+  agent.assign(agent.size(), 'x');
+  RequestRecord moved = std::move(record);
+  const RequestLogFields& kept = moved.fields();
+  CHECK(kept.method == "GET");
+  CHECK(kept.uri == "/api/v1/pods?watch=1");
+  CHECK(kept.verb == "watch");
+  CHECK(kept.resource == "pods");
+  CHECK(kept.user_agent == "kubelet/v1.36.3 (linux/amd64) kubernetes/abcdef");
+  CHECK(kept.accept.empty());
+  CHECK(kept.error == "client closed");
+  CHECK(kept.answer == Answer::kCache);
+  CHECK(kept.h2);
+}
+
+}  // namespace
+}  // namespace kf::test
