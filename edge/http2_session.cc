@@ -329,6 +329,23 @@ asio::awaitable<void> Http2Session::Serve(std::shared_ptr<Http2Stream> stream) {
     s.Finish();
     co_return;
   }
+  Handled handled = co_await Handle(s);
+  if (handled.watch) {
+    // A watch: it runs on in this smaller frame, the stream's request head forgotten.
+    s.ForgetRequest();
+    co_await handled.watch->Run();
+    const std::string watch_error = handled.watch->error();
+    handled.watch.reset();  // Before the log line, as Pipeline::Serve has it.
+    RequestLogFields fields = handled.record.fields();
+    if (!watch_error.empty()) fields.error = watch_error;
+    pipeline_.Log(fields, s.response().status(), s.response().body_bytes(), remote_);
+    stats_.http2_answered[static_cast<size_t>(fields.answer)].fetch_add(1,
+                                                                        std::memory_order_relaxed);
+  }
+  s.Finish();
+}
+
+asio::awaitable<Http2Session::Handled> Http2Session::Handle(Http2Stream& s) {
   absl::Status parsed;
   Request request =
       s.MakeRequest(remote_ip_, ParseRequestInfo(s.method(), s.path(), &parsed), &client_cert_);
@@ -336,12 +353,18 @@ asio::awaitable<void> Http2Session::Serve(std::shared_ptr<Http2Stream> stream) {
   if (!parsed.ok()) {
     co_await RejectUnparsed(x, parsed);
   } else {
-    co_await pipeline_.Serve(x);
+    co_await pipeline_.Handle(x);
+  }
+  if (s.body().timed_out()) stats_.body_timeouts_h2.fetch_add(1, std::memory_order_relaxed);
+  Handled handled;
+  if (x.detached) {
+    handled.watch = std::move(x.detached);
+    handled.record = Pipeline::Record(x);
+    co_return handled;
   }
   pipeline_.Log(x, remote_);
   stats_.http2_answered[static_cast<size_t>(x.answer)].fetch_add(1, std::memory_order_relaxed);
-  if (s.body().timed_out()) stats_.body_timeouts_h2.fetch_add(1, std::memory_order_relaxed);
-  s.Finish();
+  co_return handled;
 }
 
 asio::awaitable<void> Http2Session::WriteHeaderListTooLong(Http2Stream& stream) {

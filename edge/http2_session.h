@@ -93,6 +93,13 @@ class Http2Session : public std::enable_shared_from_this<Http2Session> {
   Http2Stream* StreamOf(int32_t id);
   void Start(std::shared_ptr<Http2Stream> stream);
   asio::awaitable<void> Serve(std::shared_ptr<Http2Stream> stream);
+  // A stream's request through the pipeline. A watch it leaves running comes back with the
+  // access log's fields copied: the request, its parsed form and the chain's frames end here.
+  struct Handled {
+    std::unique_ptr<Detached> watch;
+    RequestRecord record;
+  };
+  asio::awaitable<Handled> Handle(Http2Stream& stream);
   // Go's answer to a header list past its limit: 431 with its own small HTML body.
   asio::awaitable<void> WriteHeaderListTooLong(Http2Stream& stream);
 

@@ -140,6 +140,18 @@ Request Http2Stream::MakeRequest(std::string_view remote_ip, RequestInfo info,
                  client_cert};
 }
 
+void Http2Stream::ForgetRequest() {
+  std::string().swap(method_);
+  std::string().swap(path_);
+  std::string().swap(authority_);
+  std::string().swap(scheme_);
+  headers_ = beast::http::fields();
+  if (body_offset_ == body_in_.size()) {
+    std::string().swap(body_in_);
+    body_offset_ = 0;
+  }
+}
+
 void Http2Stream::OnData(const uint8_t* data, size_t n) {
   if (closed_ || reset_) {
     if (session_ != nullptr) nghttp2_session_consume(session_, id_, n);

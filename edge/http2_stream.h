@@ -104,6 +104,9 @@ class Http2Stream {
   // The request as the pipeline sees it, once the head is complete.
   Request MakeRequest(std::string_view remote_ip, RequestInfo info,
                       const ClientCertificate* client_cert);
+  // Its request was handled and its answer's head written (a watch runs on): the head's bytes
+  // go. Nothing reads them after that (a Continue then finds no Expect; the head is written).
+  void ForgetRequest();
   std::string_view method() const { return method_; }
   std::string_view path() const { return path_; }
 
