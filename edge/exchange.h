@@ -128,7 +128,7 @@ struct Exchange {
   std::string upstream;        // The upstream endpoint used, for the log.
   std::string error;           // Why it ended early or was refused, for the log.
   absl::Time start = absl::Now();
-  // Set by a handler (above); run by Pipeline::Serve, or by the transport after Handle.
+  // Set by a handler (above); run by the transport after Handle (or by Pipeline::Serve).
   std::unique_ptr<Detached> detached;
 
   bool stopping() const { return stop.requested; }

@@ -334,13 +334,9 @@ asio::awaitable<void> Http2Session::Serve(std::shared_ptr<Http2Stream> stream) {
     // A watch: it runs on in this smaller frame, the stream's request head forgotten.
     s.ForgetRequest();
     co_await handled.watch->Run();
-    const std::string watch_error = handled.watch->error();
-    handled.watch.reset();  // Before the log line, as Pipeline::Serve has it.
-    RequestLogFields fields = handled.record.fields();
-    if (!watch_error.empty()) fields.error = watch_error;
-    pipeline_.Log(fields, s.response().status(), s.response().body_bytes(), remote_);
-    stats_.http2_answered[static_cast<size_t>(fields.answer)].fetch_add(1,
-                                                                        std::memory_order_relaxed);
+    pipeline_.LogDetached(std::move(handled.watch), handled.record, s.response(), remote_);
+    stats_.http2_answered[static_cast<size_t>(handled.record.fields().answer)].fetch_add(
+        1, std::memory_order_relaxed);
   }
   s.Finish();
 }

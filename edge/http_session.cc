@@ -240,11 +240,7 @@ asio::awaitable<bool> HttpSession::ServeOne(std::unique_ptr<Rest>* rest) {
 }
 
 bool HttpSession::EndRest(Rest& rest) {
-  const std::string watch_error = rest.watch->error();  // Outlives the watch, for the line.
-  RequestLogFields fields = rest.record.fields();
-  if (!watch_error.empty()) fields.error = watch_error;
-  rest.watch.reset();  // Before the log line, as when the pipeline ran it.
-  pipeline_.Log(fields, rest.response->status(), rest.response->body_bytes(), remote_);
+  pipeline_.LogDetached(std::move(rest.watch), rest.record, *rest.response, remote_);
   if (rest.body_timed_out) {
     pipeline_.stats().transport.body_timeouts_http1.fetch_add(1, std::memory_order_relaxed);
   }

@@ -103,6 +103,15 @@ void Pipeline::Log(const Exchange& x, std::string_view remote) const {
   Log(FieldsOf(x, resource), x.response->status(), x.response->body_bytes(), remote);
 }
 
+void Pipeline::LogDetached(std::unique_ptr<Detached> watch, const RequestRecord& record,
+                           const Response& response, std::string_view remote) const {
+  const std::string watch_error = watch->error();  // Outlives the watch, for the line.
+  watch.reset();                                   // Before the log line, as Serve has it.
+  RequestLogFields fields = record.fields();
+  if (!watch_error.empty()) fields.error = watch_error;
+  Log(fields, response.status(), response.body_bytes(), remote);
+}
+
 void Pipeline::Log(const RequestLogFields& r, int status, uint64_t body_bytes,
                    std::string_view remote) const {
   stats_.answered[static_cast<size_t>(r.answer)].fetch_add(1, std::memory_order_relaxed);

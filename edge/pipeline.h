@@ -79,6 +79,10 @@ class Pipeline {
   // The same line from its fields (a record's), with the answer's status and body size.
   void Log(const RequestLogFields& f, int status, uint64_t body_bytes,
            std::string_view remote) const;
+  // A detached watch has run (HttpSession, Http2Session): ends it, then logs its request from
+  // `record` with the watch's error, if any, and the answer's status and size.
+  void LogDetached(std::unique_ptr<Detached> watch, const RequestRecord& record,
+                   const Response& response, std::string_view remote) const;
   // For what never became a request (a head the transport could not parse: 431 or 400); counts
   // it as refused.
   void LogUnparsed(std::string_view remote, int status, std::string_view error) const;

@@ -337,8 +337,8 @@ absl::StatusOr<std::shared_ptr<CacheWatcher>> Register(Cacher& cacher, WatchFilt
   return cacher.Watch(std::move(request));
 }
 
-// A watch once set up (ServeWatch): what its loop and its end need, on the heap, run by
-// Pipeline::Serve after the request's coroutine frames have ended (Exchange::detached).
+// A watch once set up (ServeWatch): what its loop and its end need, on the heap, run by the
+// transport after the request's coroutine frames have ended (Exchange::detached).
 class OpenWatch final : public Detached {
  public:
   OpenWatch(Exchange& x, Cacher& cacher, Reflector& reflector, std::shared_ptr<Wakeup> wake,

@@ -6,8 +6,8 @@
 // client that does not read). A start RV older than the window: one ERROR event with the 410.
 //
 // Set up (and its head written) in the request's coroutine, then run from the transport's own
-// once the request's frames have ended (Exchange::detached: HttpSession::Run for HTTP/1.x, the
-// stream's Pipeline::Serve for HTTP/2); the Cacher wakes it through the thread's Wakeups.
+// once the request's frames have ended (Exchange::detached: HttpSession::ServeHttp1 for HTTP/1.x,
+// Http2Session::Serve for HTTP/2); the Cacher wakes it through the thread's Wakeups.
 #ifndef KUBE_FANOUT_SERVE_WATCH_STREAM_H_
 #define KUBE_FANOUT_SERVE_WATCH_STREAM_H_
 
