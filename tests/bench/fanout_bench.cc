@@ -77,6 +77,9 @@ po::options_description Describe(BenchFlags* f) {
      "EndpointSlice writes per second.")
     ("writers", po::value(&f->churn.writers_per_kind)->default_value(2),
      "Writer connections per kind, each sending at rate/writers.")
+    ("bursts", po::bool_switch(&f->churn.bursts),
+     "A kind's writers write at the same instants: bursts of --writers writes at the same "
+     "average rate, so watchers fall behind and get several events per write.")
     ("namespace", po::value(&f->churn.namespace_)->default_value("kf-bench"),
      "Namespace of the pods and EndpointSlices.")
     ("seed", po::value(&f->churn.seed)->default_value(1), "Seed for node assignment and write targets.")

@@ -25,6 +25,16 @@ double KfDelta(const Snapshot& a, const Snapshot& b, const char* name, const cha
   return x < 0 || y < 0 ? -1 : y - x;
 }
 
+// Watch writes during the churn and its drain, both paths (the direct one from the wake-up and
+// the watch loop's): each is one gathered write of all that a watcher had queued. -1: unknown.
+double WatchWrites(const RunRecord& r) {
+  const auto sum = [](const Snapshot& s) {
+    return MetricSum(s.kf_metrics, "kube_fanout_watch_writes_total", {}).value_or(-1);
+  };
+  const double a = sum(r.churn_start), b = sum(r.churn_end);
+  return a < 0 || b < 0 ? -1 : b - a;
+}
+
 double Route(const Snapshot& s, const char* route) {
   return MetricSum(s.kf_metrics, "kube_fanout_requests_total", {Fmt("route=\"%s\"", route)})
       .value_or(-1);
@@ -77,9 +87,10 @@ void SetupRows(const RunRecord& r, BenchReport& out) {
               ? absl::StrCat("HTTP/2 (", f.streams_per_connection, " watches a connection)").c_str()
               : "HTTP/1.1"));
   out.Row("churn", Fmt("%d s at %.0f pod + %.0f EndpointSlice writes/s (merge patches, %d writer "
-                       "connections each)",
+                       "connections each, %s)",
                        f.duration, f.churn.rate(tools::Kind::kPods),
-                       f.churn.rate(tools::Kind::kEndpointSlices), f.churn.writers_per_kind));
+                       f.churn.rate(tools::Kind::kEndpointSlices), f.churn.writers_per_kind,
+                       f.churn.bursts ? "writing in bursts" : "spread evenly"));
 }
 
 void WatcherRows(const RunRecord& r, BenchReport& out) {
@@ -232,6 +243,11 @@ void ResourceRows(const RunRecord& r, BenchReport& out) {
   }
   out.Row("CPU by thread, busiest first (% of one core)", threads);
   out.Row("**CPU per delivered event**", Fmt("**%.2f µs**", kf_cpu * 1e6 / events));
+  const double writes = WatchWrites(r);
+  out.Row(
+      "watch writes (kube_fanout_watch_writes_total increase, bookmarks too) / events per write",
+      writes <= 0 ? std::string("n/a")
+                  : Fmt("%.0f / %.2f", writes, static_cast<double>(events) / writes));
   out.Row("kube_fanout_watch_queue_bytes after churn",
           Count(KubeFanoutMetric(r.churn_end.kf_metrics, "kube_fanout_watch_queue_bytes", "pods")) +
               " / " +
@@ -351,6 +367,8 @@ void Results(const RunRecord& r, BenchReport& out) {
                              std::max<uint64_t>(1, r.at_ramped.connected)));
   out.Result("kf_cpu_s", Fmt("%.2f", kf_cpu));
   out.Result("kf_cpu_us_per_event", Fmt("%.2f", kf_cpu * 1e6 / events));
+  const double writes = WatchWrites(r);
+  if (writes > 0) out.Result("events_per_write", Fmt("%.2f", static_cast<double>(events) / writes));
   out.Result("client_cpu_s", Fmt("%.2f", r.churn_end.self_cpu - r.churn_start.self_cpu));
   const CpuSplit churn = Split(r.churn_start, r.churn_end);
   out.Result("machine_busy_pct", Fmt("%.0f", Pct(churn.machine, churn.wall)));

@@ -290,7 +290,7 @@ void Churn::Stop() {
 }
 
 void Churn::RunWriter(Writer& w) {
-  OpenLoop loop(started_, w.index, w.count, w.rate);
+  OpenLoop loop(started_, options_.bursts ? 0 : w.index, w.count, w.rate);
   const uint32_t objects = Objects(w.kind);
   if (objects == 0) return;
   const bool post = w.kind == Kind::kEvents;

@@ -61,6 +61,9 @@ class Churn {
     bool keep_existing = true;           // LIST first; keep what exists where it is.
     std::array<double, kKinds> rates{};  // Writes per second, by Kind (services: unused).
     int writers_per_kind = 0;            // 0: one per 40 writes/s of the kind, at most 8.
+    // The writers of a kind write at the same instants (bursts of writers_per_kind writes, at
+    // the same average rate) instead of spread evenly over each period.
+    bool bursts = false;
     int setup_connections = 8;
     uint32_t seed = 1;
 
