@@ -177,8 +177,8 @@ asio::awaitable<void> Http2Session::ReadLoop() {
 asio::awaitable<void> Http2Session::WriteLoop() {
   std::string out;
   // The size of the last batch gathered: a batch after a quiet spell starts with that much room,
-  // one allocation instead of a doubling every few frames (which cost an HTTP/2 watch's
-  // delivery about 5 % of its CPU in malloc alone), while a quiet connection still holds none.
+  // one allocation instead of a doubling every few frames (the largest caller of malloc in a
+  // profile of 10,000 HTTP/2 watches), while a quiet connection still holds none.
   size_t last_batch = 0;
   for (;;) {
     out.clear();
