@@ -8,6 +8,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <vector>
@@ -66,6 +67,7 @@ Http2Session::Http2Session(AnyStream& stream, std::string remote, std::string re
       stats_(stats),
       client_cert_(std::move(client_cert)),
       limits_(limits),
+      executor_(stream.get_executor()),
       write_wake_(stream.get_executor()),
       idle_timer_(stream.get_executor()),
       idle_since_(std::chrono::steady_clock::now()) {
@@ -144,7 +146,9 @@ void Http2Session::GoAway() {
 }
 
 bool Http2Session::Receive(const char* data, size_t n) {
+  in_nghttp2_ = true;
   const ssize_t rv = nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(data), n);
+  in_nghttp2_ = false;
   Flush();
   if (rv < 0) {
     // A protocol error: nghttp2 has queued GOAWAY where it could; the writer sends it and ends.
@@ -174,28 +178,52 @@ asio::awaitable<void> Http2Session::ReadLoop() {
   idle_timer_.cancel();
 }
 
+template <typename Enough>
+bool Http2Session::Gather(std::string& out, Enough enough) {
+  in_nghttp2_ = true;
+  absl::Cleanup out_of_nghttp2 = [this] { in_nghttp2_ = false; };
+  while (out.size() < kWriteBatchBytes && !enough()) {
+    const uint8_t* data = nullptr;
+    const ssize_t n = nghttp2_session_mem_send(session_, &data);
+    if (n < 0) return false;
+    if (n == 0) break;
+    // A batch after a quiet spell starts with the last one's room: one allocation instead of a
+    // doubling every few frames (the largest caller of malloc in a profile of 10,000 HTTP/2
+    // watches), while a quiet connection still holds none.
+    if (out.empty()) out.reserve(std::max(last_batch_, static_cast<size_t>(n)));
+    out.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
+  }
+  return true;
+}
+
+bool Http2Session::can_frame_now() const {
+  return !done_ && !send_failed_ && !in_nghttp2_ && session_ != nullptr &&
+         pending_.size() < kWriteBatchBytes;
+}
+
+bool Http2Session::FrameNow(const Http2Stream& stream) {
+  if (!can_frame_now()) return false;
+  const bool was_empty = pending_.empty();
+  if (!Gather(pending_, [&stream] { return stream.out_drained(); })) send_failed_ = true;
+  // One wake-up of the writer per batch, however many streams add to it.
+  if (was_empty && !pending_.empty()) Flush();
+  if (send_failed_) Flush();
+  return stream.out_drained();
+}
+
 asio::awaitable<void> Http2Session::WriteLoop() {
   std::string out;
-  // The size of the last batch gathered: a batch after a quiet spell starts with that much room,
-  // one allocation instead of a doubling every few frames (the largest caller of malloc in a
-  // profile of 10,000 HTTP/2 watches), while a quiet connection still holds none.
-  size_t last_batch = 0;
   for (;;) {
+    // What was framed since the last write goes first (nghttp2's order), then more frames.
     out.clear();
-    bool failed = false;
-    while (out.size() < kWriteBatchBytes) {
-      const uint8_t* data = nullptr;
-      const ssize_t n = nghttp2_session_mem_send(session_, &data);
-      if (n < 0) {
-        failed = true;
-        break;
-      }
-      if (n == 0) break;
-      if (out.empty()) out.reserve(std::max(last_batch, static_cast<size_t>(n)));
-      out.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
+    if (!pending_.empty()) {
+      out = std::move(pending_);
+      pending_.clear();
     }
+    if (!send_failed_ && !Gather(out, [] { return false; })) send_failed_ = true;
+    const bool failed = send_failed_;
     if (!out.empty()) {
-      last_batch = out.size();
+      last_batch_ = out.size();
       stream_.tcp().expires_after(kWriteTimeout);
       auto [ec, written] = co_await asio::async_write(stream_, asio::buffer(out), use_nothrow);
       if (ec) break;
@@ -208,6 +236,7 @@ asio::awaitable<void> Http2Session::WriteLoop() {
     // Nothing to send for now: the batch's buffer goes with it, so a quiet connection holds
     // none (the next wake-up allocates what it gathers).
     std::string().swap(out);
+    std::string().swap(pending_);
     const bool woken = co_await write_wake_.Wait();
     if (!woken) break;
   }
@@ -238,7 +267,7 @@ int Http2Session::OnBeginHeaders(nghttp2_session* session, const nghttp2_frame* 
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
   auto stream =
       std::make_shared<Http2Stream>(session, frame->hd.stream_id, h->stream_.get_executor());
-  stream->flush = [h] { h->Flush(); };
+  stream->writer = h;
   if (h->stopping_) stream->stop().requested = true;
   nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, stream.get());
   h->streams_.emplace(frame->hd.stream_id, std::move(stream));
@@ -338,14 +367,30 @@ asio::awaitable<void> Http2Session::Serve(std::shared_ptr<Http2Stream> stream) {
   }
   Handled handled = co_await Handle(s);
   if (handled.watch) {
-    // A watch: it runs on in this smaller frame, the stream's request head forgotten.
+    // A watch, the stream's request head forgotten: it goes on with no coroutine of this
+    // stream's (an idle one keeps no frame; its events go out from its wake-ups, framed at once:
+    // Http2Response::TryWriteBody). Its handlers keep it, the stream and this session; its end
+    // runs from WatchEnded.
     s.ForgetRequest();
-    co_await handled.watch->Run();
-    pipeline_.LogDetached(std::move(handled.watch), handled.record, s.response(), remote_);
-    stats_.http2_answered[static_cast<size_t>(handled.record.fields().answer)].fetch_add(
-        1, std::memory_order_relaxed);
+    auto watch =
+        std::make_shared<StreamWatch>(shared_from_this(), std::move(stream), std::move(handled));
+    StreamWatch& w = *watch;
+    w.handled.watch->Start(std::move(watch), [&w] {
+      // From the watch's last handler, which must not outlive it: the end runs later.
+      asio::post(w.session->executor_,
+                 [keep = w.shared_from_this()] { keep->session->WatchEnded(*keep); });
+    });
+    co_return;
   }
   s.Finish();
+}
+
+void Http2Session::WatchEnded(StreamWatch& w) {
+  pipeline_.LogDetached(std::move(w.handled.watch), w.handled.record, w.stream->response(),
+                        remote_);
+  stats_.http2_answered[static_cast<size_t>(w.handled.record.fields().answer)].fetch_add(
+      1, std::memory_order_relaxed);
+  w.stream->Finish();
 }
 
 asio::awaitable<Http2Session::Handled> Http2Session::Handle(Http2Stream& s) {

@@ -7,6 +7,8 @@
 //   ReadLoop  ── bytes ──► nghttp2_session_mem_recv ── callbacks: streams open, headers, body,
 //                                                     close ──► Http2Stream / Serve coroutine
 //   WriteLoop ◄── nghttp2_session_mem_send (frames: answers' heads, DATA as windows allow)
+//             ◄── frames made from a watch's wake-up (FrameNow: its events framed at once
+//                 when the windows take them; sent with the writer's next write)
 //   IdleLoop  ── no stream for the idle timeout: GOAWAY, close (as Go's http2.Server)
 //
 // Settings and limits are those kube-apiserver gives Go's http2.Server (Http2Limits). A
@@ -14,7 +16,8 @@
 // refused, and the connection closes when the last stream ends.
 //
 // Created and run by HttpSession (which owns the socket, and ends it after Run); lives on one
-// worker thread; kept alive by Run and by each stream's coroutine (shared_from_this).
+// worker thread; kept alive by Run, by each stream's coroutine and by each watch's handlers
+// (shared_from_this).
 #ifndef KUBE_FANOUT_EDGE_HTTP2_SESSION_H_
 #define KUBE_FANOUT_EDGE_HTTP2_SESSION_H_
 
@@ -57,7 +60,7 @@ bool NegotiatedHttp2(AnyStream& stream);
 // The client connection preface (RFC 9113 §3.4) that starts HTTP/2 with prior knowledge.
 inline constexpr std::string_view kHttp2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-class Http2Session : public std::enable_shared_from_this<Http2Session> {
+class Http2Session final : public std::enable_shared_from_this<Http2Session>, public Http2Writer {
  public:
   Http2Session(AnyStream& stream, std::string remote, std::string remote_ip, Pipeline& pipeline,
                TransportStats& stats, ClientCertificate client_cert,
@@ -70,6 +73,11 @@ class Http2Session : public std::enable_shared_from_this<Http2Session> {
   asio::awaitable<void> Run(std::string received);
   // Graceful stop: GOAWAY, every open stream's stop signal.
   void Stop();
+
+  // Http2Writer: for its streams.
+  void Flush() override { write_wake_.Notify(); }
+  bool can_frame_now() const override;
+  bool FrameNow(const Http2Stream& stream) override;
 
  private:
   static int OnBeginHeaders(nghttp2_session* session, const nghttp2_frame* frame, void* self);
@@ -89,7 +97,10 @@ class Http2Session : public std::enable_shared_from_this<Http2Session> {
   asio::awaitable<void> WriteLoop();
   asio::awaitable<void> IdleLoop();
   void GoAway();
-  void Flush() { write_wake_.Notify(); }
+  // Appends what nghttp2 has to send to `out` until `enough` or `out` holds a batch. False:
+  // nghttp2 failed (the connection is over).
+  template <typename Enough>
+  bool Gather(std::string& out, Enough enough);
   Http2Stream* StreamOf(int32_t id);
   void Start(std::shared_ptr<Http2Stream> stream);
   asio::awaitable<void> Serve(std::shared_ptr<Http2Stream> stream);
@@ -100,6 +111,16 @@ class Http2Session : public std::enable_shared_from_this<Http2Session> {
     RequestRecord record;
   };
   asio::awaitable<Handled> Handle(Http2Stream& stream);
+  // A watch left running on a stream (Serve): what its handlers keep until it ended.
+  struct StreamWatch : std::enable_shared_from_this<StreamWatch> {
+    StreamWatch(std::shared_ptr<Http2Session> s, std::shared_ptr<Http2Stream> st, Handled h)
+        : session(std::move(s)), stream(std::move(st)), handled(std::move(h)) {}
+    std::shared_ptr<Http2Session> session;
+    std::shared_ptr<Http2Stream> stream;
+    Handled handled;
+  };
+  // Its end: logged and counted, the stream finished.
+  void WatchEnded(StreamWatch& watch);
   // Go's answer to a header list past its limit: 431 with its own small HTML body.
   asio::awaitable<void> WriteHeaderListTooLong(Http2Stream& stream);
 
@@ -110,9 +131,19 @@ class Http2Session : public std::enable_shared_from_this<Http2Session> {
   TransportStats& stats_;
   const ClientCertificate client_cert_;  // The connection's, for every stream.
   Http2Limits limits_;
+  // The connection's thread, for what runs after the socket is gone (a watch's end).
+  asio::any_io_executor executor_;
   nghttp2_session* session_ = nullptr;
   std::map<int32_t, std::shared_ptr<Http2Stream>> streams_;
   Http2Wakeup write_wake_;
+  // Frames made between the writer's writes (FrameNow: a watch's events framed from its
+  // wake-up), in nghttp2's order; the writer sends them first. Empty, and without room, while
+  // the connection is quiet.
+  std::string pending_;
+  // The size of the last batch gathered: the next one starts with that much room.
+  size_t last_batch_ = 0;
+  bool in_nghttp2_ = false;  // Inside mem_recv or mem_send (their callbacks may not re-enter).
+  bool send_failed_ = false;
   asio::steady_timer idle_timer_;
   std::chrono::steady_clock::time_point idle_since_;
   bool done_ = false;

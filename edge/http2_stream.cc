@@ -83,6 +83,9 @@ Http2Wakeup::Http2Wakeup(const asio::any_io_executor& executor)
     : timer_(executor, asio::steady_timer::time_point::max()) {}
 
 void Http2Wakeup::Notify() {
+  // Once is enough until the waiter took it: a timer's cancel takes the reactor's lock, and a
+  // connection's writer is notified by each stream that queued something.
+  if (fired_) return;
   fired_ = true;
   timer_.cancel();
 }
@@ -196,7 +199,7 @@ void Http2Stream::Reset(uint32_t code) {
   write_wake_.Notify();
   gone_wake_.Notify();
   TellClientWatch(false);
-  if (flush) flush();
+  if (writer != nullptr) writer->Flush();
 }
 
 void Http2Stream::TellClientWatch(bool stopped) {
@@ -261,7 +264,7 @@ asio::awaitable<std::pair<beast::error_code, size_t>> Http2Body::ReadSome(std::s
       if (!s.closed_ && s.session_ != nullptr) {
         // The client may send as much again (flow control follows what was consumed).
         nghttp2_session_consume(s.session_, s.id_, n);
-        if (s.flush) s.flush();
+        if (s.writer != nullptr) s.writer->Flush();
       }
       co_return std::pair{beast::error_code{}, n};
     }
@@ -301,7 +304,7 @@ asio::awaitable<beast::error_code> Http2Response::WriteHead(ResponseHead head) {
   if (rv != 0) co_return beast::error_code(asio::error::connection_reset);
   s.submitted_ = true;
   s.has_body_ = has_body;
-  if (s.flush) s.flush();
+  if (s.writer != nullptr) s.writer->Flush();
   co_return beast::error_code{};
 }
 
@@ -319,7 +322,7 @@ asio::awaitable<beast::error_code> Http2Response::WriteBody(
   s.out_.assign(pieces.begin(), pieces.end());
   s.out_index_ = 0;
   nghttp2_session_resume_data(s.session_, s.id_);
-  if (s.flush) s.flush();
+  if (s.writer != nullptr) s.writer->Flush();
   const auto deadline = asio::steady_timer::clock_type::now() + kWriteTimeout;
   while (s.out_index_ < s.out_.size() && s.usable()) {
     const bool woken = co_await s.write_wake_.Wait(deadline);
@@ -333,6 +336,60 @@ asio::awaitable<beast::error_code> Http2Response::WriteBody(
   co_return beast::error_code(asio::error::connection_reset);
 }
 
+bool Http2Response::can_write_now() const {
+  const Http2Stream& s = stream_;
+  return s.usable() && s.submitted_ && s.has_body_ && !s.ending_ && !s.writing_ && !held_ &&
+         s.out_drained() && s.writer != nullptr && s.writer->can_frame_now();
+}
+
+Response::TryWrite Http2Response::TryWriteBody(std::span<const asio::const_buffer> pieces) {
+  if (!can_write_now()) return TryWrite::kUnsupported;
+  Http2Stream& s = stream_;
+  const size_t n = asio::buffer_size(pieces);
+  if (n == 0) return TryWrite::kWritten;
+  // Only what the client's windows take now: then nghttp2 frames all of it at once. A client
+  // behind is written to by the watch's loop (WriteBody), which waits for its window.
+  const int32_t stream_window = nghttp2_session_get_stream_remote_window_size(s.session_, s.id_);
+  const int32_t connection_window = nghttp2_session_get_remote_window_size(s.session_);
+  if (stream_window < 0 || connection_window < 0 || static_cast<size_t>(stream_window) < n ||
+      static_cast<size_t>(connection_window) < n) {
+    return TryWrite::kUnsupported;
+  }
+  body_bytes_ += n;
+  s.out_.assign(pieces.begin(), pieces.end());
+  s.out_index_ = 0;
+  nghttp2_session_resume_data(s.session_, s.id_);
+  if (s.writer->FrameNow(s)) {
+    s.ClearOut();
+    return TryWrite::kWritten;
+  }
+  if (!s.usable()) {
+    s.ClearOut();
+    return TryWrite::kFailed;
+  }
+  held_ = true;  // Framed by the writer as it goes on; `pieces` stay the caller's until then.
+  return TryWrite::kHeld;
+}
+
+asio::awaitable<beast::error_code> Http2Response::FinishWrite() {
+  Http2Stream& s = stream_;
+  if (!held_) co_return beast::error_code{};
+  held_ = false;
+  s.writing_ = true;
+  absl::Cleanup not_writing = [&s] { s.writing_ = false; };
+  const auto deadline = asio::steady_timer::clock_type::now() + kWriteTimeout;
+  while (!s.out_drained() && s.usable()) {
+    const bool woken = co_await s.write_wake_.Wait(deadline);
+    if (!woken) break;
+  }
+  if (s.out_drained() && s.usable()) {
+    s.ClearOut();
+    co_return beast::error_code{};
+  }
+  s.Reset(NGHTTP2_INTERNAL_ERROR);
+  co_return beast::error_code(asio::error::connection_reset);
+}
+
 asio::awaitable<beast::error_code> Http2Response::End() {
   Http2Stream& s = stream_;
   if (s.submitted_ && !s.has_body_) co_return beast::error_code{};
@@ -341,7 +398,7 @@ asio::awaitable<beast::error_code> Http2Response::End() {
   s.writing_ = true;
   absl::Cleanup not_writing = [&s] { s.writing_ = false; };
   nghttp2_session_resume_data(s.session_, s.id_);
-  if (s.flush) s.flush();
+  if (s.writer != nullptr) s.writer->Flush();
   const auto deadline = asio::steady_timer::clock_type::now() + kWriteTimeout;
   while (!s.eof_sent_) {
     if (s.reset_ || s.session_ == nullptr) {
@@ -388,14 +445,14 @@ asio::awaitable<beast::error_code> Http2Response::Continue() {
                              nullptr) != 0) {
     co_return beast::error_code(asio::error::connection_reset);
   }
-  if (s.flush) s.flush();
+  if (s.writer != nullptr) s.writer->Flush();
   co_return beast::error_code{};
 }
 
 void Http2Response::Cancel() {
-  // As a cancelled socket operation on HTTP/1.1: only a write under way is aborted (the
-  // stream is reset); otherwise the answer may still end cleanly.
-  if (stream_.writing_) stream_.Reset(NGHTTP2_INTERNAL_ERROR);
+  // As a cancelled socket operation on HTTP/1.1: only a write under way (or held) is aborted
+  // (the stream is reset); otherwise the answer may still end cleanly.
+  if (stream_.writing_ || held_) stream_.Reset(NGHTTP2_INTERNAL_ERROR);
 }
 
 }  // namespace kf

@@ -33,6 +33,22 @@ namespace kf {
 
 class Http2Stream;
 
+// What a stream needs of its connection's writer (Http2Session).
+class Http2Writer {
+ public:
+  // Wakes the writer: something was queued for sending.
+  virtual void Flush() = 0;
+  // Whether FrameNow may run now (the connection is up, not inside nghttp2, its next write not
+  // full).
+  virtual bool can_frame_now() const = 0;
+  // Has nghttp2 produce its frames now, into the connection's next write, until `stream`'s
+  // queued answer bytes were all framed (true) or the next write is full; wakes the writer.
+  virtual bool FrameNow(const Http2Stream& stream) = 0;
+
+ protected:
+  ~Http2Writer() = default;
+};
+
 // One waiter woken by Notify (a wake-up before the wait is kept).
 class Http2Wakeup {
  public:
@@ -75,6 +91,13 @@ class Http2Response : public Response {
   void StopWatchingClient() override;
   asio::awaitable<beast::error_code> Continue() override;
   void Cancel() override;
+  // A watch's events without its coroutine: framed at once into the connection's next write
+  // when the client's windows (the stream's and the connection's) take them all, so the bytes
+  // are no longer needed when this returns (kWritten). Held (kHeld) only when nghttp2 framed
+  // less than the windows promised; FinishWrite then waits as WriteBody does.
+  bool can_write_now() const override;
+  TryWrite TryWriteBody(std::span<const asio::const_buffer> pieces) override;
+  asio::awaitable<beast::error_code> FinishWrite() override;
   void CloseAfter() override {}  // Streams end alone; the connection is not the request's.
   std::optional<Upgraded> TakeUpgraded() override { return std::nullopt; }
 
@@ -86,6 +109,7 @@ class Http2Response : public Response {
   Http2Stream& stream_;
   int status_ = 0;
   bool continued_ = false;
+  bool held_ = false;  // TryWriteBody left bytes in the stream's queue (FinishWrite).
   uint64_t body_bytes_ = 0;
 };
 
@@ -136,8 +160,11 @@ class Http2Stream {
   StopSignal& stop() { return stop_; }
   const beast::http::fields& headers() const { return headers_; }
 
-  // Set by the session: wakes its writer after anything was queued for sending.
-  std::function<void()> flush;
+  // Set by the session (null in a stream without one): its connection's writer, woken after
+  // anything was queued for sending.
+  Http2Writer* writer = nullptr;
+  // All of the answer's queued bytes were handed to nghttp2.
+  bool out_drained() const { return out_index_ >= out_.size(); }
 
  private:
   friend class Http2Body;

@@ -85,7 +85,8 @@ class Response {
 
   // Without a coroutine, for a watch's events (serve/watch_stream.cc): writes `pieces` as one
   // body piece now, as far as the connection takes them without waiting. Only while no write
-  // is under way. kWritten: all went out. kHeld: part went out (maybe none); the rest still
+  // is under way. kWritten: all went out (over HTTP/2: was framed into the connection's next
+  // write, within the client's windows). kHeld: part went out (maybe none); the rest still
   // points into `pieces` (over TLS: is held as ciphertext), which must stay valid until
   // FinishWrite() completed, and nothing else may be written before. kFailed: the connection
   // failed. kUnsupported (the default, and whenever can_write_now() is false): nothing was done;

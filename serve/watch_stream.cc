@@ -418,8 +418,8 @@ class OpenWatch final : public Detached {
     Spawn(std::move(keep));
   }
 
-  // The same bursts and parking as Start's, in the caller's coroutine (an HTTP/2 stream's):
-  // no spawn per burst.
+  // The same bursts and parking as Start's, in the caller's coroutine (Pipeline::Serve's): no
+  // spawn per burst.
   asio::awaitable<void> Run() override {
     WatchRun& w = run_;
     if (head_failed_) end_answer_ = false;

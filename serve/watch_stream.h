@@ -5,9 +5,10 @@
 // watcher being cut for slowness (the connection is then dropped: nothing polite can reach a
 // client that does not read). A start RV older than the window: one ERROR event with the 410.
 //
-// Set up (and its head written) in the request's coroutine, then run from the transport's own
-// once the request's frames have ended (Exchange::detached: HttpSession::ServeHttp1 for HTTP/1.x,
-// Http2Session::Serve for HTTP/2); the Cacher wakes it through the thread's Wakeups.
+// Set up (and its head written) in the request's coroutine, then started by the transport once
+// the request's frames have ended (Exchange::detached: HttpSession::ServeHttp1 for HTTP/1.x,
+// Http2Session::Serve for HTTP/2), with no coroutine while idle; the Cacher wakes it through the
+// thread's Wakeups, and its events mostly go out from the wake-up (Response::TryWriteBody).
 #ifndef KUBE_FANOUT_SERVE_WATCH_STREAM_H_
 #define KUBE_FANOUT_SERVE_WATCH_STREAM_H_
 

@@ -5,6 +5,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -60,6 +61,29 @@ class Paths : public Handler {
       if (stop_watching) x.response->StopWatchingClient();
       co_await told.async_wait(asio::as_tuple(asio::use_awaitable));
       if (!watch_told.empty() && !watch_told.back()) co_await x.response->End();
+    } else if (path == "/direct") {
+      // A watch's events as Wakeup::Wake writes them: without waiting, the bytes framed at once.
+      ResponseHead head;
+      head.framing = ResponseHead::Framing::kStreamed;
+      if (co_await x.response->WriteHead(std::move(head))) co_return true;
+      // Later, as a wake-up comes (a stream's coroutine starts inside nghttp2's callbacks,
+      // where nothing may be framed).
+      co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+      std::string event = "event-1\n";
+      const std::array<asio::const_buffer, 1> small{asio::buffer(event)};
+      direct_could = x.response->can_write_now();
+      direct_results.push_back(x.response->TryWriteBody(small));
+      event = "XXXXXXX\n";  // What was written no longer needs these bytes.
+      // More than the client's window for the stream (its default, 64 KiB): not now, nothing
+      // taken; the loop's WriteBody still writes after it.
+      const std::string big(70000, 'y');
+      const std::array<asio::const_buffer, 1> too_big{asio::buffer(big)};
+      direct_results.push_back(x.response->TryWriteBody(too_big));
+      const std::string second = "event-2\n";
+      const std::array<asio::const_buffer, 1> b{asio::buffer(second)};
+      if (co_await x.response->WriteBody(b)) co_return true;
+      direct_bytes = x.response->body_bytes();
+      co_await x.response->End();
     } else if (path == "/echo") {
       auto body = co_await ReadWholeBody(x.request.body, 1 << 20);
       const std::string echo = body.value_or("?");  // Named: GCC 12 and coroutine temporaries.
@@ -71,6 +95,9 @@ class Paths : public Handler {
   }
   bool big_failed = false;
   bool stop_watching = false;
+  bool direct_could = false;
+  std::vector<Response::TryWrite> direct_results;
+  uint64_t direct_bytes = 0;
   std::vector<bool> watch_told;
 };
 
@@ -302,6 +329,20 @@ TEST_CASE("Http2Session keeps serving other streams while one stream's client st
   CHECK_FALSE(h.client.streams[stalled].closed);
   CHECK(h.client.streams[stalled].data.size() == 65535);
   CHECK(h.stats.transport.http2_streams == 1);
+}
+
+TEST_CASE("Http2Response's TryWriteBody frames at once what the client's windows take") {
+  H2c h;
+  const int32_t id = h.client.Request("/direct");
+  REQUIRE(h.RunUntil([&] { return h.client.streams[id].closed; }));
+  CHECK(h.paths.direct_could);
+  REQUIRE(h.paths.direct_results.size() == 2);
+  CHECK(h.paths.direct_results[0] == Response::TryWrite::kWritten);
+  CHECK(h.paths.direct_results[1] == Response::TryWrite::kUnsupported);
+  // The bytes as they were when written, in order with the loop's write, the stream ended well.
+  CHECK(h.client.streams[id].data == "event-1\nevent-2\n");
+  CHECK(h.client.streams[id].error == NGHTTP2_NO_ERROR);
+  CHECK(h.paths.direct_bytes == 16);
 }
 
 TEST_CASE("Http2Response's WatchClient tells once when the client resets the stream") {
