@@ -287,8 +287,9 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
   w.Sample("kube_fanout_cache_declined_total", "", static_cast<double>(serve.declined.load()));
   w.ByLabel("kube_fanout_watch_writes_total", "counter",
             "Writes of watch events (one per wake-up, all that the watcher had queued), by path: "
-            "direct (from the wake-up, when the connection took them at once: plain HTTP/1.1) or "
-            "loop (the watch's own loop: TLS, HTTP/2, a client behind, the initial state).",
+            "direct (from the wake-up, when the connection took them at once: HTTP/1.1, or "
+            "HTTP/2 within the client's windows) or loop (the watch's own loop: a client behind, "
+            "the initial state).",
             "path",
             {{"direct", static_cast<double>(serve.watch_writes_direct.load())},
              {"loop", static_cast<double>(serve.watch_writes_loop.load())}});
