@@ -68,7 +68,7 @@ Http2Session::Http2Session(AnyStream& stream, std::string remote, std::string re
       client_cert_(std::move(client_cert)),
       limits_(limits),
       executor_(stream.get_executor()),
-      write_wake_(stream.get_executor()),
+      write_wake_(executor_),
       idle_timer_(stream.get_executor()),
       idle_since_(std::chrono::steady_clock::now()) {
   stats_.http2_connections.fetch_add(1, std::memory_order_relaxed);

@@ -79,21 +79,19 @@ std::vector<std::pair<std::string, std::string>> Http2Fields(const ResponseHead&
 
 }  // namespace
 
-Http2Wakeup::Http2Wakeup(const asio::any_io_executor& executor)
-    : timer_(executor, asio::steady_timer::time_point::max()) {}
-
 void Http2Wakeup::Notify() {
   // Once is enough until the waiter took it: a timer's cancel takes the reactor's lock, and a
   // connection's writer is notified by each stream that queued something.
   if (fired_) return;
   fired_ = true;
-  timer_.cancel();
+  if (timer_) timer_->cancel();  // None: nobody waits yet.
 }
 
 asio::awaitable<bool> Http2Wakeup::Wait(asio::steady_timer::time_point deadline) {
   if (!fired_) {
-    timer_.expires_at(deadline);
-    co_await timer_.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (!timer_) timer_ = std::make_unique<asio::steady_timer>(*executor_);
+    timer_->expires_at(deadline);
+    co_await timer_->async_wait(asio::as_tuple(asio::use_awaitable));
   }
   const bool fired = fired_;
   fired_ = false;
@@ -104,24 +102,25 @@ Http2Stream::Http2Stream(nghttp2_session* session, int32_t id,
                          const asio::any_io_executor& executor)
     : session_(session),
       id_(id),
-      body_wake_(executor),
-      write_wake_(executor),
-      gone_wake_(executor) {}
+      executor_(executor),
+      body_wake_(executor_),
+      write_wake_(executor_),
+      gone_wake_(executor_) {}
 
 bool Http2Stream::AddHeader(std::string_view name, std::string_view value, size_t max_bytes) {
   head_bytes_ += name.size() + value.size() + kFieldOverhead;
   if (head_bytes_ > max_bytes) head_too_large_ = true;
-  if (head_too_large_) return false;
+  if (head_too_large_ || !head_) return false;
   if (name == ":method") {
-    method_ = value;
+    head_->method = value;
   } else if (name == ":path") {
-    path_ = value;
+    head_->path = value;
   } else if (name == ":authority") {
-    authority_ = value;
+    head_->authority = value;
   } else if (name == ":scheme") {
-    scheme_ = value;
+    head_->scheme = value;
   } else if (!name.starts_with(':')) {
-    headers_.insert(name, value);
+    head_->fields.insert(name, value);
   }
   return true;
 }
@@ -130,12 +129,12 @@ Request Http2Stream::MakeRequest(std::string_view remote_ip, RequestInfo info,
                                  const ClientCertificate* client_cert) {
   bodiless_ = body_end_ && body_in_.empty();
   body_deadline_ = std::chrono::steady_clock::now() + kRequestBodyDeadline;
-  return Request{http::string_to_verb(method_),
-                 method_,
-                 path_,
+  return Request{http::string_to_verb(head_->method),
+                 head_->method,
+                 head_->path,
                  20,
                  true,
-                 headers_,
+                 head_->fields,
                  std::move(info),
                  std::string(remote_ip),
                  body_,
@@ -143,12 +142,13 @@ Request Http2Stream::MakeRequest(std::string_view remote_ip, RequestInfo info,
                  client_cert};
 }
 
+const beast::http::fields& Http2Stream::headers() const {
+  static const beast::http::fields kNone;
+  return head_ ? head_->fields : kNone;
+}
+
 void Http2Stream::ForgetRequest() {
-  std::string().swap(method_);
-  std::string().swap(path_);
-  std::string().swap(authority_);
-  std::string().swap(scheme_);
-  headers_ = beast::http::fields();
+  head_.reset();
   if (body_offset_ == body_in_.size()) {
     std::string().swap(body_in_);
     body_offset_ = 0;
@@ -250,7 +250,7 @@ bool Http2Body::done() const { return stream_.body_end_ && stream_.unconsumed() 
 
 bool Http2Body::chunked() const {
   return !stream_.bodiless_ &&
-         stream_.headers_.find(http::field::content_length) == stream_.headers_.end();
+         stream_.headers().find(http::field::content_length) == stream_.headers().end();
 }
 
 asio::awaitable<std::pair<beast::error_code, size_t>> Http2Body::ReadSome(std::span<char> into) {
@@ -291,7 +291,7 @@ asio::awaitable<beast::error_code> Http2Response::WriteHead(ResponseHead head) {
   // than 100 Continue (Continue()) are not relayed.
   if (head.status < 200) co_return beast::error_code(asio::error::operation_not_supported);
   status_ = head.status;
-  const bool has_body = StatusHasBody(head.status) && s.method_ != "HEAD";
+  const bool has_body = StatusHasBody(head.status) && s.method() != "HEAD";
   const std::vector<std::pair<std::string, std::string>> fields = Http2Fields(head);
   std::vector<nghttp2_nv> nva;
   nva.reserve(fields.size());
@@ -434,7 +434,7 @@ void Http2Response::StopWatchingClient() { stream_.TellClientWatch(true); }
 
 asio::awaitable<beast::error_code> Http2Response::Continue() {
   Http2Stream& s = stream_;
-  if (continued_ || s.body_.done() || s.headers_[http::field::expect] != "100-continue") {
+  if (continued_ || s.body_.done() || s.headers()[http::field::expect] != "100-continue") {
     co_return beast::error_code{};
   }
   if (!s.usable()) co_return beast::error_code(asio::error::connection_reset);

@@ -49,17 +49,22 @@ class Http2Writer {
   ~Http2Writer() = default;
 };
 
-// One waiter woken by Notify (a wake-up before the wait is kept).
+// One waiter woken by Notify (a wake-up before the wait is kept). Its timer is made at the
+// first wait: a stream that never waits for its body, its client or its writer (an idle watch's
+// usual case) holds none.
 class Http2Wakeup {
  public:
-  explicit Http2Wakeup(const asio::any_io_executor& executor);
+  // `executor` is its owner's, and outlives it.
+  explicit Http2Wakeup(const asio::any_io_executor& executor) : executor_(&executor) {}
+  explicit Http2Wakeup(asio::any_io_executor&&) = delete;  // Not a temporary.
   void Notify();
   // True when notified; false when the wait was cancelled otherwise, or `deadline` passed.
   asio::awaitable<bool> Wait(
       asio::steady_timer::time_point deadline = asio::steady_timer::time_point::max());
 
  private:
-  asio::steady_timer timer_;
+  const asio::any_io_executor* executor_;
+  std::unique_ptr<asio::steady_timer> timer_;
   bool fired_ = false;
 };
 
@@ -131,8 +136,8 @@ class Http2Stream {
   // Its request was handled and its answer's head written (a watch runs on): the head's bytes
   // go. Nothing reads them after that (a Continue then finds no Expect; the head is written).
   void ForgetRequest();
-  std::string_view method() const { return method_; }
-  std::string_view path() const { return path_; }
+  std::string_view method() const { return head_ ? std::string_view(head_->method) : ""; }
+  std::string_view path() const { return head_ ? std::string_view(head_->path) : ""; }
 
   // From the connection: body bytes, the end of the body, the stream's end.
   void OnData(const uint8_t* data, size_t n);
@@ -158,7 +163,7 @@ class Http2Stream {
   Http2Response& response() { return response_; }
   Http2Body& body() { return body_; }
   StopSignal& stop() { return stop_; }
-  const beast::http::fields& headers() const { return headers_; }
+  const beast::http::fields& headers() const;
 
   // Set by the session (null in a stream without one): its connection's writer, woken after
   // anything was queued for sending.
@@ -180,8 +185,13 @@ class Http2Stream {
 
   nghttp2_session* session_;  // Null once the connection is gone.
   int32_t id_;
-  std::string method_, path_, authority_, scheme_;
-  beast::http::fields headers_;
+  asio::any_io_executor executor_;  // The connection's thread (the wake-ups' timers).
+  // The request head as decoded, until ForgetRequest.
+  struct Head {
+    std::string method, path, authority, scheme;
+    beast::http::fields fields;
+  };
+  std::unique_ptr<Head> head_ = std::make_unique<Head>();
   size_t head_bytes_ = 0;
   bool head_too_large_ = false;
   // The request body: received bytes, the part read, whether the client ended it.
