@@ -42,7 +42,23 @@ int SelectAlpn(SSL* /*ssl*/, const unsigned char** out, unsigned char* outlen,
   return SSL_TLSEXT_ERR_OK;
 }
 
+// The connections whose FrameNow left frames for this thread's SendBatchedWrites.
+struct BatchedWrites {
+  std::vector<std::weak_ptr<Http2Session>> sessions;  // Not kept alive by this list.
+  bool posted = false;                                // A handler that sends them is queued.
+};
+thread_local BatchedWrites batched_writes;
+
 }  // namespace
+
+void SendBatchedWrites() {
+  BatchedWrites& b = batched_writes;
+  // SendBatched adds nothing to the list (it only writes, or wakes a writer).
+  for (size_t i = 0; i < b.sessions.size(); ++i) {
+    if (const std::shared_ptr<Http2Session> s = b.sessions[i].lock()) s->SendBatched();
+  }
+  b.sessions.clear();
+}
 
 void OfferHttp2(asio::ssl::context& tls) {
   SSL_CTX_set_alpn_select_cb(tls.native_handle(), &SelectAlpn, nullptr);
@@ -205,10 +221,53 @@ bool Http2Session::FrameNow(const Http2Stream& stream) {
   if (!can_frame_now()) return false;
   const bool was_empty = pending_.empty();
   if (!Gather(pending_, [&stream] { return stream.out_drained(); })) send_failed_ = true;
-  // One wake-up of the writer per batch, however many streams add to it.
-  if (was_empty && !pending_.empty()) Flush();
-  if (send_failed_) Flush();
+  if (send_failed_) {
+    Flush();
+  } else if (was_empty && !pending_.empty()) {
+    // Sent once per batch, however many streams add to it: by SendBatchedWrites at the end of
+    // the caller's burst (straight to the socket when the writer is idle), or by the writer.
+    if (writer_idle_ && !stream_.is_tls()) {
+      if (!batched_) {
+        batched_ = true;
+        BatchedWrites& b = batched_writes;
+        b.sessions.push_back(weak_from_this());
+        if (!b.posted) {
+          b.posted = true;
+          asio::post(executor_, [] {
+            batched_writes.posted = false;
+            SendBatchedWrites();
+          });
+        }
+      }
+    } else {
+      Flush();
+    }
+  }
   return stream.out_drained();
+}
+
+void Http2Session::SendBatched() {
+  batched_ = false;
+  if (pending_.empty()) return;
+  if (done_ || !writer_idle_) {
+    Flush();  // The writer sends it after what it is writing (or sees the end).
+    return;
+  }
+  // A write that returns what the kernel took instead of waiting (as Http1Response's direct
+  // write): the frames are in nghttp2's order, and nothing else is being written.
+  auto& socket = stream_.tcp().socket();
+  beast::error_code ec;
+  if (!socket.non_blocking()) socket.non_blocking(true, ec);
+  size_t written = 0;
+  if (!ec) written = socket.write_some(asio::buffer(pending_), ec);
+  if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
+  if (!ec && written == pending_.size()) {
+    last_batch_ = written;
+    std::string().swap(pending_);  // A quiet connection holds no batch.
+    return;
+  }
+  if (!ec) pending_.erase(0, written);
+  Flush();  // The rest, or the error, is the writer's.
 }
 
 asio::awaitable<void> Http2Session::WriteLoop() {
@@ -237,7 +296,9 @@ asio::awaitable<void> Http2Session::WriteLoop() {
     // none (the next wake-up allocates what it gathers).
     std::string().swap(out);
     std::string().swap(pending_);
+    writer_idle_ = true;
     const bool woken = co_await write_wake_.Wait();
+    writer_idle_ = false;
     if (!woken) break;
   }
   done_ = true;

@@ -78,6 +78,9 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>, pu
   void Flush() override { write_wake_.Notify(); }
   bool can_frame_now() const override;
   bool FrameNow(const Http2Stream& stream) override;
+  // What FrameNow left for this thread's SendBatchedWrites (response.h): written now when the
+  // writer is idle on plain TCP and the socket takes it; else the writer is woken for it.
+  void SendBatched();
 
  private:
   static int OnBeginHeaders(nghttp2_session* session, const nghttp2_frame* frame, void* self);
@@ -143,6 +146,10 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>, pu
   // The size of the last batch gathered: the next one starts with that much room.
   size_t last_batch_ = 0;
   bool in_nghttp2_ = false;  // Inside mem_recv or mem_send (their callbacks may not re-enter).
+  // The writer waits for a wake-up with nothing of its own under way: `pending_` may be
+  // written by SendBatched.
+  bool writer_idle_ = false;
+  bool batched_ = false;  // In this thread's list for SendBatchedWrites.
   bool send_failed_ = false;
   asio::steady_timer idle_timer_;
   std::chrono::steady_clock::time_point idle_since_;

@@ -108,6 +108,13 @@ class Response {
   virtual uint64_t body_bytes() const = 0;  // Body bytes written so far.
 };
 
+// Sends what direct writes (Response::TryWriteBody) on this thread left batched per connection
+// (HTTP/2 frames a connection's streams into its next write): one write per connection, from
+// the caller, with no wake-up of the connection's writer when the socket takes it all. Called
+// after a burst of direct writes (serve's Wakeups drain); without it they go out from a handler
+// posted at the first of them.
+void SendBatchedWrites();
+
 // An answer in one go: `head`, then `body` as one piece, then the end; the first error.
 asio::awaitable<beast::error_code> WriteAnswer(Response& response, ResponseHead head,
                                                std::span<const asio::const_buffer> body);

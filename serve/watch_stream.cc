@@ -84,10 +84,18 @@ struct DirectWriteTally {
 };
 thread_local DirectWriteTally direct_tally;
 
+void AddTallyToStats() {
+  DirectWriteTally& t = direct_tally;
+  if (t.stats == nullptr || (t.bytes == 0 && t.writes == 0)) return;
+  t.stats->bytes_written.fetch_add(t.bytes, std::memory_order_relaxed);
+  t.stats->watch_writes_direct.fetch_add(t.writes, std::memory_order_relaxed);
+  t.bytes = t.writes = 0;
+}
+
 void CountDirectWrite(CacheServeStats& stats, size_t bytes) {
   DirectWriteTally& t = direct_tally;
   if (t.stats != &stats) {
-    FlushWatchWriteTally();
+    AddTallyToStats();
     t.stats = &stats;
   }
   t.bytes += bytes;
@@ -536,11 +544,8 @@ class OpenWatch final : public Detached {
 }  // namespace
 
 void FlushWatchWriteTally() {
-  DirectWriteTally& t = direct_tally;
-  if (t.stats == nullptr || (t.bytes == 0 && t.writes == 0)) return;
-  t.stats->bytes_written.fetch_add(t.bytes, std::memory_order_relaxed);
-  t.stats->watch_writes_direct.fetch_add(t.writes, std::memory_order_relaxed);
-  t.bytes = t.writes = 0;
+  SendBatchedWrites();  // What the burst's direct writes left per connection (HTTP/2).
+  AddTallyToStats();
 }
 
 Clock::time_point WatchDeadline(Clock::time_point now, int64_t timeout_seconds) {

@@ -56,9 +56,10 @@ asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflect
                                  CacheServeStats& stats, const WatchOptions& options,
                                  const Cacher* witness = nullptr, WatchSlots::Slot* slot = nullptr);
 
-// Adds what this thread's watch writes made straight from wake-ups counted to the shared
-// CacheServeStats (they are added up per thread, not per delivery): each Wakeups calls it at the
-// end of a drain (Wakeups::set_after_drain).
+// Sends what this thread's direct watch writes left batched per connection (SendBatchedWrites:
+// HTTP/2), and adds what they counted to the shared CacheServeStats (they are added up per
+// thread, not per delivery): each Wakeups calls it at the end of a drain
+// (Wakeups::set_after_drain).
 void FlushWatchWriteTally();
 
 }  // namespace kf
