@@ -84,6 +84,35 @@ class Paths : public Handler {
       if (co_await x.response->WriteBody(b)) co_return true;
       direct_bytes = x.response->body_bytes();
       co_await x.response->End();
+    } else if (path == "/direct-many") {
+      // 60 events of 1 KiB written as wake-ups write them, 1 ms apart (the connection's writer
+      // idle in between); what the direct write cannot take goes the loop's way. The client
+      // reads only every 10 ms (RunUntil).
+      ResponseHead head;
+      head.framing = ResponseHead::Framing::kStreamed;
+      if (co_await x.response->WriteHead(std::move(head))) co_return true;
+      const asio::any_io_executor executor = co_await asio::this_coro::executor;
+      for (int i = 0; i < 60; ++i) {
+        asio::steady_timer apart(executor, std::chrono::milliseconds(1));
+        co_await apart.async_wait(asio::use_awaitable);
+        const std::string event(1024, static_cast<char>('a' + i % 26));
+        direct_many_expected += event;
+        const std::array<asio::const_buffer, 1> b{asio::buffer(event)};
+        switch (x.response->TryWriteBody(b)) {
+          case Response::TryWrite::kWritten:
+            ++direct_written;
+            break;
+          case Response::TryWrite::kHeld:
+            if (co_await x.response->FinishWrite()) co_return true;
+            break;
+          case Response::TryWrite::kFailed:
+            co_return true;
+          case Response::TryWrite::kUnsupported:
+            if (co_await x.response->WriteBody(b)) co_return true;
+            break;
+        }
+      }
+      co_await x.response->End();
     } else if (path == "/echo") {
       auto body = co_await ReadWholeBody(x.request.body, 1 << 20);
       const std::string echo = body.value_or("?");  // Named: GCC 12 and coroutine temporaries.
@@ -98,6 +127,8 @@ class Paths : public Handler {
   bool direct_could = false;
   std::vector<Response::TryWrite> direct_results;
   uint64_t direct_bytes = 0;
+  std::string direct_many_expected;
+  int direct_written = 0;
   std::vector<bool> watch_told;
 };
 
@@ -249,7 +280,13 @@ struct PathsPipeline {
 
 // An HttpSession on the server side of a pair; the client speaks HTTP/2 with prior knowledge.
 struct H2c : PathsPipeline {
-  H2c() {
+  // `socket_buffers`: the server's send and the client's receive buffer, when not 0 (small
+  // ones make the kernel take a write in part).
+  explicit H2c(int socket_buffers = 0) {
+    if (socket_buffers > 0) {
+      pair.server.tcp().socket().set_option(asio::socket_base::send_buffer_size(socket_buffers));
+      pair.client.set_option(asio::socket_base::receive_buffer_size(socket_buffers));
+    }
     std::make_shared<HttpSession>(std::make_unique<AnyStream>(std::move(pair.server)),
                                   "127.0.0.1:5555", *pipeline, sessions, active, log)
         ->Start(ioc.get_executor());
@@ -343,6 +380,17 @@ TEST_CASE("Http2Response's TryWriteBody frames at once what the client's windows
   CHECK(h.client.streams[id].data == "event-1\nevent-2\n");
   CHECK(h.client.streams[id].error == NGHTTP2_NO_ERROR);
   CHECK(h.paths.direct_bytes == 16);
+}
+
+TEST_CASE("Http2Session keeps direct writes in order when the socket takes them in part") {
+  H2c h(/*socket_buffers=*/4096);
+  const int32_t id = h.client.Request("/direct-many");
+  REQUIRE(h.RunUntil([&] { return h.client.streams[id].closed; }));
+  REQUIRE(h.paths.direct_many_expected.size() == 60 * 1024);
+  CHECK(h.paths.direct_written > 0);
+  CHECK(h.client.streams[id].error == NGHTTP2_NO_ERROR);
+  CHECK(h.client.streams[id].data.size() == h.paths.direct_many_expected.size());
+  CHECK(h.client.streams[id].data == h.paths.direct_many_expected);
 }
 
 TEST_CASE("Http2Response's WatchClient tells once when the client resets the stream") {
