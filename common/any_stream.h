@@ -54,6 +54,19 @@ class AnyStream {
     auto* p = std::get_if<std::unique_ptr<TlsServerStream>>(&stream_);
     return p != nullptr ? p->get() : nullptr;
   }
+  // Over plain TCP: writes what the kernel takes now, without waiting (the socket's
+  // user-visible non-blocking mode; its asynchronous operations are not affected), and returns
+  // how many bytes that was. `ec` is set only for a real error, not for a full socket.
+  template <class ConstBufferSequence>
+  size_t WriteWithoutWaiting(const ConstBufferSequence& buffers, beast::error_code& ec) {
+    auto& socket = tcp().socket();
+    ec = {};
+    if (!socket.non_blocking()) socket.non_blocking(true, ec);
+    size_t written = 0;
+    if (!ec) written = socket.write_some(buffers, ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
+    return written;
+  }
   // The server's side of the TLS handshake (a plain connection has none).
   asio::awaitable<beast::error_code> ServerHandshake();
 

@@ -139,14 +139,8 @@ Response::TryWrite Http1Response::TryWriteBody(std::span<const asio::const_buffe
         return TryWrite::kFailed;
     }
   }
-  // A synchronous write that returns what the kernel took instead of waiting (the socket's
-  // user-visible non-blocking mode; its asynchronous operations are not affected).
-  auto& socket = stream_.tcp().socket();
   beast::error_code ec;
-  if (!socket.non_blocking()) socket.non_blocking(true, ec);
-  size_t written = 0;
-  if (!ec) written = socket.write_some(framed, ec);
-  if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
+  size_t written = stream_.WriteWithoutWaiting(framed, ec);
   if (ec) {
     failed_ = true;
     return TryWrite::kFailed;

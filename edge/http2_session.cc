@@ -85,7 +85,7 @@ Http2Session::Http2Session(AnyStream& stream, std::string remote, std::string re
       limits_(limits),
       executor_(stream.get_executor()),
       write_wake_(executor_),
-      idle_timer_(stream.get_executor()),
+      idle_timer_(executor_),
       idle_since_(std::chrono::steady_clock::now()) {
   stats_.http2_connections.fetch_add(1, std::memory_order_relaxed);
 }
@@ -221,29 +221,26 @@ bool Http2Session::FrameNow(const Http2Stream& stream) {
   if (!can_frame_now()) return false;
   const bool was_empty = pending_.empty();
   if (!Gather(pending_, [&stream] { return stream.out_drained(); })) send_failed_ = true;
-  if (send_failed_) {
-    Flush();
-  } else if (was_empty && !pending_.empty()) {
-    // Sent once per batch, however many streams add to it: by SendBatchedWrites at the end of
-    // the caller's burst (straight to the socket when the writer is idle), or by the writer.
-    if (writer_idle_ && !stream_.is_tls()) {
-      if (!batched_) {
-        batched_ = true;
-        BatchedWrites& b = batched_writes;
-        b.sessions.push_back(weak_from_this());
-        if (!b.posted) {
-          b.posted = true;
-          asio::post(executor_, [] {
-            batched_writes.posted = false;
-            SendBatchedWrites();
-          });
-        }
-      }
-    } else {
-      Flush();
-    }
-  }
+  // Sent once per batch, however many streams add to it: by SendBatchedWrites at the end of
+  // the caller's burst (straight to the socket when the writer is idle), or by the writer.
+  if (send_failed_ || (was_empty && !pending_.empty() && !ListForBatchedSend())) Flush();
   return stream.out_drained();
+}
+
+bool Http2Session::ListForBatchedSend() {
+  if (!writer_idle_ || stream_.is_tls()) return false;
+  if (batched_) return true;
+  batched_ = true;
+  BatchedWrites& b = batched_writes;
+  b.sessions.push_back(weak_from_this());
+  if (!b.posted) {
+    b.posted = true;
+    asio::post(executor_, [] {
+      batched_writes.posted = false;
+      SendBatchedWrites();
+    });
+  }
+  return true;
 }
 
 void Http2Session::SendBatched() {
@@ -253,14 +250,9 @@ void Http2Session::SendBatched() {
     Flush();  // The writer sends it after what it is writing (or sees the end).
     return;
   }
-  // A write that returns what the kernel took instead of waiting (as Http1Response's direct
-  // write): the frames are in nghttp2's order, and nothing else is being written.
-  auto& socket = stream_.tcp().socket();
+  // The frames are in nghttp2's order, and nothing else is being written.
   beast::error_code ec;
-  if (!socket.non_blocking()) socket.non_blocking(true, ec);
-  size_t written = 0;
-  if (!ec) written = socket.write_some(asio::buffer(pending_), ec);
-  if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
+  const size_t written = stream_.WriteWithoutWaiting(asio::buffer(pending_), ec);
   if (!ec && written == pending_.size()) {
     last_batch_ = written;
     std::string().swap(pending_);  // A quiet connection holds no batch.
@@ -326,8 +318,7 @@ Http2Stream* Http2Session::StreamOf(int32_t id) {
 int Http2Session::OnBeginHeaders(nghttp2_session* session, const nghttp2_frame* frame, void* self) {
   auto* h = static_cast<Http2Session*>(self);
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-  auto stream =
-      std::make_shared<Http2Stream>(session, frame->hd.stream_id, h->stream_.get_executor());
+  auto stream = std::make_shared<Http2Stream>(session, frame->hd.stream_id, h->executor_);
   stream->writer = h;
   if (h->stopping_) stream->stop().requested = true;
   nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, stream.get());

@@ -8,7 +8,8 @@
 //                                                     close ──► Http2Stream / Serve coroutine
 //   WriteLoop ◄── nghttp2_session_mem_send (frames: answers' heads, DATA as windows allow)
 //             ◄── frames made from a watch's wake-up (FrameNow: its events framed at once
-//                 when the windows take them; sent with the writer's next write)
+//                 when the windows take them), which the end of the thread's wake-ups
+//                 (SendBatchedWrites) writes itself while the writer is idle on plain TCP
 //   IdleLoop  ── no stream for the idle timeout: GOAWAY, close (as Go's http2.Server)
 //
 // Settings and limits are those kube-apiserver gives Go's http2.Server (Http2Limits). A
@@ -104,6 +105,9 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>, pu
   // nghttp2 failed (the connection is over).
   template <typename Enough>
   bool Gather(std::string& out, Enough enough);
+  // Lists this connection for the thread's SendBatchedWrites (a handler posted if none is),
+  // when its writer is idle on plain TCP. False: the writer must be woken instead.
+  bool ListForBatchedSend();
   Http2Stream* StreamOf(int32_t id);
   void Start(std::shared_ptr<Http2Stream> stream);
   asio::awaitable<void> Serve(std::shared_ptr<Http2Stream> stream);

@@ -22,6 +22,13 @@
 namespace kf::test {
 namespace {
 
+// A 200 head whose body is streamed, as a watch's.
+asio::awaitable<beast::error_code> WriteStreamedHead(Response& response) {
+  ResponseHead head;
+  head.framing = ResponseHead::Framing::kStreamed;
+  co_return co_await response.WriteHead(std::move(head));
+}
+
 // Answers by path: /small a whole "ok"; /big 1 MiB streamed in 16 KiB pieces; /echo the
 // request body; anything else 404.
 class Paths : public Handler {
@@ -49,9 +56,7 @@ class Paths : public Handler {
       co_await x.response->End();
     } else if (path == "/watch") {
       // Watches for the client's end as a cached watch does, until told.
-      ResponseHead head;
-      head.framing = ResponseHead::Framing::kStreamed;
-      if (co_await x.response->WriteHead(std::move(head))) co_return true;
+      if (co_await WriteStreamedHead(*x.response)) co_return true;
       const asio::any_io_executor executor = co_await asio::this_coro::executor;
       asio::steady_timer told(executor, asio::steady_timer::time_point::max());
       x.response->WatchClient(executor, [&](bool gone) {
@@ -63,9 +68,7 @@ class Paths : public Handler {
       if (!watch_told.empty() && !watch_told.back()) co_await x.response->End();
     } else if (path == "/direct") {
       // A watch's events as Wakeup::Wake writes them: without waiting, the bytes framed at once.
-      ResponseHead head;
-      head.framing = ResponseHead::Framing::kStreamed;
-      if (co_await x.response->WriteHead(std::move(head))) co_return true;
+      if (co_await WriteStreamedHead(*x.response)) co_return true;
       // Later, as a wake-up comes (a stream's coroutine starts inside nghttp2's callbacks,
       // where nothing may be framed).
       co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
@@ -88,9 +91,7 @@ class Paths : public Handler {
       // 60 events of 1 KiB written as wake-ups write them, 1 ms apart (the connection's writer
       // idle in between); what the direct write cannot take goes the loop's way. The client
       // reads only every 10 ms (RunUntil).
-      ResponseHead head;
-      head.framing = ResponseHead::Framing::kStreamed;
-      if (co_await x.response->WriteHead(std::move(head))) co_return true;
+      if (co_await WriteStreamedHead(*x.response)) co_return true;
       const asio::any_io_executor executor = co_await asio::this_coro::executor;
       for (int i = 0; i < 60; ++i) {
         asio::steady_timer apart(executor, std::chrono::milliseconds(1));
