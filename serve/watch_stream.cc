@@ -459,13 +459,19 @@ class OpenWatch final : public Detached {
         co_return false;
       }
       const auto now = Clock::now();
+      // A batch a wake-up took (DeliverNow) and left to this loop: events queued after that
+      // take were told by a wake-up that found the batch still taken, and whose `woken` the
+      // loop's start cleared (the parked timer's handler, Run). So the queue is looked at again
+      // after it, whatever `woken` says; else those events would wait for good (the watcher
+      // tells once until the next take).
+      const bool taken_before = w.taken;
       const bool more = co_await WriteBatch(w, now);
       if (!more) {
         end_answer_ = w.error.empty();
         co_return false;
       }
       if (w.stop.requested || now >= w.params.deadline) co_return false;
-      if (!w.wake->woken) co_return true;
+      if (!w.wake->woken && !taken_before) co_return true;
       w.wake->woken = false;
     }
   }
