@@ -1,6 +1,7 @@
 #include "tests/bench/bench_run.h"
 
 #include <boost/asio/ip/address.hpp>
+#include <csignal>
 #include <cstdio>
 #include <thread>
 
@@ -188,6 +189,13 @@ void BenchRun::RunChurn(WatchClient& watchers, tools::Churn& churn) {
   const int every = std::max(1, r_.flags.sample_interval);
   for (int s = 1; s <= r_.flags.duration; ++s) {
     std::this_thread::sleep_until(start + seconds(s));
+    if (s == r_.flags.duration / 2 && r_.flags.stop_kube_fanout > 0 &&
+        r_.flags.kube_fanout_pid > 0) {
+      Log(Fmt("churn: kube-fanout stopped for %d s", r_.flags.stop_kube_fanout));
+      kill(r_.flags.kube_fanout_pid, SIGSTOP);
+      std::this_thread::sleep_for(seconds(r_.flags.stop_kube_fanout));
+      kill(r_.flags.kube_fanout_pid, SIGCONT);
+    }
     if (s % every == 0 && s < r_.flags.duration) r_.timeline.push_back(Sample(watchers, churn));
     if (s % 10 == 0 || s == r_.flags.duration) {
       const auto t = watchers.GetTotals();
@@ -198,10 +206,16 @@ void BenchRun::RunChurn(WatchClient& watchers, tools::Churn& churn) {
   churn.Stop();
   r_.churn = churn.GetStats();
   ComputeExpected();
-  Drain(watchers, churn, r_.expected_pod_events + r_.expected_slice_events);
+  const uint64_t expected = r_.expected_pod_events + r_.expected_slice_events;
+  Drain(watchers, churn, expected);
   r_.churn_end = Take(true, true);
   r_.timeline.push_back(Sample(watchers, churn));
   r_.at_churn_end = watchers.GetTotals();
+  const uint64_t got = r_.at_churn_end.measured();
+  if (got < expected) {
+    r_.problems.push_back(Fmt("%lu of %lu expected events never arrived (%lu watchers ended)",
+                              U(expected - got), U(expected), U(r_.at_churn_end.ended)));
+  }
 }
 
 void BenchRun::Drain(WatchClient& watchers, const tools::Churn& churn, uint64_t expected) {

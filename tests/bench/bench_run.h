@@ -57,6 +57,9 @@ struct BenchFlags {
   int streams_per_connection = 0;  // 0: HTTP/1.1; N: HTTP/2 (h2c), N watchers a connection.
   int source_ips = 0;  // 0: enough for the connections (one per 25,000); N: 127.0.0.1..N.
   int duration = 60;
+  // Seconds kube-fanout is stopped (SIGSTOP, then SIGCONT) halfway through the churn: the
+  // backlog it finds on waking, its windows and sockets full, is where lost wake-ups showed.
+  int stop_kube_fanout = 0;
   int settle_max = 120;
   int sample_interval = 5;
   std::string watch_order = "shuffled";  // Or "alternate".

@@ -62,6 +62,9 @@ po::options_description Describe(BenchFlags* f) {
      "What the watchers ask for: json, or protobuf (client-go's Accept for kubelet and "
      "kube-proxy).")
     ("duration", po::value(&f->duration)->default_value(60), "Seconds of churn.")
+    ("stop-kube-fanout", po::value(&f->stop_kube_fanout)->default_value(0),
+     "Stop kube-fanout (SIGSTOP) for this many seconds halfway through the churn, then let it go "
+     "on (SIGCONT): every event must still arrive. Needs --kube-fanout-pid.")
     ("settle-max", po::value(&f->settle_max)->default_value(120),
      "At most this many seconds for the initial events to drain after the ramp.")
     ("sample-interval", po::value(&f->sample_interval)->default_value(5),

@@ -91,6 +91,10 @@ void SetupRows(const RunRecord& r, BenchReport& out) {
                        f.duration, f.churn.rate(tools::Kind::kPods),
                        f.churn.rate(tools::Kind::kEndpointSlices), f.churn.writers_per_kind,
                        f.churn.bursts ? "writing in bursts" : "spread evenly"));
+  if (f.stop_kube_fanout > 0) {
+    out.Row("kube-fanout stopped", Fmt("%d s (SIGSTOP, then SIGCONT) at %d s into the churn",
+                                       f.stop_kube_fanout, f.duration / 2));
+  }
 }
 
 void WatcherRows(const RunRecord& r, BenchReport& out) {
