@@ -305,6 +305,10 @@ int BenchRun::Run() {
   r_.at_ramped = watchers.GetTotals();
   r_.ramped = Take(true, true);
   if (any) {
+    if (f.hold_before_churn > 0) {
+      Log(Fmt("holding %d s before the churn", f.hold_before_churn));
+      std::this_thread::sleep_for(seconds(f.hold_before_churn));
+    }
     RunChurn(watchers, churn);
   } else {
     r_.problems.push_back("no watcher connected; no churn");

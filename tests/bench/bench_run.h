@@ -60,6 +60,9 @@ struct BenchFlags {
   // Seconds kube-fanout is stopped (SIGSTOP, then SIGCONT) halfway through the churn: the
   // backlog it finds on waking, its windows and sockets full, is where lost wake-ups showed.
   int stop_kube_fanout = 0;
+  // Seconds to wait after the watchers' RSS sample, before the churn: time to look at an idle
+  // kube-fanout with all its watchers (heap profilers, malloc statistics).
+  int hold_before_churn = 0;
   int settle_max = 120;
   int sample_interval = 5;
   std::string watch_order = "shuffled";  // Or "alternate".

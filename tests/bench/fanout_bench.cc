@@ -65,6 +65,8 @@ po::options_description Describe(BenchFlags* f) {
     ("stop-kube-fanout", po::value(&f->stop_kube_fanout)->default_value(0),
      "Stop kube-fanout (SIGSTOP) for this many seconds halfway through the churn, then let it go "
      "on (SIGCONT): every event must still arrive. Needs --kube-fanout-pid.")
+    ("hold-before-churn", po::value(&f->hold_before_churn)->default_value(0),
+     "Seconds to wait with every watcher open and idle (after its RSS sample) before the churn.")
     ("settle-max", po::value(&f->settle_max)->default_value(120),
      "At most this many seconds for the initial events to drain after the ramp.")
     ("sample-interval", po::value(&f->sample_interval)->default_value(5),
