@@ -84,7 +84,7 @@ Http2Session::Http2Session(AnyStream& stream, std::string remote, std::string re
       client_cert_(std::move(client_cert)),
       limits_(limits),
       executor_(stream.get_executor()),
-      write_wake_(executor_),
+      write_wake_(executor_, /*keep_timer=*/true),
       idle_timer_(executor_),
       idle_since_(std::chrono::steady_clock::now()) {
   stats_.http2_connections.fetch_add(1, std::memory_order_relaxed);
@@ -396,7 +396,7 @@ int Http2Session::OnStreamClose(nghttp2_session* session, int32_t stream_id, uin
     h->stats_.http2_streams_reset.fetch_add(1, std::memory_order_relaxed);
   }
   s.OnClose(abnormal);
-  h->streams_.erase(it);
+  h->streams_.erase(stream_id);
   h->stats_.http2_streams.fetch_sub(1, std::memory_order_relaxed);
   if (h->streams_.empty()) h->idle_since_ = std::chrono::steady_clock::now();
   return 0;

@@ -27,10 +27,10 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
-#include <map>
 #include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "common/any_stream.h"
 #include "edge/http2_stream.h"
 #include "edge/pipeline.h"
@@ -141,7 +141,8 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>, pu
   // The connection's thread, for what runs after the socket is gone (a watch's end).
   asio::any_io_executor executor_;
   nghttp2_session* session_ = nullptr;
-  std::map<int32_t, std::shared_ptr<Http2Stream>> streams_;
+  // The open streams (a flat table: no node per stream).
+  absl::flat_hash_map<int32_t, std::shared_ptr<Http2Stream>> streams_;
   Http2Wakeup write_wake_;
   // Frames made between the writer's writes (FrameNow: a watch's events framed from its
   // wake-up), in nghttp2's order; the writer sends them first. Empty, and without room, while

@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <cstring>
+#include <utility>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
@@ -92,6 +93,7 @@ asio::awaitable<bool> Http2Wakeup::Wait(asio::steady_timer::time_point deadline)
     if (!timer_) timer_ = std::make_unique<asio::steady_timer>(*executor_);
     timer_->expires_at(deadline);
     co_await timer_->async_wait(asio::as_tuple(asio::use_awaitable));
+    if (!keep_timer_) timer_.reset();  // Its wait is over: nothing is pending on it.
   }
   const bool fired = fired_;
   fired_ = false;
@@ -203,10 +205,12 @@ void Http2Stream::Reset(uint32_t code) {
 }
 
 void Http2Stream::TellClientWatch(bool stopped) {
-  if (!client_watch_ || !(gone_ || reset_ || stopped)) return;
+  if (!client_gone_ || !(gone_ || reset_ || stopped)) return;
   // Posted: this may run inside nghttp2's callbacks, where the watch must not act.
-  std::unique_ptr<ClientWatch> w = std::move(client_watch_);
-  asio::post(w->executor, [gone = std::move(w->gone), client_left = gone_] { gone(client_left); });
+  std::function<void(bool)> gone = std::exchange(client_gone_, nullptr);
+  const std::unique_ptr<asio::any_io_executor> elsewhere = std::move(client_elsewhere_);
+  asio::post(elsewhere ? *elsewhere : executor_,
+             [gone = std::move(gone), client_left = gone_] { gone(client_left); });
 }
 
 void Http2Stream::ClearOut() {
@@ -425,8 +429,9 @@ asio::awaitable<bool> Http2Response::ClientGone() {
 
 void Http2Response::WatchClient(const asio::any_io_executor& executor,
                                 std::function<void(bool)> gone) {
-  stream_.client_watch_ = std::make_unique<Http2Stream::ClientWatch>(
-      Http2Stream::ClientWatch{executor, std::move(gone)});
+  stream_.client_gone_ = std::move(gone);
+  stream_.client_elsewhere_ =
+      executor == stream_.executor_ ? nullptr : std::make_unique<asio::any_io_executor>(executor);
   stream_.TellClientWatch(false);  // Already over.
 }
 

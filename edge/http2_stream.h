@@ -49,14 +49,16 @@ class Http2Writer {
   ~Http2Writer() = default;
 };
 
-// One waiter woken by Notify (a wake-up before the wait is kept). Its timer is made at the
-// first wait: a stream that never waits for its body, its client or its writer (an idle watch's
-// usual case) holds none.
+// One waiter woken by Notify (a wake-up before the wait is kept). Its timer (128 bytes) exists
+// only while a wait is under way, unless `keep_timer` (a waiter that waits all the time: the
+// connection's writer): a stream holds none between waits. A watch's stream waits once for its
+// initial state to be taken, then rarely (its events go out from its wake-ups).
 class Http2Wakeup {
  public:
   // `executor` is its owner's, and outlives it.
-  explicit Http2Wakeup(const asio::any_io_executor& executor) : executor_(&executor) {}
-  explicit Http2Wakeup(asio::any_io_executor&&) = delete;  // Not a temporary.
+  explicit Http2Wakeup(const asio::any_io_executor& executor, bool keep_timer = false)
+      : executor_(&executor), keep_timer_(keep_timer) {}
+  explicit Http2Wakeup(asio::any_io_executor&&, bool = false) = delete;  // Not a temporary.
   void Notify();
   // True when notified; false when the wait was cancelled otherwise, or `deadline` passed.
   asio::awaitable<bool> Wait(
@@ -65,6 +67,7 @@ class Http2Wakeup {
  private:
   const asio::any_io_executor* executor_;
   std::unique_ptr<asio::steady_timer> timer_;
+  bool keep_timer_;
   bool fired_ = false;
 };
 
@@ -217,11 +220,10 @@ class Http2Stream {
   bool reset_ = false;  // Ended abnormally (either side reset it, or the connection ended).
   bool gone_ = false;   // ... by the client's doing.
   Http2Wakeup gone_wake_;
-  struct ClientWatch {
-    asio::any_io_executor executor;
-    std::function<void(bool)> gone;
-  };
-  std::unique_ptr<ClientWatch> client_watch_;  // While WatchClient waits.
+  // While WatchClient waits (`client_gone_` set): its callback, run on the stream's thread, or on
+  // `client_elsewhere_` when given another (a watch's stream holds this for the watch's life).
+  std::function<void(bool)> client_gone_;
+  std::unique_ptr<asio::any_io_executor> client_elsewhere_;
   StopSignal stop_;
   Http2Body body_{*this};
   Http2Response response_{*this};
