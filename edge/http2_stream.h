@@ -49,7 +49,7 @@ class Http2Writer {
   ~Http2Writer() = default;
 };
 
-// One waiter woken by Notify (a wake-up before the wait is kept). Its timer (128 bytes) exists
+// One waiter woken by Notify (a wake-up before the wait is kept). Its timer (120 bytes) exists
 // only while a wait is under way, unless `keep_timer` (a waiter that waits all the time: the
 // connection's writer): a stream holds none between waits. A watch's stream waits once for its
 // initial state to be taken, then rarely (its events go out from its wake-ups).
