@@ -54,8 +54,8 @@ thread_local BatchedWrites batched_writes;
 void SendBatchedWrites() {
   BatchedWrites& b = batched_writes;
   // SendBatched adds nothing to the list (it only writes, or wakes a writer).
-  for (size_t i = 0; i < b.sessions.size(); ++i) {
-    if (const std::shared_ptr<Http2Session> s = b.sessions[i].lock()) s->SendBatched();
+  for (const std::weak_ptr<Http2Session>& weak : b.sessions) {
+    if (const std::shared_ptr<Http2Session> s = weak.lock()) s->SendBatched();
   }
   b.sessions.clear();
 }

@@ -349,7 +349,7 @@ absl::StatusOr<std::shared_ptr<CacheWatcher>> Register(Cacher& cacher, WatchFilt
 // transport after the request's coroutine frames have ended (Exchange::detached).
 class OpenWatch final : public Detached {
  public:
-  OpenWatch(Exchange& x, Cacher& cacher, Reflector& reflector, std::shared_ptr<Wakeup> wake,
+  OpenWatch(Exchange& x, Cacher& cacher, Reflector& reflector, const std::shared_ptr<Wakeup>& wake,
             const WatchParams& params, const WatchOptions& options, CacheServeStats& stats,
             const asio::any_io_executor& executor, WatchSlots::Slot* slot)
       : slot_(slot != nullptr ? std::move(*slot) : WatchSlots::Slot()),
@@ -487,7 +487,7 @@ class OpenWatch final : public Detached {
   // `keep` goes from handler to handler (never a member: the owner would keep itself).
   void Spawn(std::shared_ptr<void> keep) {
     asio::co_spawn(executor(), Active(),
-                   [this, keep = std::move(keep)](std::exception_ptr e, bool park) mutable {
+                   [this, keep = std::move(keep)](const std::exception_ptr& e, bool park) mutable {
                      if (e == nullptr && park) {
                        Park(std::move(keep));
                      } else {
@@ -520,10 +520,11 @@ class OpenWatch final : public Detached {
   // The answer's end (unless the client left or a write failed), then the wait for the
   // client's end to be unwatched; then `done`.
   void Finish(std::shared_ptr<void> keep) {
-    asio::co_spawn(executor(), End(), [this, keep = std::move(keep)](std::exception_ptr /*e*/) {
-      const std::function<void()> done = std::move(done_);
-      done();  // Last: it may destroy this.
-    });
+    asio::co_spawn(executor(), End(),
+                   [this, keep = std::move(keep)](const std::exception_ptr& /*e*/) {
+                     const std::function<void()> done = std::move(done_);
+                     done();  // Last: it may destroy this.
+                   });
   }
 
   asio::awaitable<void> End() {
@@ -598,8 +599,8 @@ asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflect
   wake->watcher = *watcher;
   // (Named first: GCC 12 miscompiles a co_await's result bound to a reference parameter.)
   const asio::any_io_executor executor = co_await asio::this_coro::executor;
-  auto open = std::make_unique<OpenWatch>(x, cacher, reflector, std::move(wake), *params, options,
-                                          stats, executor, slot);
+  auto open = std::make_unique<OpenWatch>(x, cacher, reflector, wake, *params, options, stats,
+                                          executor, slot);
   // Written here, so the detached watch never reads the request (Detached).
   const beast::error_code head_failed =
       co_await x.response->WriteHead(WatchHead(cacher.encoding()));

@@ -27,12 +27,6 @@ TEST_CASE("WatchDeadline follows the apiserver's timeoutSeconds arithmetic witho
   CHECK(WatchDeadline(now, 18446744074) >= now);
 }
 
-}  // namespace
-}  // namespace kf
-
-namespace kf {
-namespace {
-
 // A watch's Response whose direct writes (TryWriteBody) the test scripts: each runs `on_try`
 // once if set, then answers `result` (kWritten keeps the bytes, as WriteBody does).
 class ScriptedResponse : public test::RecordingResponse {
