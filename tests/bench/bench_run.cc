@@ -189,7 +189,7 @@ void BenchRun::RunChurn(WatchClient& watchers, tools::Churn& churn) {
   const int every = std::max(1, r_.flags.sample_interval);
   for (int s = 1; s <= r_.flags.duration; ++s) {
     std::this_thread::sleep_until(start + seconds(s));
-    if (s == r_.flags.duration / 2 && r_.flags.stop_kube_fanout > 0 &&
+    if (s == r_.flags.stop_kube_fanout_at() && r_.flags.stop_kube_fanout > 0 &&
         r_.flags.kube_fanout_pid > 0) {
       Log(Fmt("churn: kube-fanout stopped for %d s", r_.flags.stop_kube_fanout));
       kill(r_.flags.kube_fanout_pid, SIGSTOP);

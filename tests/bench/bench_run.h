@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -60,6 +61,8 @@ struct BenchFlags {
   // Seconds kube-fanout is stopped (SIGSTOP, then SIGCONT) halfway through the churn: the
   // backlog it finds on waking, its windows and sockets full, is where lost wake-ups showed.
   int stop_kube_fanout = 0;
+  // The churn's second at which that stop starts.
+  int stop_kube_fanout_at() const { return std::max(1, duration / 2); }
   // Seconds to wait after the watchers' RSS sample, before the churn: time to look at an idle
   // kube-fanout with all its watchers (heap profilers, malloc statistics).
   int hold_before_churn = 0;

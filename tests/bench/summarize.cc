@@ -93,7 +93,7 @@ void SetupRows(const RunRecord& r, BenchReport& out) {
                        f.churn.bursts ? "writing in bursts" : "spread evenly"));
   if (f.stop_kube_fanout > 0) {
     out.Row("kube-fanout stopped", Fmt("%d s (SIGSTOP, then SIGCONT) at %d s into the churn",
-                                       f.stop_kube_fanout, f.duration / 2));
+                                       f.stop_kube_fanout, f.stop_kube_fanout_at()));
   }
 }
 
