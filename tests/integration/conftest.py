@@ -7,10 +7,11 @@ import os
 import pathlib
 import subprocess
 import tempfile
+import uuid
 
 import pytest
 
-from kfrig import Cluster, Proxy, free_port
+from kfrig import Cluster, Proxy
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -86,8 +87,13 @@ def cached_proxy(cluster, tmp_path_factory):
 
 @pytest.fixture
 def namespace(cluster):
-    """A fresh namespace per test, deleted afterwards (without waiting)."""
-    name = f"kf-it-{free_port()}"
+    """A fresh namespace per test, deleted afterwards (without waiting).
+
+    The name is random, not a free port's number: the rig runs no namespace controller, so a
+    deleted namespace stays Terminating for the rest of the session; a port number drawn twice
+    (a few percent of runs, with ~50 namespaces from 28,232 ports) fails `create namespace`.
+    """
+    name = f"kf-it-{uuid.uuid4().hex[:12]}"
     cluster.kubectl("create", "namespace", name)
     # The rig runs no controller-manager, so nothing creates the default ServiceAccount that
     # Pod admission asks for.

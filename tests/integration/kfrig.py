@@ -182,8 +182,12 @@ class Cluster:
         if identity != "anonymous":
             cmd.append(f"--token={self.token(identity)}")
         cmd += list(args)
-        return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=timeout,
-                              input=input)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=input)
+        if check and done.returncode != 0:
+            # kubectl's own message (AlreadyExists, connection refused, ...) in the failure.
+            raise AssertionError(f"kubectl {shlex.join(args)} exited with {done.returncode}:\n"
+                                 f"{done.stderr}{done.stdout}")
+        return done
 
     def request(self, method, path, identity="admin", port=None, tls=True, body=None,
                 headers=None, timeout=30):
