@@ -278,9 +278,13 @@ int BenchRun::Run() {
   WatchClient::Options wo;
   boost::system::error_code ec;
   int port = 0;
-  const auto address = asio::ip::make_address(proxy_endpoint_.host, ec);
-  if (ec || !absl::SimpleAtoi(proxy_endpoint_.port, &port) || port <= 0 || port > 65535) {
-    Log("--proxy must be an IP address and port");
+  // The watchers' listener: the plain one, or the TLS one.
+  auto watched = f.tls_proxy.empty() ? absl::StatusOr<tools::Endpoint>(proxy_endpoint_)
+                                     : tools::Endpoint::Parse(f.tls_proxy);
+  const auto address =
+      watched.ok() ? asio::ip::make_address(watched->host, ec) : asio::ip::address();
+  if (!watched.ok() || ec || !absl::SimpleAtoi(watched->port, &port) || port <= 0 || port > 65535) {
+    Log("--proxy and --tls-proxy must be an IP address and port");
     return 1;
   }
   proxy_port_ = static_cast<uint16_t>(port);
@@ -291,6 +295,8 @@ int BenchRun::Run() {
   wo.threads = f.client_threads;
   wo.protobuf = f.wire == "protobuf";
   wo.streams_per_connection = f.streams_per_connection;
+  wo.tls = !f.tls_proxy.empty();
+  wo.ca_file = f.ca_file;
   {
     const int connections =
         f.streams_per_connection > 0
@@ -299,6 +305,10 @@ int BenchRun::Run() {
     wo.source_ips = f.source_ips > 0 ? f.source_ips : connections / 25000 + 1;
   }
   WatchClient watchers(wo);
+  if (!watchers.setup_error().empty()) {
+    Log(watchers.setup_error());
+    return 1;
+  }
   watchers.Start();
   const bool any = Ramp(watchers);
   if (any) Settle(watchers);

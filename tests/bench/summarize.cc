@@ -85,7 +85,7 @@ void SetupRows(const RunRecord& r, BenchReport& out) {
           f.wire.c_str(),
           f.streams_per_connection > 0
               ? absl::StrCat("HTTP/2 (", f.streams_per_connection, " watches a connection)").c_str()
-              : "HTTP/1.1"));
+              : (f.tls_proxy.empty() ? "HTTP/1.1" : "HTTP/1.1 and TLS")));
   out.Row("churn", Fmt("%d s at %.0f pod + %.0f EndpointSlice writes/s (merge patches, %d writer "
                        "connections each, %s)",
                        f.duration, f.churn.rate(tools::Kind::kPods),
@@ -345,6 +345,7 @@ void Results(const RunRecord& r, BenchReport& out) {
   out.Result("watchers", Fmt("%d", r.flags.watchers));
   out.Result("wire", r.flags.wire);
   out.Result("http", r.flags.streams_per_connection > 0 ? "h2" : "http1.1");
+  out.Result("tls", r.flags.tls_proxy.empty() ? "0" : "1");
   out.Result("connections", Fmt("%lu", U(r.at_ramped.connections)));
   out.Result("bytes_per_event",
              Fmt("%.0f", static_cast<double>(t.bytes - r.at_churn_start.bytes) / events));

@@ -1,6 +1,9 @@
 #include "tests/bench/watch_client.h"
 
 #include <nghttp2/nghttp2.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -31,6 +34,13 @@ constexpr int kReadsPerWakeup = 8;   // Then yield to the other connections.
 constexpr int kReadyPerRound = 256;  // Sockets taken from the shard's epoll set per round.
 constexpr size_t kMaxFailureSamples = 8;
 
+// OpenSSL's reason for the thread's last error, or `otherwise`.
+std::string TlsErrorText(const char* otherwise) {
+  const unsigned long e = ERR_get_error();  // NOLINT(google-runtime-int): OpenSSL's type.
+  const char* why = e != 0 ? ERR_reason_error_string(e) : nullptr;
+  return why != nullptr ? why : otherwise;
+}
+
 std::string QuotedKey(std::string_view key) {
   return absl::StrCat("\"", std::string(key), "\":\"");
 }
@@ -53,13 +63,17 @@ WatchPlan WatchPlan::Make(int watchers, int nodes, bool shuffled, uint32_t seed)
 struct WatchClient::Watch {
   Watch(asio::io_context& ioc, int i, int n) : socket(ioc), index(i), node(n), pods(n >= 0) {}
   ~Watch() {
+    if (ssl != nullptr) SSL_free(ssl);
     if (fd >= 0) ::close(fd);
   }
   Watch(const Watch&) = delete;
   Watch& operator=(const Watch&) = delete;
   asio::ip::tcp::socket socket;  // HTTP/1.1 only, until its request is written.
   int fd = -1;                   // Then the socket, released from asio into the shard's set.
-  Conn* conn = nullptr;          // HTTP/2: its connection, and its stream there.
+  SSL* ssl = nullptr;            // TLS over fd.
+  enum class Phase : uint8_t { kHandshake, kRequest, kEvents } phase = Phase::kEvents;
+  uint32_t waiting_for = 0;  // The events fd waits for in the shard's set (0: not in it).
+  Conn* conn = nullptr;      // HTTP/2: its connection, and its stream there.
   int32_t stream_id = 0;
   tools::EventStreamParser parser;
   std::string request;
@@ -131,6 +145,17 @@ WatchClient::WatchClient(Options options)
           "/apis/discovery.k8s.io/v1/endpointslices?watch=1&allowWatchBookmarks=true"
           "&resourceVersion=0"),
       measure_from_(std::numeric_limits<int64_t>::max()) {
+  if (options_.tls) {
+    SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+    if (ctx == nullptr ||
+        SSL_CTX_load_verify_locations(ctx, options_.ca_file.c_str(), nullptr) != 1) {
+      setup_error_ = absl::StrCat("TLS: cannot load the CA file '", options_.ca_file,
+                                  "': ", TlsErrorText("unknown error"));
+    } else {
+      SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+    }
+    tls_ctx_ = ctx;
+  }
   for (int i = 0; i < std::max(1, options_.threads); ++i) {
     auto shard = std::make_unique<Shard>();
     shard->stamp_key = QuotedKey(tools::kWrittenAtAnnotation);
@@ -144,6 +169,8 @@ WatchClient::~WatchClient() {
     s->ioc.stop();
     if (s->thread.joinable()) s->thread.join();
   }
+  shards_.clear();  // Their SSL objects before the context.
+  if (tls_ctx_ != nullptr) SSL_CTX_free(tls_ctx_);
 }
 
 void WatchClient::Start() {
@@ -198,6 +225,10 @@ void WatchClient::Connect(Shard& shard, Watch& w) {
       return;
     }
     w.socket.non_blocking(true, ec);
+    if (options_.tls) {
+      StartTls(shard, w);
+      return;
+    }
     asio::async_write(w.socket, asio::buffer(w.request),
                       [this, &shard, &w](boost::system::error_code wec, size_t) {
                         if (wec) {
@@ -211,22 +242,79 @@ void WatchClient::Connect(Shard& shard, Watch& w) {
   });
 }
 
-void WatchClient::DoWait(Shard& shard, Watch& w) {
-  // Out of asio's reactor into the shard's set (asio would keep reporting it otherwise).
+bool WatchClient::Release(Shard& shard, Watch& w) {
   boost::system::error_code ec;
   w.fd = w.socket.release(ec);
   if (ec || w.fd < 0) {
     End(shard, w, "release: " + ec.message());
-    return;
+    return false;
   }
+  return true;
+}
+
+void WatchClient::DoWait(Shard& shard, Watch& w) {
+  // Out of asio's reactor into the shard's set (asio would keep reporting it otherwise).
+  if (Release(shard, w)) WaitFor(shard, w, EPOLLIN);
+}
+
+bool WatchClient::WaitFor(Shard& shard, Watch& w, uint32_t events) {
+  if (w.waiting_for == events) return true;
   epoll_event ev{};
-  ev.events = EPOLLIN;
+  ev.events = events;
   ev.data.ptr = &w;
-  if (epoll_ctl(shard.ready_set.native_handle(), EPOLL_CTL_ADD, w.fd, &ev) != 0) {
+  const int op = w.waiting_for == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+  if (epoll_ctl(shard.ready_set.native_handle(), op, w.fd, &ev) != 0) {
     End(shard, w, "epoll_ctl: " + std::string(strerror(errno)));
+    return false;
+  }
+  w.waiting_for = events;
+  WaitForReady(shard);
+  return true;
+}
+
+void WatchClient::StartTls(Shard& shard, Watch& w) {
+  if (!Release(shard, w)) return;
+  w.ssl = SSL_new(tls_ctx_);
+  if (w.ssl == nullptr || SSL_set_fd(w.ssl, w.fd) != 1 ||
+      X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(w.ssl),
+                                    options_.proxy.address().to_string().c_str()) != 1) {
+    End(shard, w, "TLS setup failed");
     return;
   }
-  WaitForReady(shard);
+  SSL_set_connect_state(w.ssl);
+  w.phase = Watch::Phase::kHandshake;
+  AdvanceTls(shard, w);
+}
+
+void WatchClient::AdvanceTls(Shard& shard, Watch& w) {
+  int r = 0;
+  ERR_clear_error();  // SSL_get_error reads the thread's queue.
+  if (w.phase == Watch::Phase::kHandshake) {
+    r = SSL_do_handshake(w.ssl);
+    if (r == 1) w.phase = Watch::Phase::kRequest;
+  }
+  if (w.phase == Watch::Phase::kRequest) {
+    // Without SSL_MODE_ENABLE_PARTIAL_WRITE: all of it, or a retry with the same arguments.
+    r = SSL_write(w.ssl, w.request.data(), static_cast<int>(w.request.size()));
+    if (r > 0) {
+      w.phase = Watch::Phase::kEvents;
+      WaitFor(shard, w, EPOLLIN);
+      return;
+    }
+  }
+  switch (SSL_get_error(w.ssl, r)) {
+    case SSL_ERROR_WANT_READ:
+      WaitFor(shard, w, EPOLLIN);
+      return;
+    case SSL_ERROR_WANT_WRITE:
+      WaitFor(shard, w, EPOLLOUT);
+      return;
+    default:
+      End(shard, w,
+          absl::StrCat(
+              w.phase == Watch::Phase::kHandshake ? "TLS handshake: " : "TLS send request: ",
+              TlsErrorText(strerror(errno))));
+  }
 }
 
 void WatchClient::WaitForReady(Shard& shard) {
@@ -245,12 +333,37 @@ void WatchClient::OnReady(Shard& shard) {
   const int n = epoll_wait(shard.ready_set.native_handle(), events.data(), kReadyPerRound, 0);
   for (int i = 0; i < n; ++i) {
     Watch& w = *static_cast<Watch*>(events[static_cast<size_t>(i)].data.ptr);
-    if (w.open && w.fd >= 0) OnReadable(shard, w);
+    if (!w.open || w.fd < 0) continue;
+    if (w.phase == Watch::Phase::kEvents) {
+      OnReadable(shard, w);
+    } else {
+      AdvanceTls(shard, w);
+    }
   }
   WaitForReady(shard);
 }
 
 void WatchClient::OnReadable(Shard& shard, Watch& w) {
+  if (w.ssl != nullptr) {
+    // A record at most per SSL_read (no read-ahead), so what is left stays in the socket and the
+    // level-triggered set reports it again.
+    for (int i = 0; i < kReadsPerWakeup; ++i) {
+      ERR_clear_error();  // SSL_get_error reads the thread's queue.
+      const int got = SSL_read(w.ssl, shard.buffer.data(), static_cast<int>(shard.buffer.size()));
+      if (got > 0) {
+        if (!Consume(shard, w, static_cast<size_t>(got))) return;
+        continue;
+      }
+      const int err = SSL_get_error(w.ssl, got);
+      if (err == SSL_ERROR_WANT_READ) return;
+      End(shard, w,
+          err == SSL_ERROR_ZERO_RETURN
+              ? "closed by kube-fanout (close_notify)"
+              : absl::StrCat("TLS read: ", TlsErrorText("connection ended")));
+      return;
+    }
+    return;
+  }
   for (int i = 0; i < kReadsPerWakeup; ++i) {
     const ssize_t got = ::read(w.fd, shard.buffer.data(), shard.buffer.size());
     if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
@@ -259,24 +372,29 @@ void WatchClient::OnReadable(Shard& shard, Watch& w) {
       return;
     }
     const size_t n = static_cast<size_t>(got);
-    const int64_t now = tools::UnixNanos();  // One receipt time per read.
-    Bump(shard.bytes, n);
-    const bool more = w.parser.Feed(std::string_view(shard.buffer.data(), n),
-                                    [&](std::string_view line) { OnEvent(shard, w, line, now); });
-    if (!w.connected && w.parser.head_done() &&
-        w.parser.state() != tools::EventStreamParser::State::kError) {
-      w.connected = true;
-      Bump(shard.connected);
-    }
-    if (!more) {
-      End(shard, w,
-          w.parser.state() == tools::EventStreamParser::State::kDone
-              ? "watch ended by kube-fanout"
-              : "bad response: " + w.parser.error() + " [" + w.parser.head().substr(0, 200) + "]");
-      return;
-    }
+    if (!Consume(shard, w, n)) return;
     if (n < shard.buffer.size()) break;  // Drained, most likely; level-triggered if not.
   }
+}
+
+bool WatchClient::Consume(Shard& shard, Watch& w, size_t n) {
+  const int64_t now = tools::UnixNanos();  // One receipt time per read.
+  Bump(shard.bytes, n);
+  const bool more = w.parser.Feed(std::string_view(shard.buffer.data(), n),
+                                  [&](std::string_view line) { OnEvent(shard, w, line, now); });
+  if (!w.connected && w.parser.head_done() &&
+      w.parser.state() != tools::EventStreamParser::State::kError) {
+    w.connected = true;
+    Bump(shard.connected);
+  }
+  if (!more) {
+    End(shard, w,
+        w.parser.state() == tools::EventStreamParser::State::kDone
+            ? "watch ended by kube-fanout"
+            : "bad response: " + w.parser.error() + " [" + w.parser.head().substr(0, 200) + "]");
+    return false;
+  }
+  return true;
 }
 
 void WatchClient::OnEvent(Shard& shard, Watch& w, std::string_view line, int64_t now) {
@@ -321,7 +439,12 @@ void WatchClient::CloseWatchSocket(Shard& shard, Watch& w, bool reset) {
     w.socket.close(ignored);
     return;
   }
-  epoll_ctl(shard.ready_set.native_handle(), EPOLL_CTL_DEL, w.fd, nullptr);
+  if (w.waiting_for != 0) epoll_ctl(shard.ready_set.native_handle(), EPOLL_CTL_DEL, w.fd, nullptr);
+  w.waiting_for = 0;
+  if (w.ssl != nullptr) {
+    SSL_free(w.ssl);  // No close_notify: the run is over, or the connection broke.
+    w.ssl = nullptr;
+  }
   if (reset) {
     const linger l{1, 0};  // RST: no TIME_WAIT carried into the next run.
     setsockopt(w.fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));

@@ -7,6 +7,10 @@
 // Half the watchers are kubelet-like (the pods of one node) and half kube-proxy-like (every
 // EndpointSlice); see WatchPlan.
 //
+// With Options::tls the HTTP/1.1 watchers speak TLS (OpenSSL over the same raw sockets: the
+// handshake and the request driven by the shard's epoll set, then SSL_read per readable socket),
+// as agents reach kube-fanout in a cluster.
+//
 // Thread contract: Open, CloseAll, MeasureFrom and Totals may be called from any thread; each
 // connection is touched only by its shard's thread. Latencies and PerWatch only after Join.
 #ifndef KUBE_FANOUT_TESTS_BENCH_WATCH_CLIENT_H_
@@ -23,6 +27,8 @@
 #include <vector>
 
 #include "tests/tools/latency_histogram.h"
+
+struct ssl_ctx_st;
 
 namespace kf::bench {
 
@@ -54,6 +60,9 @@ class WatchClient {
     // > 1: connections spread over the source addresses 127.0.0.1..N (a loopback proxy only),
     // since one source address reaches a port from about 28,000 ephemeral ports.
     int source_ips = 1;
+    // HTTP/1.1 over TLS, the server verified against `ca_file` (for 127.0.0.1).
+    bool tls = false;
+    std::string ca_file;
   };
 
   // Counters, summed over threads. "measured" events carry a write time at or after
@@ -77,6 +86,8 @@ class WatchClient {
   WatchClient(const WatchClient&) = delete;
   WatchClient& operator=(const WatchClient&) = delete;
 
+  // Empty, or why the client cannot run (the TLS context could not be set up).
+  const std::string& setup_error() const { return setup_error_; }
   void Start();
   void Open(int index);
   void MeasureFrom(int64_t unix_ns) { measure_from_.store(unix_ns, std::memory_order_relaxed); }
@@ -120,6 +131,15 @@ class WatchClient {
   void WaitForReady(Shard& shard);
   void OnReady(Shard& shard);
   void OnReadable(Shard& shard, Watch& watch);
+  // The socket out of asio (into fd); false if that failed (the watch has ended).
+  bool Release(Shard& shard, Watch& watch);
+  // TLS: the handshake, then the request, as far as the socket lets them go now.
+  void StartTls(Shard& shard, Watch& watch);
+  void AdvanceTls(Shard& shard, Watch& watch);
+  // Read `n` bytes into shard.buffer: parses them; false if the watch ended.
+  bool Consume(Shard& shard, Watch& watch, size_t n);
+  // The watch's socket in the shard's set, waiting for `events` (EPOLLIN or EPOLLOUT).
+  bool WaitFor(Shard& shard, Watch& watch, uint32_t events);
   static void CloseWatchSocket(Shard& shard, Watch& watch, bool reset);
   void OnEvent(Shard& shard, Watch& watch, std::string_view line, int64_t now);
   void End(Shard& shard, Watch& watch, const std::string& reason);
@@ -130,6 +150,8 @@ class WatchClient {
   const std::string slice_path_;
   std::atomic<int64_t> measure_from_;
   std::vector<std::unique_ptr<Shard>> shards_;
+  ssl_ctx_st* tls_ctx_ = nullptr;  // SSL_CTX, with Options::tls.
+  std::string setup_error_;
   mutable std::mutex failures_mu_;
   std::vector<std::string> failures_;  // The first few, for the report.
   size_t failure_count_ = 0;
