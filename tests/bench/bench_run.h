@@ -56,7 +56,7 @@ struct BenchFlags {
   int client_threads = 1;
   std::string wire = "json";       // Or "protobuf": what the watchers ask for.
   int streams_per_connection = 0;  // 0: HTTP/1.1; N: HTTP/2 (h2c), N watchers a connection.
-  // kube-fanout's TLS listener (IP:PORT): the watchers connect there over TLS (HTTP/1.1).
+  // kube-fanout's TLS listener (IP:PORT): the watchers connect there over TLS.
   std::string tls_proxy;
   int source_ips = 0;  // 0: enough for the connections (one per 25,000); N: 127.0.0.1..N.
   int duration = 60;

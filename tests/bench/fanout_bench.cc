@@ -57,8 +57,8 @@ po::options_description Describe(BenchFlags* f) {
      "0: HTTP/1.1, a connection per watcher. N: HTTP/2 with prior knowledge, N consecutive "
      "watchers (an agent's watches) multiplexed on one connection.")
     ("tls-proxy", po::value(&f->tls_proxy)->value_name("IP:PORT"),
-     "kube-fanout's TLS listener: the watchers connect there, over HTTP/1.1 and TLS (the "
-     "server verified with --ca-file), instead of to --proxy.")
+     "kube-fanout's TLS listener: the watchers connect there over TLS (the server verified "
+     "with --ca-file; HTTP/2 by ALPN), instead of to --proxy.")
     ("source-ips", po::value(&f->source_ips)->default_value(0),
      "Spread the connections over 127.0.0.1..N (0: one address per 25,000 connections).")
     ("wire", po::value(&f->wire)->default_value("json"),
@@ -150,14 +150,12 @@ int Main(int argc, char** argv) {
       flags.churn.nodes < 1 || flags.churn.pods < 1 || flags.churn.slices < 1 ||
       flags.ramp_rate <= 0 || flags.duration < 1 || flags.client_threads < 1 ||
       flags.churn.writers_per_kind < 1 ||
-      (!flags.tls_proxy.empty() && flags.streams_per_connection > 0) ||
       (flags.watch_order != "shuffled" && flags.watch_order != "alternate")) {
     std::fprintf(
         stderr,
         "kf_fanout_bench: need --mode=run|apiserver-watches, --proxy=IP:PORT (plain HTTP), "
         "--watchers>=2, --nodes, --pods, --slices, --client-threads, --writers >=1, "
-        "--ramp-rate>0, --duration>=1, --watch-order=shuffled|alternate; --tls-proxy only "
-        "with HTTP/1.1 watchers\n");
+        "--ramp-rate>0, --duration>=1, --watch-order=shuffled|alternate\n");
     return 2;
   }
   // A socket per connection: a watcher's over HTTP/1.1, N watchers' over HTTP/2.

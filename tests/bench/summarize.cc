@@ -76,16 +76,18 @@ void SetupRows(const RunRecord& r, BenchReport& out) {
       Fmt("%d nodes, %d pods on random nodes, %d EndpointSlices x %d endpoints (created in %.1fs)",
           f.churn.nodes, f.churn.pods, f.churn.slices, f.churn.endpoints_per_slice,
           r.setup_seconds));
-  out.Row(
-      "watchers requested",
-      Fmt("%d: %d pods-by-node (%.1f per node), %d all-EndpointSlices, connecting in %s order; "
-          "%.0f/s ramp, %d client thread(s); wire %s over %s",
-          f.watchers, pod_watchers, static_cast<double>(pod_watchers) / f.churn.nodes,
-          f.watchers - pod_watchers, f.watch_order.c_str(), f.ramp_rate, f.client_threads,
-          f.wire.c_str(),
-          f.streams_per_connection > 0
-              ? absl::StrCat("HTTP/2 (", f.streams_per_connection, " watches a connection)").c_str()
-              : (f.tls_proxy.empty() ? "HTTP/1.1" : "HTTP/1.1 and TLS")));
+  out.Row("watchers requested",
+          Fmt("%d: %d pods-by-node (%.1f per node), %d all-EndpointSlices, connecting in %s order; "
+              "%.0f/s ramp, %d client thread(s); wire %s over %s",
+              f.watchers, pod_watchers, static_cast<double>(pod_watchers) / f.churn.nodes,
+              f.watchers - pod_watchers, f.watch_order.c_str(), f.ramp_rate, f.client_threads,
+              f.wire.c_str(),
+              absl::StrCat(
+                  f.streams_per_connection > 0
+                      ? absl::StrCat("HTTP/2 (", f.streams_per_connection, " watches a connection)")
+                      : "HTTP/1.1",
+                  f.tls_proxy.empty() ? "" : " and TLS")
+                  .c_str()));
   out.Row("churn", Fmt("%d s at %.0f pod + %.0f EndpointSlice writes/s (merge patches, %d writer "
                        "connections each, %s)",
                        f.duration, f.churn.rate(tools::Kind::kPods),

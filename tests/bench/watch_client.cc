@@ -90,8 +90,10 @@ struct WatchClient::Conn {
   explicit Conn(asio::io_context& ioc) : socket(ioc) {}
   ~Conn() {
     if (session != nullptr) nghttp2_session_del(session);
+    if (ssl != nullptr) SSL_free(ssl);
   }
   asio::ip::tcp::socket socket;
+  SSL* ssl = nullptr;  // TLS over the socket (ALPN h2).
   nghttp2_session* session = nullptr;
   uint64_t number = 0;  // Its key in Shard::conns.
   bool connected = false;
@@ -610,6 +612,7 @@ void WatchClient::ConnectH2(Shard& shard, Conn& conn) {
       if (ec != asio::error::operation_aborted) EndConn(shard, conn, "connect: " + ec.message());
       return;
     }
+    if (options_.tls && !HandshakeH2(shard, conn)) return;
     conn.socket.non_blocking(true, ec);
     nghttp2_session_callbacks* cb = nullptr;
     nghttp2_session_callbacks_new(&cb);
@@ -631,6 +634,36 @@ void WatchClient::ConnectH2(Shard& shard, Conn& conn) {
   });
 }
 
+bool WatchClient::HandshakeH2(Shard& shard, Conn& conn) {
+  // Blocking, bounded by the socket's timeouts: a thousand connections' handshakes cost the
+  // client's thread a few seconds of the ramp, before anything is measured.
+  const int fd = conn.socket.native_handle();
+  const timeval limit{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
+  boost::system::error_code ec;
+  conn.socket.non_blocking(false, ec);
+  static constexpr unsigned char kAlpn[] = {2, 'h', '2'};
+  conn.ssl = SSL_new(tls_ctx_);
+  ERR_clear_error();
+  if (conn.ssl == nullptr || SSL_set_fd(conn.ssl, fd) != 1 ||
+      SSL_set_alpn_protos(conn.ssl, kAlpn, sizeof(kAlpn)) != 0 ||
+      X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(conn.ssl),
+                                    options_.proxy.address().to_string().c_str()) != 1 ||
+      SSL_connect(conn.ssl) != 1) {
+    EndConn(shard, conn, "TLS handshake: " + TlsErrorText(strerror(errno)));
+    return false;
+  }
+  const unsigned char* proto = nullptr;
+  unsigned int proto_len = 0;
+  SSL_get0_alpn_selected(conn.ssl, &proto, &proto_len);
+  if (std::string_view(reinterpret_cast<const char*>(proto), proto_len) != "h2") {
+    EndConn(shard, conn, "TLS: the server did not choose h2 (ALPN)");
+    return false;
+  }
+  return true;
+}
+
 void WatchClient::SubmitStream(Shard& shard, Conn& conn, Watch& w) {
   const std::string path = w.pods ? absl::StrCat(pod_path_prefix_, w.node) : slice_path_;
   const std::string authority =
@@ -645,8 +678,9 @@ void WatchClient::SubmitStream(Shard& shard, Conn& conn, Watch& w) {
                       NGHTTP2_NV_FLAG_NONE};
   };
   const nghttp2_nv headers[] = {
-      nv(":method", "GET"),     nv(":scheme", "http"), nv(":authority", authority),
-      nv(":path", path),        nv("accept", accept),  nv("user-agent", "kf-fanout-bench/0.1"),
+      nv(":method", "GET"),        nv(":scheme", conn.ssl != nullptr ? "https" : "http"),
+      nv(":authority", authority), nv(":path", path),
+      nv("accept", accept),        nv("user-agent", "kf-fanout-bench/0.1"),
       nv("authorization", auth)};
   const int32_t id = nghttp2_submit_request(conn.session, nullptr, headers,
                                             sizeof(headers) / sizeof(headers[0]), nullptr, &w);
@@ -672,45 +706,74 @@ void WatchClient::SendH2(Shard& shard, Conn& conn) {
     // socket is full.
     boost::system::error_code ec;
     conn.socket.non_blocking(false, ec);
-    asio::write(conn.socket, asio::buffer(data, static_cast<size_t>(n)), ec);
+    if (conn.ssl != nullptr) {
+      // Blocking (the whole record, or an error).
+      ERR_clear_error();
+      if (SSL_write(conn.ssl, data, static_cast<int>(n)) <= 0) {
+        ec = asio::error::broken_pipe;
+      }
+    } else {
+      asio::write(conn.socket, asio::buffer(data, static_cast<size_t>(n)), ec);
+    }
     boost::system::error_code ignored;
     conn.socket.non_blocking(true, ignored);
     if (ec) {
-      EndConn(shard, conn, "write: " + ec.message());
+      EndConn(
+          shard, conn,
+          "write: " + (conn.ssl != nullptr ? TlsErrorText(ec.message().c_str()) : ec.message()));
       return;
     }
   }
 }
 
 void WatchClient::WaitH2(Shard& shard, Conn& conn) {
-  conn.socket.async_wait(
-      asio::ip::tcp::socket::wait_read, [this, &shard, &conn](boost::system::error_code ec) {
-        if (ec || !conn.open) {
-          if (ec != asio::error::operation_aborted && conn.open) {
-            EndConn(shard, conn, "wait: " + ec.message());
-          }
-          return;
-        }
-        for (int i = 0; i < kReadsPerWakeup; ++i) {
-          boost::system::error_code rec;
-          const size_t n = conn.socket.read_some(asio::buffer(shard.buffer), rec);
-          if (rec == asio::error::would_block || rec == asio::error::try_again) break;
-          if (rec) {
-            EndConn(shard, conn, rec == asio::error::eof ? "closed by kube-fanout" : rec.message());
-            return;
-          }
-          Bump(shard.bytes, n);
-          const ssize_t used = nghttp2_session_mem_recv(
-              conn.session, reinterpret_cast<const uint8_t*>(shard.buffer.data()), n);
-          if (used < 0) {
-            EndConn(shard, conn, nghttp2_strerror(static_cast<int>(used)));
-            return;
-          }
-          if (n < shard.buffer.size()) break;
-        }
-        SendH2(shard, conn);
-        if (conn.open) WaitH2(shard, conn);
-      });
+  conn.socket.async_wait(asio::ip::tcp::socket::wait_read, [this, &shard,
+                                                            &conn](boost::system::error_code ec) {
+    if (ec || !conn.open) {
+      if (ec != asio::error::operation_aborted && conn.open) {
+        EndConn(shard, conn, "wait: " + ec.message());
+      }
+      return;
+    }
+    for (int i = 0; i < kReadsPerWakeup; ++i) {
+      boost::system::error_code rec;
+      const size_t n = conn.ssl != nullptr ? ReadTls(conn.ssl, shard, rec)
+                                           : conn.socket.read_some(asio::buffer(shard.buffer), rec);
+      if (rec == asio::error::would_block || rec == asio::error::try_again) break;
+      if (rec) {
+        EndConn(shard, conn, rec == asio::error::eof ? "closed by kube-fanout" : rec.message());
+        return;
+      }
+      Bump(shard.bytes, n);
+      const ssize_t used = nghttp2_session_mem_recv(
+          conn.session, reinterpret_cast<const uint8_t*>(shard.buffer.data()), n);
+      if (used < 0) {
+        EndConn(shard, conn, nghttp2_strerror(static_cast<int>(used)));
+        return;
+      }
+      // TLS: a record per read, until OpenSSL wants the socket again (would_block).
+      if (conn.ssl == nullptr && n < shard.buffer.size()) break;
+    }
+    SendH2(shard, conn);
+    if (conn.open) WaitH2(shard, conn);
+  });
+}
+
+size_t WatchClient::ReadTls(SSL* ssl, Shard& shard, boost::system::error_code& ec) {
+  ERR_clear_error();
+  const int got = SSL_read(ssl, shard.buffer.data(), static_cast<int>(shard.buffer.size()));
+  if (got > 0) return static_cast<size_t>(got);
+  switch (SSL_get_error(ssl, got)) {
+    case SSL_ERROR_WANT_READ:
+      ec = asio::error::would_block;
+      break;
+    case SSL_ERROR_ZERO_RETURN:
+      ec = asio::error::eof;
+      break;
+    default:
+      ec = asio::error::connection_reset;
+  }
+  return 0;
 }
 
 void WatchClient::EndConn(Shard& shard, Conn& conn, const std::string& reason) {

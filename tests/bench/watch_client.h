@@ -7,9 +7,10 @@
 // Half the watchers are kubelet-like (the pods of one node) and half kube-proxy-like (every
 // EndpointSlice); see WatchPlan.
 //
-// With Options::tls the HTTP/1.1 watchers speak TLS (OpenSSL over the same raw sockets: the
-// handshake and the request driven by the shard's epoll set, then SSL_read per readable socket),
-// as agents reach kube-fanout in a cluster.
+// With Options::tls the watchers speak TLS, as agents reach kube-fanout in a cluster: over
+// HTTP/1.1 OpenSSL runs on the same raw sockets (the handshake and the request driven by the
+// shard's epoll set, then SSL_read per readable socket); over HTTP/2 each connection's handshake
+// (ALPN h2) is done blocking when it connects, and its frames go through SSL_write/SSL_read.
 //
 // Thread contract: Open, CloseAll, MeasureFrom and Totals may be called from any thread; each
 // connection is touched only by its shard's thread. Latencies and PerWatch only after Join.
@@ -29,6 +30,7 @@
 #include "tests/tools/latency_histogram.h"
 
 struct ssl_ctx_st;
+struct ssl_st;
 
 namespace kf::bench {
 
@@ -60,7 +62,7 @@ class WatchClient {
     // > 1: connections spread over the source addresses 127.0.0.1..N (a loopback proxy only),
     // since one source address reaches a port from about 28,000 ephemeral ports.
     int source_ips = 1;
-    // HTTP/1.1 over TLS, the server verified against `ca_file` (for 127.0.0.1).
+    // TLS (HTTP/1.1, or HTTP/2 by ALPN), the server verified against `ca_file` (for its IP).
     bool tls = false;
     std::string ca_file;
   };
@@ -117,6 +119,10 @@ class WatchClient {
   void SubmitStream(Shard& shard, Conn& conn, Watch& watch);
   void SendH2(Shard& shard, Conn& conn);
   void WaitH2(Shard& shard, Conn& conn);
+  // TLS (ALPN h2) on a connected socket; false if it failed (the connection has ended).
+  bool HandshakeH2(Shard& shard, Conn& conn);
+  // One SSL_read into shard.buffer: its size, or 0 and would_block, eof or a reset in `ec`.
+  static size_t ReadTls(ssl_st* ssl, Shard& shard, boost::system::error_code& ec);
   void EndConn(Shard& shard, Conn& conn, const std::string& reason);
 
  public:  // For nghttp2's callbacks (watch_client.cc).
