@@ -228,7 +228,11 @@ bool Http2Session::FrameNow(const Http2Stream& stream) {
 }
 
 bool Http2Session::ListForBatchedSend() {
-  if (!writer_idle_ || stream_.is_tls()) return false;
+  // TLS: only a client's (TlsServerStream, which can write without waiting), and not while
+  // ciphertext from the last batch waits for the writer.
+  if (!writer_idle_ || tls_held_ || (stream_.is_tls() && stream_.tls_server() == nullptr)) {
+    return false;
+  }
   if (batched_) return true;
   batched_ = true;
   BatchedWrites& b = batched_writes;
@@ -246,11 +250,25 @@ bool Http2Session::ListForBatchedSend() {
 void Http2Session::SendBatched() {
   batched_ = false;
   if (pending_.empty()) return;
-  if (done_ || !writer_idle_) {
+  if (done_ || !writer_idle_ || tls_held_) {
     Flush();  // The writer sends it after what it is writing (or sees the end).
     return;
   }
   // The frames are in nghttp2's order, and nothing else is being written.
+  if (TlsServerStream* tls = stream_.tls_server()) {
+    // Encrypted at once (one record per 16 KiB); what the socket does not take now waits as
+    // ciphertext, which the writer sends before anything else.
+    beast::error_code ec;
+    const std::array<asio::const_buffer, 1> batch{asio::buffer(pending_)};
+    const TlsServerStream::TryWriteResult r = tls->TryWrite(batch, ec);
+    last_batch_ = pending_.size();
+    std::string().swap(pending_);  // Encrypted (or failed): the plaintext is done with.
+    if (r == TlsServerStream::TryWriteResult::kWritten) return;
+    if (r == TlsServerStream::TryWriteResult::kHeld) tls_held_ = true;
+    if (r == TlsServerStream::TryWriteResult::kFailed) send_failed_ = true;
+    Flush();
+    return;
+  }
   beast::error_code ec;
   const size_t written = stream_.WriteWithoutWaiting(asio::buffer(pending_), ec);
   if (!ec && written == pending_.size()) {
@@ -265,6 +283,11 @@ void Http2Session::SendBatched() {
 asio::awaitable<void> Http2Session::WriteLoop() {
   std::string out;
   for (;;) {
+    if (tls_held_) {  // SendBatched's ciphertext the socket did not take: first, and whole.
+      tls_held_ = false;
+      stream_.tcp().expires_after(kWriteTimeout);
+      if (co_await stream_.tls_server()->Flush()) break;
+    }
     // What was framed since the last write goes first (nghttp2's order), then more frames.
     out.clear();
     if (!pending_.empty()) {

@@ -80,7 +80,8 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>, pu
   bool can_frame_now() const override;
   bool FrameNow(const Http2Stream& stream) override;
   // What FrameNow left for this thread's SendBatchedWrites (response.h): written now when the
-  // writer is idle on plain TCP and the socket takes it; else the writer is woken for it.
+  // writer is idle and the socket takes it (over TLS: encrypted now, and what the socket does
+  // not take is the writer's); else the writer is woken for it.
   void SendBatched();
 
  private:
@@ -106,7 +107,7 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>, pu
   template <typename Enough>
   bool Gather(std::string& out, Enough enough);
   // Lists this connection for the thread's SendBatchedWrites (a handler posted if none is),
-  // when its writer is idle on plain TCP. False: the writer must be woken instead.
+  // when its writer is idle. False: the writer must be woken instead.
   bool ListForBatchedSend();
   Http2Stream* StreamOf(int32_t id);
   void Start(std::shared_ptr<Http2Stream> stream);
@@ -155,6 +156,9 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>, pu
   // written by SendBatched.
   bool writer_idle_ = false;
   bool batched_ = false;  // In this thread's list for SendBatchedWrites.
+  // TLS: SendBatched left ciphertext the socket did not take (in the TlsServerStream); the
+  // writer sends it before anything else.
+  bool tls_held_ = false;
   bool send_failed_ = false;
   asio::steady_timer idle_timer_;
   std::chrono::steady_clock::time_point idle_since_;

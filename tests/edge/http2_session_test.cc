@@ -6,14 +6,18 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <list>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "edge/http_session.h"
@@ -114,6 +118,21 @@ class Paths : public Handler {
         }
       }
       co_await x.response->End();
+    } else if (path == "/direct-held") {
+      // One 40 KB event written as a wake-up writes it, then nothing until told (or 5 s): the
+      // client must get all of it meanwhile, though the socket took only part at once.
+      if (co_await WriteStreamedHead(*x.response)) co_return true;
+      const asio::any_io_executor executor = co_await asio::this_coro::executor;
+      asio::steady_timer idle(executor, std::chrono::milliseconds(20));  // The writer parks.
+      co_await idle.async_wait(asio::use_awaitable);
+      const std::string event(40000, 'h');
+      const std::array<asio::const_buffer, 1> b{asio::buffer(event)};
+      direct_results.push_back(x.response->TryWriteBody(b));
+      asio::steady_timer quiet(executor, std::chrono::seconds(5));
+      end_held = [&quiet] { quiet.cancel(); };
+      co_await quiet.async_wait(asio::as_tuple(asio::use_awaitable));
+      end_held = nullptr;
+      co_await x.response->End();
     } else if (path == "/echo") {
       auto body = co_await ReadWholeBody(x.request.body, 1 << 20);
       const std::string echo = body.value_or("?");  // Named: GCC 12 and coroutine temporaries.
@@ -131,7 +150,22 @@ class Paths : public Handler {
   std::string direct_many_expected;
   int direct_written = 0;
   std::vector<bool> watch_told;
+  std::function<void()> end_held;  // Ends /direct-held's wait.
 };
+
+// How the client's bytes travel: the pair's plain socket, or TLS over it.
+struct ClientTransport {
+  std::function<std::string()> read_available;
+  std::function<void(const uint8_t*, size_t)> write;
+};
+
+ClientTransport PlainTransport(LoopbackPair& pair) {
+  return {[&pair] { return pair.ReadAvailable(); },
+          [&pair](const uint8_t* data, size_t n) {
+            beast::error_code ec;
+            asio::write(pair.client, asio::buffer(data, n), ec);
+          }};
+}
 
 // An nghttp2 client session over the client side of the pair.
 class Client {
@@ -144,7 +178,8 @@ class Client {
     bool stalled = false;  // Its data is never consumed: its window closes.
   };
 
-  explicit Client(LoopbackPair& pair) : pair_(pair) {
+  explicit Client(LoopbackPair& pair) : Client(PlainTransport(pair)) {}
+  explicit Client(ClientTransport transport) : transport_(std::move(transport)) {
     nghttp2_session_callbacks* cb;
     nghttp2_session_callbacks_new(&cb);
     nghttp2_session_callbacks_set_on_header_callback(cb, &OnHeader);
@@ -194,7 +229,7 @@ class Client {
   }
   // Reads what arrived and answers it (window updates, acknowledgements).
   void Pump() {
-    const std::string in = pair_.ReadAvailable();
+    const std::string in = transport_.read_available();
     if (!in.empty()) {
       nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(in.data()), in.size());
     }
@@ -211,8 +246,7 @@ class Client {
       const uint8_t* data;
       const ssize_t n = nghttp2_session_mem_send(session_, &data);
       if (n <= 0) break;
-      beast::error_code ec;
-      asio::write(pair_.client, asio::buffer(data, static_cast<size_t>(n)), ec);
+      transport_.write(data, static_cast<size_t>(n));
     }
   }
   static ssize_t ReadBody(nghttp2_session*, int32_t, uint8_t* buf, size_t length, uint32_t* flags,
@@ -259,7 +293,7 @@ class Client {
     return 0;
   }
 
-  LoopbackPair& pair_;
+  ClientTransport transport_;
   nghttp2_session* session_ = nullptr;
   std::list<std::string> bodies_;
 };
@@ -392,6 +426,103 @@ TEST_CASE("Http2Session keeps direct writes in order when the socket takes them 
   CHECK(h.client.streams[id].error == NGHTTP2_NO_ERROR);
   CHECK(h.client.streams[id].data.size() == h.paths.direct_many_expected.size());
   CHECK(h.client.streams[id].data == h.paths.direct_many_expected);
+}
+
+// An HttpSession over TLS (ALPN h2) on the server side of a loopback pair with small socket
+// buffers; the client is OpenSSL on the pair's socket, non-blocking, its handshake done.
+struct H2Tls : PathsPipeline {
+  H2Tls() {
+    const auto [crt, key] = WriteSelfSigned("kf-http2-tls-test");
+    ctx.use_certificate_chain_file(crt);
+    ctx.use_private_key_file(key, asio::ssl::context::pem);
+    std::filesystem::remove(crt);
+    std::filesystem::remove(key);
+    OfferHttp2(ctx);
+    asio::ip::tcp::acceptor acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+    socket.connect(acceptor.local_endpoint());
+    asio::ip::tcp::socket accepted = acceptor.accept();
+    accepted.set_option(asio::socket_base::send_buffer_size(4096));
+    socket.set_option(asio::socket_base::receive_buffer_size(4096));
+    socket.non_blocking(true);
+    std::make_shared<HttpSession>(std::make_unique<AnyStream>(std::make_unique<TlsServerStream>(
+                                      beast::tcp_stream(std::move(accepted)), ctx.native_handle())),
+                                  "127.0.0.1:5555", *pipeline, sessions, active, log)
+        ->Start(ioc.get_executor());
+    client_ctx = SSL_CTX_new(TLS_client_method());
+    ssl = SSL_new(client_ctx);
+    static constexpr unsigned char kAlpn[] = {2, 'h', '2'};
+    SSL_set_alpn_protos(ssl, kAlpn, sizeof(kAlpn));
+    SSL_set_fd(ssl, socket.native_handle());
+    SSL_set_connect_state(ssl);
+    REQUIRE(test::RunUntil(ioc, [&] { return SSL_do_handshake(ssl) == 1; }));
+    client.emplace(ClientTransport{[this] { return Read(); },
+                                   [this](const uint8_t* data, size_t n) { Write(data, n); }});
+  }
+  ~H2Tls() {
+    client.reset();
+    SSL_free(ssl);
+    SSL_CTX_free(client_ctx);
+  }
+  std::string Read() {
+    std::string out;
+    char buf[16384];
+    for (;;) {
+      const int n = SSL_read(ssl, buf, sizeof(buf));
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
+  }
+  void Write(const uint8_t* data, size_t n) {
+    // Small frames: the socket takes them (a retry with the same bytes if it does not yet).
+    while (SSL_write(ssl, data, static_cast<int>(n)) <= 0 &&
+           SSL_get_error(ssl, -1) == SSL_ERROR_WANT_WRITE) {
+      ioc.poll();
+    }
+  }
+  bool RunUntil(const std::function<bool()>& done) {
+    return test::RunUntil(ioc, [&] {
+      client->Pump();
+      return done();
+    });
+  }
+
+  SessionSet sessions;
+  std::atomic<int64_t> active{0};
+  asio::io_context ioc;
+  asio::ssl::context ctx{asio::ssl::context::tls_server};
+  asio::ip::tcp::socket socket{ioc};
+  SSL_CTX* client_ctx = nullptr;
+  SSL* ssl = nullptr;
+  std::optional<Client> client;
+};
+
+TEST_CASE("Http2Session over TLS keeps direct writes in order when the socket takes them in part") {
+  // Each event's frames are encrypted from the wake-up and sent without waiting; what the
+  // 4 KiB socket does not take waits as ciphertext, which the connection's writer must send
+  // before anything it frames later.
+  H2Tls h;
+  const int32_t id = h.client->Request("/direct-many");
+  REQUIRE(h.RunUntil([&] { return h.client->streams[id].closed; }));
+  REQUIRE(h.paths.direct_many_expected.size() == 60 * 1024);
+  CHECK(h.paths.direct_written > 0);
+  CHECK(h.client->streams[id].error == NGHTTP2_NO_ERROR);
+  CHECK(h.client->streams[id].data.size() == h.paths.direct_many_expected.size());
+  CHECK(h.client->streams[id].data == h.paths.direct_many_expected);
+}
+
+TEST_CASE("Http2Session over TLS sends what the socket did not take though nothing follows") {
+  H2Tls h;
+  const int32_t id = h.client->Request("/direct-held");
+  REQUIRE(h.RunUntil([&] { return h.client->streams[id].data.size() == 40000; }));
+  // All of it arrived while the stream was still open: the writer sent the held ciphertext on
+  // its own, not with the stream's end.
+  CHECK_FALSE(h.client->streams[id].closed);
+  CHECK(h.paths.direct_results == std::vector<Response::TryWrite>{Response::TryWrite::kWritten});
+  REQUIRE(h.paths.end_held);
+  h.paths.end_held();
+  REQUIRE(h.RunUntil([&] { return h.client->streams[id].closed; }));
+  CHECK(h.client->streams[id].error == NGHTTP2_NO_ERROR);
 }
 
 TEST_CASE("Http2Response's WatchClient tells once when the client resets the stream") {
