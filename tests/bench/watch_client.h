@@ -142,7 +142,7 @@ class WatchClient {
   // TLS: the handshake, then the request, as far as the socket lets them go now.
   void StartTls(Shard& shard, Watch& watch);
   void AdvanceTls(Shard& shard, Watch& watch);
-  // Read `n` bytes into shard.buffer: parses them; false if the watch ended.
+  // Parses the `n` bytes just read into shard.buffer; false if the watch ended.
   bool Consume(Shard& shard, Watch& watch, size_t n);
   // The watch's socket in the shard's set, waiting for `events` (EPOLLIN or EPOLLOUT).
   bool WaitFor(Shard& shard, Watch& watch, uint32_t events);
