@@ -155,20 +155,35 @@ bool TlsServerStream::Encrypt(asio::const_buffer plain, beast::error_code& ec) {
   return true;
 }
 
-TlsServerStream::TryWriteResult TlsServerStream::TryWrite(
-    std::span<const asio::const_buffer> pieces, beast::error_code& ec) {
+bool TlsServerStream::EncryptAll(std::span<const asio::const_buffer> pieces,
+                                 beast::error_code& ec) {
   if (writing_) {  // Not while a write is under way: its bytes would be overtaken.
     ec = asio::error::in_progress;
-    return TryWriteResult::kFailed;
+    return false;
   }
   // Record by record as async_write_some takes them (Plaintext: small pieces gathered, a large
   // one as it is).
   for (beast::buffers_suffix<std::span<const asio::const_buffer>> rest(pieces);
        asio::buffer_size(rest) > 0;) {
     const asio::const_buffer plain = Plaintext(rest);
-    if (!Encrypt(plain, ec)) return TryWriteResult::kFailed;
+    if (!Encrypt(plain, ec)) return false;
     rest.consume(plain.size());
   }
+  return true;
+}
+
+TlsServerStream::TryWriteResult TlsServerStream::Wrote(size_t n) {
+  if (n >= out_.size()) {
+    std::string().swap(out_);
+    return TryWriteResult::kWritten;
+  }
+  out_.erase(0, n);
+  return TryWriteResult::kHeld;
+}
+
+TlsServerStream::TryWriteResult TlsServerStream::TryWrite(
+    std::span<const asio::const_buffer> pieces, beast::error_code& ec) {
+  if (!EncryptAll(pieces, ec)) return TryWriteResult::kFailed;
   if (out_.empty()) return TryWriteResult::kWritten;
   // A synchronous write that returns what the kernel took instead of waiting (the socket's
   // user-visible non-blocking mode; its asynchronous operations are not affected).
@@ -178,12 +193,7 @@ TlsServerStream::TryWriteResult TlsServerStream::TryWrite(
   if (!ec) written = socket.write_some(asio::buffer(out_), ec);
   if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
   if (ec) return TryWriteResult::kFailed;
-  if (written == out_.size()) {
-    std::string().swap(out_);
-    return TryWriteResult::kWritten;
-  }
-  out_.erase(0, written);
-  return TryWriteResult::kHeld;
+  return Wrote(written);
 }
 
 asio::awaitable<beast::error_code> TlsServerStream::Flush() {

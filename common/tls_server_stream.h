@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace kf {
 
@@ -79,6 +80,13 @@ class TlsServerStream {
   // before any other write. Only while no write is under way.
   enum class TryWriteResult { kWritten, kHeld, kFailed };
   TryWriteResult TryWrite(std::span<const asio::const_buffer> pieces, beast::error_code& ec);
+  // TryWrite in two steps, for a send the caller makes (a burst's batched sends): Encrypt all
+  // of `pieces` (false: failed, `ec` set), send what ciphertext() holds, then say with Wrote how
+  // much the socket took; kHeld as TryWrite's. Only while no write is under way, and nothing
+  // else may write or read in between.
+  bool EncryptAll(std::span<const asio::const_buffer> pieces, beast::error_code& ec);
+  std::string_view ciphertext() const { return out_; }
+  TryWriteResult Wrote(size_t n);
   // Sends what TryWrite held (within the tcp_stream's timeout).
   asio::awaitable<beast::error_code> Flush();
 

@@ -5,6 +5,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/status.hpp>
+#include <cerrno>
+#include <utility>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
@@ -110,10 +112,20 @@ asio::awaitable<beast::error_code> Http1Response::WriteBody(
 bool Http1Response::can_write_now() const {
   // Asio's TLS stream cannot write without waiting; a client's TlsServerStream can.
   return (!stream_.is_tls() || stream_.tls_server() != nullptr) && status_ != 0 && !ended_ &&
-         !failed_ && held_.empty() && !tls_held_;
+         !failed_ && held_.empty() && !tls_held_ && queued_ == nullptr;
 }
 
 Response::TryWrite Http1Response::TryWriteBody(std::span<const asio::const_buffer> pieces) {
+  return DirectWrite(pieces, nullptr);
+}
+
+Response::TryWrite Http1Response::TryWriteBodyOrQueue(std::span<const asio::const_buffer> pieces,
+                                                      WriteDone& done) {
+  return DirectWrite(pieces, &done);
+}
+
+Response::TryWrite Http1Response::DirectWrite(std::span<const asio::const_buffer> pieces,
+                                              WriteDone* done) {
   if (!can_write_now()) return TryWrite::kUnsupported;
   const size_t n = asio::buffer_size(pieces);
   if (body_ == Body::kNone || n == 0) return TryWrite::kWritten;
@@ -126,25 +138,47 @@ Response::TryWrite Http1Response::TryWriteBody(std::span<const asio::const_buffe
   }
   framed.insert(framed.end(), pieces.begin(), pieces.end());
   if (body_ == Body::kChunked) framed.push_back(asio::buffer(kCrlf));
-  if (TlsServerStream* tls = stream_.tls_server()) {
-    beast::error_code ec;
-    switch (tls->TryWrite(framed, ec)) {
-      case TlsServerStream::TryWriteResult::kWritten:
-        return TryWrite::kWritten;
-      case TlsServerStream::TryWriteResult::kHeld:
-        tls_held_ = true;
-        return TryWrite::kHeld;
-      case TlsServerStream::TryWriteResult::kFailed:
-        failed_ = true;
-        return TryWrite::kFailed;
-    }
-  }
+  const int fd = stream_.tcp().socket().native_handle();
   beast::error_code ec;
-  size_t written = stream_.WriteWithoutWaiting(framed, ec);
+  if (TlsServerStream* tls = stream_.tls_server()) {
+    // Encrypted at once; the ciphertext goes as the plain bytes would.
+    if (!tls->EncryptAll(framed, ec)) {
+      failed_ = true;
+      return TryWrite::kFailed;
+    }
+    const std::array<asio::const_buffer, 1> records{asio::buffer(tls->ciphertext())};
+    if (records[0].size() == 0) return TryWrite::kWritten;
+    if (done != nullptr && BatchedSends::Queue(fd, records, this)) {
+      queued_ = done;
+      return TryWrite::kQueued;
+    }
+    const size_t written = stream_.WriteWithoutWaiting(records, ec);
+    if (ec) {
+      failed_ = true;
+      return TryWrite::kFailed;
+    }
+    return TlsWrote(*tls, written);
+  }
+  if (done != nullptr && BatchedSends::Queue(fd, framed, this)) {
+    queued_ = done;
+    return TryWrite::kQueued;
+  }
+  const size_t written = stream_.WriteWithoutWaiting(framed, ec);
   if (ec) {
     failed_ = true;
     return TryWrite::kFailed;
   }
+  return HoldRest(framed, written);
+}
+
+Response::TryWrite Http1Response::TlsWrote(TlsServerStream& tls, size_t written) {
+  if (tls.Wrote(written) == TlsServerStream::TryWriteResult::kWritten) return TryWrite::kWritten;
+  tls_held_ = true;  // The rest of the records wait in the TLS stream (FinishWrite).
+  return TryWrite::kHeld;
+}
+
+template <class Buffers>
+Response::TryWrite Http1Response::HoldRest(const Buffers& framed, size_t written) {
   // What is left, for FinishWrite (a client behind, or more buffers than one call takes).
   size_t first = 0;
   while (first < framed.size() && written >= framed[first].size()) {
@@ -154,6 +188,22 @@ Response::TryWrite Http1Response::TryWriteBody(std::span<const asio::const_buffe
   held_.assign(framed.begin() + static_cast<std::ptrdiff_t>(first), framed.end());
   held_.front() += written;
   return TryWrite::kHeld;
+}
+
+void Http1Response::Sent(int64_t result, std::span<const iovec> sent) {
+  WriteDone* done = std::exchange(queued_, nullptr);
+  TryWrite outcome;
+  if (result < 0 && result != -EAGAIN && result != -EWOULDBLOCK) {
+    failed_ = true;
+    outcome = TryWrite::kFailed;
+  } else if (TlsServerStream* tls = stream_.tls_server()) {
+    outcome = TlsWrote(*tls, result > 0 ? static_cast<size_t>(result) : 0);
+  } else {
+    absl::InlinedVector<asio::const_buffer, BatchedSends::kMaxPieces> framed;
+    for (const iovec& v : sent) framed.emplace_back(v.iov_base, v.iov_len);
+    outcome = HoldRest(framed, result > 0 ? static_cast<size_t>(result) : 0);
+  }
+  done->Written(outcome);
 }
 
 asio::awaitable<beast::error_code> Http1Response::FinishWrite() {

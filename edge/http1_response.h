@@ -15,13 +15,14 @@
 #include <vector>
 
 #include "common/any_stream.h"
+#include "common/batched_sends.h"
 #include "common/read_buffer.h"
 #include "edge/exchange.h"
 #include "edge/response.h"
 
 namespace kf {
 
-class Http1Response : public Response {
+class Http1Response : public Response, private BatchedSends::Done {
  public:
   // `buffer`: the session's read buffer (bytes read while watching for the client's end are
   // kept there, bounded; an upgrade hands them to the tunnel).
@@ -50,6 +51,10 @@ class Http1Response : public Response {
   // Plain TCP only: a TLS stream cannot write part of a record without waiting.
   bool can_write_now() const override;
   TryWrite TryWriteBody(std::span<const asio::const_buffer> pieces) override;
+  // Inside a fan-out's burst: a send in the thread's batch (BatchedSends), of the chunk or
+  // (over TLS) of its records, encrypted at once.
+  TryWrite TryWriteBodyOrQueue(std::span<const asio::const_buffer> pieces,
+                               WriteDone& done) override;
   asio::awaitable<beast::error_code> FinishWrite() override;
   void CloseAfter() override { close_after_ = true; }
   void PrefetchTransport() const override {
@@ -74,6 +79,13 @@ class Http1Response : public Response {
 
  private:
   enum class Body { kNone, kLength, kChunked, kUntilClose };
+  TryWrite DirectWrite(std::span<const asio::const_buffer> pieces, WriteDone* done);
+  // What the socket did not take of `framed` after `written` bytes goes to held_.
+  template <class Buffers>
+  TryWrite HoldRest(const Buffers& framed, size_t written);
+  // The same over TLS: the stream keeps the records the socket did not take.
+  TryWrite TlsWrote(TlsServerStream& tls, size_t written);
+  void Sent(int64_t result, std::span<const iovec> sent) override;  // BatchedSends::Done
   asio::awaitable<beast::error_code> Write(std::span<const asio::const_buffer> buffers);
   std::string SerializeHead(const ResponseHead& head);
   // Reading the client while an answer is written (ClientGone, WatchClient): starts it, and
@@ -113,7 +125,8 @@ class Http1Response : public Response {
   // no room kept, unless a client is behind).
   std::string chunk_size_;
   std::vector<asio::const_buffer> held_;
-  bool tls_held_ = false;  // TryWriteBody left ciphertext in the TLS stream (FinishWrite).
+  bool tls_held_ = false;        // TryWriteBody left ciphertext in the TLS stream (FinishWrite).
+  WriteDone* queued_ = nullptr;  // A send in the thread's batch, to be told (Sent).
   std::unique_ptr<ClientWatch> watch_;  // While WatchClient reads.
 };
 

@@ -90,11 +90,27 @@ class Response {
   // points into `pieces` (over TLS: is held as ciphertext), which must stay valid until
   // FinishWrite() completed, and nothing else may be written before. kFailed: the connection
   // failed. kUnsupported (the default, and whenever can_write_now() is false): nothing was done;
-  // use WriteBody.
-  enum class TryWrite { kWritten, kHeld, kFailed, kUnsupported };
+  // use WriteBody. kQueued: from TryWriteBodyOrQueue only (below).
+  enum class TryWrite { kWritten, kHeld, kFailed, kUnsupported, kQueued };
   virtual bool can_write_now() const { return false; }
   virtual TryWrite TryWriteBody(std::span<const asio::const_buffer> /*pieces*/) {
     return TryWrite::kUnsupported;
+  }
+  // A direct write's result, told later (TryWriteBodyOrQueue's kQueued).
+  class WriteDone {
+   public:
+    virtual void Written(TryWrite result) = 0;
+
+   protected:
+    ~WriteDone() = default;
+  };
+  // As TryWriteBody, or kQueued: the write joined this thread's batch of sends (inside a
+  // fan-out's burst: common/batched_sends.h), and before the burst ends `done.Written` is told
+  // kWritten, kHeld or kFailed, meaning what TryWriteBody's would. Until then `pieces` must
+  // stay valid and nothing else may be written (can_write_now() is false).
+  virtual TryWrite TryWriteBodyOrQueue(std::span<const asio::const_buffer> pieces,
+                                       WriteDone& /*done*/) {
+    return TryWriteBody(pieces);
   }
   // Writes what TryWriteBody held (nothing when it held nothing).
   virtual asio::awaitable<beast::error_code> FinishWrite() { co_return beast::error_code{}; }

@@ -2,6 +2,8 @@
 
 #include <boost/asio/post.hpp>
 
+#include "common/batched_sends.h"
+
 namespace kf {
 
 NotifySink::Ref Wakeups::Register(Wakeable* w) {
@@ -63,28 +65,33 @@ void Wakeups::Drain() {
   auto slot_at = [this](const Ref& r) {
     if (r.slot < slots_.size()) __builtin_prefetch(&slots_[r.slot]);
   };
-  for (size_t i = 0; i < n && i < kSlot; ++i) slot_at(running_[i]);
-  for (size_t i = 0; i < n && i < kFar; ++i) {
-    if (const Wakeable* w = live(running_[i])) __builtin_prefetch(w);
-  }
-  for (size_t i = 0; i < n && i < kNear; ++i) {
-    if (const Wakeable* w = live(running_[i])) w->Prefetch();
-  }
-  for (size_t i = 0; i < n && i < kDeep; ++i) {
-    if (const Wakeable* w = live(running_[i])) w->PrefetchDeep();
-  }
-  for (size_t i = 0; i < n; ++i) {
-    if (i + kSlot < n) slot_at(running_[i + kSlot]);
-    if (i + kFar < n) {
-      if (const Wakeable* w = live(running_[i + kFar])) __builtin_prefetch(w);
+  {
+    // The wake-ups' writes over plain HTTP/1.1 go to the kernel together (BatchedSends), their
+    // results told to each watch when the burst ends (before the drain's end, whatever happens).
+    const BatchedSends::Burst burst;
+    for (size_t i = 0; i < n && i < kSlot; ++i) slot_at(running_[i]);
+    for (size_t i = 0; i < n && i < kFar; ++i) {
+      if (const Wakeable* w = live(running_[i])) __builtin_prefetch(w);
     }
-    if (i + kNear < n) {
-      if (const Wakeable* w = live(running_[i + kNear])) w->Prefetch();
+    for (size_t i = 0; i < n && i < kNear; ++i) {
+      if (const Wakeable* w = live(running_[i])) w->Prefetch();
     }
-    if (i + kDeep < n) {
-      if (const Wakeable* w = live(running_[i + kDeep])) w->PrefetchDeep();
+    for (size_t i = 0; i < n && i < kDeep; ++i) {
+      if (const Wakeable* w = live(running_[i])) w->PrefetchDeep();
     }
-    if (Wakeable* w = live(running_[i])) w->Wake();
+    for (size_t i = 0; i < n; ++i) {
+      if (i + kSlot < n) slot_at(running_[i + kSlot]);
+      if (i + kFar < n) {
+        if (const Wakeable* w = live(running_[i + kFar])) __builtin_prefetch(w);
+      }
+      if (i + kNear < n) {
+        if (const Wakeable* w = live(running_[i + kNear])) w->Prefetch();
+      }
+      if (i + kDeep < n) {
+        if (const Wakeable* w = live(running_[i + kDeep])) w->PrefetchDeep();
+      }
+      if (Wakeable* w = live(running_[i])) w->Wake();
+    }
   }
   running_.clear();
   if (after_drain_ != nullptr) after_drain_();

@@ -25,11 +25,15 @@ using Clock = std::chrono::steady_clock;
 
 struct WatchRun;
 // Delivers what a parked watch has queued without resuming its loop; false: the loop must run.
-bool DeliverNow(WatchRun& w);
+// A write queued in the thread's batch of sends (Response::TryWriteBodyOrQueue) is done too: its
+// result comes to `done` (AfterDirectWrite).
+bool DeliverNow(WatchRun& w, Response::WriteDone& done);
+// What a direct write's result leaves to do; false: the loop must run.
+bool AfterDirectWrite(WatchRun& w, Response::TryWrite result);
 
 // Wakes a waiting watch loop from the session's thread, without lost wakeups. Named to the
 // cache by a slot of the thread's Wakeups, held as long as it lives (on that thread).
-struct Wakeup final : Wakeable {
+struct Wakeup final : Wakeable, Response::WriteDone {
   Wakeup(const asio::any_io_executor& e, Response& r, Wakeups& w)
       : timer(e), response(r), wakeups(w), ref(w.Register(this)) {}
   ~Wakeup() override { wakeups.Unregister(ref); }
@@ -54,10 +58,18 @@ struct Wakeup final : Wakeable {
   // A watcher cut for slowness also aborts a write stuck on its client, so the connection is
   // dropped at once.
   void Wake() override {
-    if (parked != nullptr && !client_gone && DeliverNow(*parked)) return;
+    if (parked != nullptr && !client_gone && DeliverNow(*parked, *this)) return;
+    RunLoop();
+  }
+  void RunLoop() {
     woken = true;
     timer.cancel();
     if (watcher && watcher->closed()) response.Cancel();
+  }
+  // A write DeliverNow queued is done (before its burst ended: the loop is still parked).
+  void Written(Response::TryWrite result) override {
+    if (parked != nullptr && AfterDirectWrite(*parked, result)) return;
+    RunLoop();
   }
 
   // What DeliverNow reads first: the loop's state, the response, the watcher's queue.
@@ -289,13 +301,19 @@ bool BatchWritten(WatchRun& w, bool direct) {
   return !closed;
 }
 
-bool DeliverNow(WatchRun& w) {
+bool DeliverNow(WatchRun& w, Response::WriteDone& done) {
   if (w.taken || w.failed || !w.response.can_write_now() || w.stop.requested) return false;
   const auto now = Clock::now();
   if (now >= w.params.deadline || w.watcher->closed()) return false;
   TakeBatch(w, now);
   if (w.batch.closed) return false;  // The loop writes it and ends the answer.
-  switch (w.response.TryWriteBody(w.bufs)) {
+  return AfterDirectWrite(w, w.response.TryWriteBodyOrQueue(w.bufs, done));
+}
+
+bool AfterDirectWrite(WatchRun& w, Response::TryWrite result) {
+  switch (result) {
+    case Response::TryWrite::kQueued:
+      return true;  // Told later (Wakeup::Written); the batch stays taken until then.
     case Response::TryWrite::kWritten:
       return BatchWritten(w, /*direct=*/true);
     case Response::TryWrite::kHeld:

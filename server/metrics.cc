@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "cache/queue_budget.h"
+#include "common/batched_sends.h"
 #include "common/strings.h"
 #include "passthrough/coalescer.h"
 #include "ratelimit/event_filter.h"
@@ -293,6 +294,14 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
             "path",
             {{"direct", static_cast<double>(serve.watch_writes_direct.load())},
              {"loop", static_cast<double>(serve.watch_writes_loop.load())}});
+  w.Family("kube_fanout_watch_batched_sends_total", "counter",
+           "Watch writes made from wake-ups over plain HTTP/1.1 as sends in io_uring submissions "
+           "(--io-uring), each submission up to 256 sockets' sends.");
+  w.Sample("kube_fanout_watch_batched_sends_total", "", static_cast<double>(BatchedSends::sends()));
+  w.Family("kube_fanout_watch_batched_submits_total", "counter",
+           "io_uring submissions (system calls) that carried those sends.");
+  w.Sample("kube_fanout_watch_batched_submits_total", "",
+           static_cast<double>(BatchedSends::submits()));
   w.Family("kube_fanout_cache_bytes_written_total", "counter", "Bytes written from the cache.");
   w.Sample("kube_fanout_cache_bytes_written_total", "",
            static_cast<double>(serve.bytes_written.load()));

@@ -226,6 +226,10 @@ po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
      "exempt clients; past it: 429. 0: unlimited.")
     ("threads", po::value(&o->threads)->value_name("N")->default_value(0),
      "I/O threads; 0 means one per core.")
+    ("io-uring", po::value(&o->io_uring)->value_name("BOOL")->default_value(true),
+     "Send the watch events of one fan-out burst over plain HTTP/1.1 as io_uring submissions "
+     "(up to 256 sockets' writes per system call) when the kernel and the seccomp profile allow "
+     "io_uring; else, or false, one write per socket.")
     ("shutdown-grace-period", po::value(grace)->value_name("DURATION")->default_value("30s"),
      "On SIGTERM/SIGINT: stop accepting, end watches cleanly, and give other in-flight "
      "requests this long to finish.")
@@ -290,7 +294,8 @@ const std::vector<Topic>& Topics() {
       {"Admission and passthrough",
        {"enable-admission", "admission-config", "max-passthrough-in-flight", "event-spam-filter",
         "coalesce-reads"}},
-      {"Process", {"config", "threads", "shutdown-grace-period", "v", "version", "help"}},
+      {"Process",
+       {"config", "threads", "io-uring", "shutdown-grace-period", "v", "version", "help"}},
   };
   return *topics;
 }

@@ -62,7 +62,8 @@ struct ProxyOptions {
   std::string upstream_ca_file;
   std::string upstream_token_file;
   bool upstream_insecure_skip_tls_verify = false;
-  int threads = 0;  // 0 → one per core.
+  int threads = 0;       // 0 → one per core.
+  bool io_uring = true;  // Watch writes of a fan-out burst batched in io_uring (when it can be).
   absl::Duration shutdown_grace_period = absl::Seconds(30);
   absl::Duration upstream_dial_timeout = absl::Seconds(10);
   absl::Duration upstream_watch_idle_timeout = absl::Minutes(2);

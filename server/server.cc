@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/batched_sends.h"
 #include "common/json.h"
 #include "common/strings.h"
 #include "edge/client_cert.h"
@@ -82,6 +83,7 @@ absl::Status Server::Start() {
         std::make_unique<ratelimit::EventSpamFilter>(ratelimit::EventSpamFilter::Options{});
   }
   BuildSharedStages();
+  UseIoUring();
   if (absl::Status s = StartWorkers(); !s.ok()) return s;
   LogServing();
   WarnInsecureUpstream();
@@ -319,6 +321,18 @@ absl::Status Server::StartWorkers() {
   return absl::OkStatus();
 }
 
+void Server::UseIoUring() {
+  if (!options_.io_uring) return;
+  if (const absl::Status s = BatchedSends::Probe(); !s.ok()) {
+    // Expected under containerd's and Docker's default seccomp profiles: not a warning.
+    log_.Info("io_uring unavailable: watch events go out one write per socket",
+              {{"error", std::string(s.message())}});
+    return;
+  }
+  BatchedSends::Enable(true);
+  io_uring_ = true;
+}
+
 void Server::LogServing() const {
   std::string upstreams;
   for (const auto& ep : upstream_.endpoints)
@@ -337,7 +351,8 @@ void Server::LogServing() const {
             : absl::StrCat(options_.metrics_listen, " (port ", metrics_listen_port_, ")")},
        {"upstream", upstreams},
        {"upstream_source", upstream_.source},
-       {"threads", static_cast<int64_t>(session_workers_)}});
+       {"threads", static_cast<int64_t>(session_workers_)},
+       {"io_uring", io_uring_}});
 }
 
 void Server::BuildSharedStages() {
@@ -452,11 +467,11 @@ asio::awaitable<void> Server::AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool
       // Every worker has kMaxHandshakesPending connections whose session has not started: let
       // the kernel hold the next clients for a moment (its listen queue costs this process
       // nothing).
-      const bool full =
-          std::all_of(workers_.begin(), workers_.begin() + session_workers_,
-                      [](const std::unique_ptr<Worker>& w) {
-                        return w->handshakes_pending().load() >= Worker::kMaxHandshakesPending;
-                      });
+      const bool full = std::all_of(
+          workers_.begin(), workers_.begin() + static_cast<std::ptrdiff_t>(session_workers_),
+          [](const std::unique_ptr<Worker>& w) {
+            return w->handshakes_pending().load() >= Worker::kMaxHandshakesPending;
+          });
       if (full) {
         accept_paused_.fetch_add(1, std::memory_order_relaxed);
         backoff.expires_after(std::chrono::milliseconds(20));

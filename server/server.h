@@ -89,6 +89,8 @@ class Server {
   absl::Status MakeServerTls();
   absl::Status ListenAll();
   absl::Status StartWorkers();
+  // --io-uring: whether io_uring can be set up here; if so, bursts batch their sends.
+  void UseIoUring();
   void LogServing() const;
   // The pipeline's stages every worker shares, built once from the options.
   void BuildSharedStages();
@@ -98,6 +100,7 @@ class Server {
   ProxyOptions options_;
   UpstreamConfig upstream_;
   const Logger& log_;
+  bool io_uring_ = false;  // Watch writes batched in io_uring (UseIoUring).
   HealthChecks health_;
   std::atomic<int64_t> active_sessions_{0};
   CacheServeStats cache_stats_;

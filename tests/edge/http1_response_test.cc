@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/batched_sends.h"
 #include "edge/request_parser.h"
 #include "tests/edge/test_support.h"
 
@@ -297,6 +298,30 @@ TEST_CASE("Http1Response's ClientGone is false when cancelled by a racing timer"
   CHECK_FALSE(*gone);
 }
 
+// Sends what a direct write held (FinishWrite) while the client reads, ends the answer, and
+// returns it as the client read it (`seen`: what it had read before).
+ParsedResponse FinishHeldAndEnd(asio::io_context& ioc, WireCall& w, std::string seen) {
+  const Spawned finish = Spawn(ioc, [](Response& r) -> asio::awaitable<void> {
+    const beast::error_code ec = co_await r.FinishWrite();
+    if (ec) throw std::runtime_error(ec.message());
+  }(w.resp));
+  const bool finished = RunUntil(
+      ioc,
+      [&] {
+        seen += w.pair.ReadAvailable();
+        return finish.finished();
+      },
+      std::chrono::seconds(10));
+  REQUIRE(finished);
+  finish.Rethrow();
+  CHECK(w.resp.can_write_now());
+  CHECK_FALSE(Run(ioc, w.resp.End()));
+  seen += w.pair.ReadAvailable();
+  ParsedResponse got = ParseResponse(seen);
+  REQUIRE(got.done);
+  return got;
+}
+
 TEST_CASE(
     "Http1Response's TryWriteBody writes a chunk at once, holds what the socket does not take") {
   asio::io_context ioc;
@@ -318,29 +343,57 @@ TEST_CASE(
   REQUIRE(w.resp.TryWriteBody(pieces) == Response::TryWrite::kHeld);
   CHECK_FALSE(w.resp.can_write_now());
   CHECK(w.resp.TryWriteBody(small) == Response::TryWrite::kUnsupported);
-  const Spawned finish = Spawn(ioc, [](Response& r) -> asio::awaitable<void> {
-    const beast::error_code ec = co_await r.FinishWrite();
-    if (ec) throw std::runtime_error(ec.message());
-  }(w.resp));
-  const bool finished = RunUntil(
-      ioc,
-      [&] {
-        seen += w.pair.ReadAvailable();
-        return finish.finished();
-      },
-      std::chrono::seconds(10));
-  REQUIRE(finished);
-  finish.Rethrow();
-  CHECK(w.resp.can_write_now());
-  CHECK_FALSE(Run(ioc, w.resp.End()));
-  seen += w.pair.ReadAvailable();
-  auto got = ParseResponse(seen);
-  REQUIRE(got.done);
+  auto got = FinishHeldAndEnd(ioc, w, seen);
   const std::string want = "{\"a\":1}\n" + big + "{\"a\":1}\n";
   CHECK(got.message.body().size() == want.size());
   const bool same = got.message.body() == want;  // (Not printed: 8 MiB.)
   CHECK(same);
   CHECK(w.resp.reusable());
+}
+
+struct WrittenLater final : Response::WriteDone {
+  virtual ~WrittenLater() = default;
+  void Written(Response::TryWrite r) override { results.push_back(r); }
+  std::vector<Response::TryWrite> results;
+};
+
+TEST_CASE("Http1Response's TryWriteBodyOrQueue joins a burst's batched sends, told at its end") {
+  const absl::Status uring = BatchedSends::Probe();
+  INFO("io_uring on this machine: " << uring.ToString());
+  REQUIRE(uring.ok());
+  BatchedSends::Enable(true);
+  asio::io_context ioc;
+  WireCall w(ioc, http::verb::get, "/api/v1/pods?watch=1");
+  REQUIRE_FALSE(Run(ioc, w.resp.WriteHead(Head(200, ResponseHead::Framing::kStreamed))));
+  std::string seen = w.pair.ReadAvailable();
+  const std::string_view event = "{\"a\":1}\n";
+  const std::array<asio::const_buffer, 1> small{asio::buffer(event)};
+  WrittenLater done;
+  // Outside a burst: written at once, as TryWriteBody.
+  CHECK(w.resp.TryWriteBodyOrQueue(small, done) == Response::TryWrite::kWritten);
+  BatchedSends::StartBurst();
+  REQUIRE(w.resp.TryWriteBodyOrQueue(small, done) == Response::TryWrite::kQueued);
+  CHECK_FALSE(w.resp.can_write_now());  // Nothing else until it is done.
+  CHECK(w.resp.TryWriteBodyOrQueue(small, done) == Response::TryWrite::kUnsupported);
+  CHECK(done.results.empty());
+  BatchedSends::EndBurst();
+  REQUIRE(done.results == std::vector<Response::TryWrite>{Response::TryWrite::kWritten});
+  CHECK(w.resp.can_write_now());
+
+  // The client does not read: the socket takes part, the rest is held for FinishWrite.
+  const std::string big(8 << 20, 'x');
+  const std::array<asio::const_buffer, 2> pieces{asio::buffer(big), asio::buffer(event)};
+  BatchedSends::StartBurst();
+  REQUIRE(w.resp.TryWriteBodyOrQueue(pieces, done) == Response::TryWrite::kQueued);
+  BatchedSends::EndBurst();
+  REQUIRE(done.results.size() == 2);
+  REQUIRE(done.results[1] == Response::TryWrite::kHeld);
+  CHECK_FALSE(w.resp.can_write_now());
+  auto got = FinishHeldAndEnd(ioc, w, seen);
+  const std::string want = "{\"a\":1}\n{\"a\":1}\n" + big + "{\"a\":1}\n";
+  CHECK(got.message.body().size() == want.size());
+  const bool same = got.message.body() == want;  // (Not printed: 8 MiB.)
+  CHECK(same);
 }
 
 // A passthrough watch the apiserver refused (422) or ended: the relay read the client while it

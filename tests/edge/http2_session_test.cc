@@ -111,6 +111,7 @@ class Paths : public Handler {
             if (co_await x.response->FinishWrite()) co_return true;
             break;
           case Response::TryWrite::kFailed:
+          case Response::TryWrite::kQueued:  // TryWriteBody never queues.
             co_return true;
           case Response::TryWrite::kUnsupported:
             if (co_await x.response->WriteBody(b)) co_return true;

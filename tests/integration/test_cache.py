@@ -386,6 +386,10 @@ def test_watch_from_cache_streams_the_apiservers_events(cluster, cached_proxy, n
                                                    tls=False).body.decode(),
                                    "kube_fanout_watch_writes_total")
     writes_before = writes()
+    batched = lambda: metric_values(cluster.request("GET", "/metrics", port=cached_proxy.port,
+                                                    tls=False).body.decode(),
+                                    "kube_fanout_watch_batched_sends_total").get("", 0)
+    batched_before = batched()
     watches = {}
     # Over TLS and over plain HTTP/1.1 the wake-up writes each event when the socket takes it
     # at once (else the watch's loop does): both must be the apiserver's stream.
@@ -433,6 +437,15 @@ def test_watch_from_cache_streams_the_apiservers_events(cluster, cached_proxy, n
     # read; fewer writes if a wake-up found two), over TLS as over plain HTTP/1.1.
     direct_writes = (writes()['{path="direct"}'] - writes_before.get('{path="direct"}', 0))
     assert 14 <= direct_writes <= 60
+    # They went as io_uring sends, over TLS as over plain HTTP/1.1 (--io-uring, on by
+    # default), unless kube-fanout said at start that io_uring is refused here.
+    logged = [json.loads(line) for line in cached_proxy.log_lines() if line.startswith("{")]
+    serving = [line for line in logged if line.get("msg") == "serving"]
+    assert serving, cached_proxy.log_tail()
+    if serving[-1].get("io_uring"):
+        assert 14 <= batched() - batched_before <= direct_writes
+    else:
+        assert any(line.get("msg", "").startswith("io_uring unavailable") for line in logged)
     for conn, _ in watches.values():
         conn.close()
     # A TLS watch alone (in a namespace no watch above selects) gets its events from the
