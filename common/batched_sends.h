@@ -8,7 +8,7 @@
 //
 // One per thread, used only on it, and only inside a burst (StartBurst .. EndBurst); outside
 // one, or where io_uring cannot be set up (an old kernel, a seccomp profile that forbids it,
-// Enable(false)), Current() is null and writers write directly.
+// Enable(false)), Queue says no and writers write directly.
 #ifndef KUBE_FANOUT_COMMON_BATCHED_SENDS_H_
 #define KUBE_FANOUT_COMMON_BATCHED_SENDS_H_
 

@@ -48,7 +48,7 @@ class Http1Response : public Response, private BatchedSends::Done {
   void StopWatchingClient() override;
   asio::awaitable<beast::error_code> Continue() override;
   void Cancel() override { stream_.Cancel(); }
-  // Plain TCP only: a TLS stream cannot write part of a record without waiting.
+  // Plain TCP, or a client's TlsServerStream (Asio's TLS stream cannot write without waiting).
   bool can_write_now() const override;
   TryWrite TryWriteBody(std::span<const asio::const_buffer> pieces) override;
   // Inside a fan-out's burst: a send in the thread's batch (BatchedSends), of the chunk or

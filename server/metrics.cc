@@ -295,8 +295,8 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
             {{"direct", static_cast<double>(serve.watch_writes_direct.load())},
              {"loop", static_cast<double>(serve.watch_writes_loop.load())}});
   w.Family("kube_fanout_watch_batched_sends_total", "counter",
-           "Watch writes made from wake-ups over plain HTTP/1.1 as sends in io_uring submissions "
-           "(--io-uring), each submission up to 256 sockets' sends.");
+           "Watch writes made from wake-ups over HTTP/1.1 (plain, or TLS records) as sends in "
+           "io_uring submissions (--io-uring), each submission up to 256 sockets' sends.");
   w.Sample("kube_fanout_watch_batched_sends_total", "", static_cast<double>(BatchedSends::sends()));
   w.Family("kube_fanout_watch_batched_submits_total", "counter",
            "io_uring submissions (system calls) that carried those sends.");
