@@ -654,6 +654,40 @@ def test_python_client_watch_sees_the_same_events_through_the_cache(cluster, cac
     assert results["cached"] == results["direct"]
 
 
+def test_watch_events_go_one_write_per_socket_with_io_uring_off(cluster, tmp_path,
+                                                                  namespace_factory):
+    # --io-uring=false (as where io_uring is refused): the wake-ups write each socket
+    # themselves, and the streams are still the apiserver's.
+    ns = namespace_factory()
+    p = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=configmaps",
+                                                   "--io-uring=false"])
+    try:
+        cluster.kubectl("create", "configmap", "seed", "-n", ns)
+        rv = json.loads(cluster.request("GET", f"/api/v1/namespaces/{ns}/configmaps").body)[
+            "metadata"]["resourceVersion"]
+        compare(cluster, p, f"/api/v1/namespaces/{ns}/configmaps?resourceVersion={rv}")
+        path = f"/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion={rv}"
+        watches = {name: open_watch(cluster, port, path, tls=tls)
+                   for name, port, tls in (("direct", cluster.port, True),
+                                           ("tls", p.secure_port, True),
+                                           ("plain", p.port, False))}
+        for name in ("a", "b", "c"):
+            cluster.kubectl("create", "configmap", name, "-n", ns)
+        direct = read_events(watches["direct"][1], 3)
+        assert len(direct) == 3
+        assert read_events(watches["tls"][1], 3) == direct
+        assert read_events(watches["plain"][1], 3) == direct
+        metrics = cluster.request("GET", "/metrics", port=p.port, tls=False).body.decode()
+        assert metric_values(metrics, "kube_fanout_watch_writes_total")['{path="direct"}'] >= 3
+        assert metric_values(metrics, "kube_fanout_watch_batched_sends_total")[""] == 0
+        serving = [json.loads(line) for line in p.log_lines() if '"msg":"serving"' in line]
+        assert serving and serving[-1]["io_uring"] is False
+        for conn, _ in watches.values():
+            conn.close()
+    finally:
+        assert p.stop() == 0
+
+
 def test_watches_continue_across_an_apiserver_restart(cluster, tmp_path, namespace_factory):
     # The upstream goes away mid-stream: downstream watches stay open, resume without a relist,
     # and see every event exactly once, in order.
