@@ -244,7 +244,8 @@ void BatchedSends::EndBurst() {
 
 bool BatchedSends::Queue(int fd, std::span<const boost::asio::const_buffer> buffers, Done* done) {
   ThreadState& t = thread_state;
-  return t.depth > 0 && t.batch && t.batch->Queue(fd, buffers, done);
+  return t.depth > 0 && t.batch && enabled.load(std::memory_order_relaxed) &&
+         t.batch->Queue(fd, buffers, done);
 }
 
 uint64_t BatchedSends::submits() { return submit_count.load(std::memory_order_relaxed); }

@@ -37,7 +37,8 @@ class BatchedSends {
   static constexpr unsigned kEntries = 256;  // Sends per io_uring_enter.
   static constexpr size_t kMaxPieces = 20;   // Buffers per send; more: not queued.
 
-  // Process-wide, before the threads' first burst. Default: off.
+  // Process-wide, set before the threads' first burst; turning it off takes effect at once.
+  // Default: off.
   static void Enable(bool on);
   // Whether io_uring can be set up on this machine (a ring made and closed at once).
   static absl::Status Probe();

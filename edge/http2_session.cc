@@ -11,6 +11,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <cerrno>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
@@ -53,6 +54,10 @@ thread_local BatchedWrites batched_writes;
 
 void SendBatchedWrites() {
   BatchedWrites& b = batched_writes;
+  if (b.sessions.empty()) return;
+  // The connections' writes go to the kernel together (BatchedSends) where io_uring is in use;
+  // each session is told its result as the burst ends.
+  const BatchedSends::Burst burst;
   // SendBatched adds nothing to the list (it only writes, or wakes a writer).
   for (const std::weak_ptr<Http2Session>& weak : b.sessions) {
     if (const std::shared_ptr<Http2Session> s = weak.lock()) s->SendBatched();
@@ -213,7 +218,7 @@ bool Http2Session::Gather(std::string& out, Enough enough) {
 }
 
 bool Http2Session::can_frame_now() const {
-  return !done_ && !send_failed_ && !in_nghttp2_ && session_ != nullptr &&
+  return !done_ && !send_failed_ && !in_nghttp2_ && session_ != nullptr && !queued_self_ &&
          pending_.size() < kWriteBatchBytes;
 }
 
@@ -249,34 +254,70 @@ bool Http2Session::ListForBatchedSend() {
 
 void Http2Session::SendBatched() {
   batched_ = false;
-  if (pending_.empty()) return;
+  if (pending_.empty() || queued_self_) return;
   if (done_ || !writer_idle_ || tls_held_) {
     Flush();  // The writer sends it after what it is writing (or sees the end).
     return;
   }
   // The frames are in nghttp2's order, and nothing else is being written.
+  const int fd = stream_.tcp().socket().native_handle();
+  beast::error_code ec;
   if (TlsServerStream* tls = stream_.tls_server()) {
     // Encrypted at once (one record per 16 KiB); what the socket does not take now waits as
     // ciphertext, which the writer sends before anything else.
-    beast::error_code ec;
     const std::array<asio::const_buffer, 1> batch{asio::buffer(pending_)};
-    const TlsServerStream::TryWriteResult r = tls->TryWrite(batch, ec);
+    const bool encrypted = tls->EncryptAll(batch, ec);
     last_batch_ = pending_.size();
     std::string().swap(pending_);  // Encrypted (or failed): the plaintext is done with.
-    if (r == TlsServerStream::TryWriteResult::kWritten) return;
-    if (r == TlsServerStream::TryWriteResult::kHeld) tls_held_ = true;
-    if (r == TlsServerStream::TryWriteResult::kFailed) send_failed_ = true;
+    if (!encrypted) {
+      send_failed_ = true;
+      Flush();
+      return;
+    }
+    const std::array<asio::const_buffer, 1> records{asio::buffer(tls->ciphertext())};
+    if (records[0].size() == 0) return;
+    if (BatchedSends::Queue(fd, records, this)) {
+      queued_self_ = shared_from_this();
+      return;
+    }
+    const size_t written = stream_.WriteWithoutWaiting(records, ec);
+    if (ec) send_failed_ = true;
+    BatchWritten(ec ? 0 : written);
+    return;
+  }
+  const std::array<asio::const_buffer, 1> batch{asio::buffer(pending_)};
+  if (BatchedSends::Queue(fd, batch, this)) {
+    queued_self_ = shared_from_this();
+    return;
+  }
+  const size_t written = stream_.WriteWithoutWaiting(batch, ec);
+  BatchWritten(ec ? 0 : written);  // An error is the writer's (its write fails too).
+}
+
+void Http2Session::Sent(int64_t result, std::span<const iovec> /*sent*/) {
+  const std::shared_ptr<Http2Session> self = std::move(queued_self_);
+  const bool failed = result < 0 && result != -EAGAIN && result != -EWOULDBLOCK;
+  if (failed && stream_.tls_server() != nullptr) send_failed_ = true;
+  BatchWritten(result > 0 ? static_cast<size_t>(result) : 0);
+}
+
+void Http2Session::BatchWritten(size_t written) {
+  if (TlsServerStream* tls = stream_.tls_server()) {
+    if (send_failed_) {
+      Flush();
+      return;
+    }
+    if (tls->Wrote(written) == TlsServerStream::TryWriteResult::kWritten) return;
+    tls_held_ = true;
     Flush();
     return;
   }
-  beast::error_code ec;
-  const size_t written = stream_.WriteWithoutWaiting(asio::buffer(pending_), ec);
-  if (!ec && written == pending_.size()) {
+  if (written == pending_.size()) {
     last_batch_ = written;
     std::string().swap(pending_);  // A quiet connection holds no batch.
     return;
   }
-  if (!ec) pending_.erase(0, written);
+  pending_.erase(0, written);
   Flush();  // The rest, or the error, is the writer's.
 }
 

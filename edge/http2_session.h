@@ -32,6 +32,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "common/any_stream.h"
+#include "common/batched_sends.h"
 #include "edge/http2_stream.h"
 #include "edge/pipeline.h"
 
@@ -61,7 +62,9 @@ bool NegotiatedHttp2(AnyStream& stream);
 // The client connection preface (RFC 9113 §3.4) that starts HTTP/2 with prior knowledge.
 inline constexpr std::string_view kHttp2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-class Http2Session final : public std::enable_shared_from_this<Http2Session>, public Http2Writer {
+class Http2Session final : public std::enable_shared_from_this<Http2Session>,
+                           public Http2Writer,
+                           private BatchedSends::Done {
  public:
   Http2Session(AnyStream& stream, std::string remote, std::string remote_ip, Pipeline& pipeline,
                TransportStats& stats, ClientCertificate client_cert,
@@ -81,7 +84,8 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>, pu
   bool FrameNow(const Http2Stream& stream) override;
   // What FrameNow left for this thread's SendBatchedWrites (response.h): written now when the
   // writer is idle and the socket takes it (over TLS: encrypted now, and what the socket does
-  // not take is the writer's); else the writer is woken for it.
+  // not take is the writer's); else the writer is woken for it. Inside a burst of batched
+  // sends (SendBatchedWrites makes one) it is one of the burst's sends, its result in Sent.
   void SendBatched();
 
  private:
@@ -95,6 +99,12 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>, pu
                          const uint8_t* data, size_t len, void* self);
   static int OnStreamClose(nghttp2_session* session, int32_t stream_id, uint32_t error_code,
                            void* self);
+
+  // BatchedSends::Done: what the socket took of the batch SendBatched queued.
+  void Sent(int64_t result, std::span<const iovec> sent) override;
+  // After `written` bytes of the batch (pending_, or over TLS the ciphertext) went out: the
+  // rest is the writer's.
+  void BatchWritten(size_t written);
 
   bool Init();
   bool Receive(const char* data, size_t n);
@@ -160,6 +170,9 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>, pu
   // writer sends it before anything else.
   bool tls_held_ = false;
   bool send_failed_ = false;
+  // SendBatched's batch is a send of this thread's burst (BatchedSends) until Sent; the
+  // session keeps itself until then.
+  std::shared_ptr<Http2Session> queued_self_;
   asio::steady_timer idle_timer_;
   std::chrono::steady_clock::time_point idle_since_;
   bool done_ = false;

@@ -66,7 +66,7 @@ void Wakeups::Drain() {
     if (r.slot < slots_.size()) __builtin_prefetch(&slots_[r.slot]);
   };
   {
-    // The wake-ups' writes over HTTP/1.1 go to the kernel together (BatchedSends), their
+    // The wake-ups' HTTP/1.1 writes go to the kernel together (BatchedSends), their
     // results told to each watch when the burst ends (before the drain's end, whatever happens).
     const BatchedSends::Burst burst;
     for (size_t i = 0; i < n && i < kSlot; ++i) slot_at(running_[i]);

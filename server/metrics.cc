@@ -295,8 +295,9 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
             {{"direct", static_cast<double>(serve.watch_writes_direct.load())},
              {"loop", static_cast<double>(serve.watch_writes_loop.load())}});
   w.Family("kube_fanout_watch_batched_sends_total", "counter",
-           "Watch writes made from wake-ups over HTTP/1.1 (plain, or TLS records) as sends in "
-           "io_uring submissions (--io-uring), each submission up to 256 sockets' sends.");
+           "Watch writes made from wake-ups as sends in io_uring submissions (--io-uring): one per "
+           "HTTP/1.1 watcher's write, one per HTTP/2 connection's batch of frames (plain, or "
+           "TLS records); each submission up to 256 sockets' sends.");
   w.Sample("kube_fanout_watch_batched_sends_total", "", static_cast<double>(BatchedSends::sends()));
   w.Family("kube_fanout_watch_batched_submits_total", "counter",
            "io_uring submissions (system calls) that carried those sends.");

@@ -227,7 +227,7 @@ po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
     ("threads", po::value(&o->threads)->value_name("N")->default_value(0),
      "I/O threads; 0 means one per core.")
     ("io-uring", po::value(&o->io_uring)->value_name("BOOL")->default_value(true),
-     "Send the watch events of one fan-out burst over HTTP/1.1 (plain or TLS) as io_uring submissions "
+     "Send the watch events of one fan-out burst (HTTP/1.1 and HTTP/2, plain or TLS) as io_uring submissions "
      "(up to 256 sockets' writes per system call) when the kernel and the seccomp profile allow "
      "io_uring; else, or false, one write per socket.")
     ("shutdown-grace-period", po::value(grace)->value_name("DURATION")->default_value("30s"),

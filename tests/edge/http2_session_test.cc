@@ -20,6 +20,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/batched_sends.h"
 #include "edge/http_session.h"
 #include "tests/edge/test_support.h"
 
@@ -418,7 +419,28 @@ TEST_CASE("Http2Response's TryWriteBody frames at once what the client's windows
   CHECK(h.paths.direct_bytes == 16);
 }
 
+// BatchedSends on (the direct writes' batches go as io_uring sends) or off for one test, and
+// how many sends were queued meanwhile.
+struct Batching {
+  explicit Batching(bool on) : before(BatchedSends::sends()) {
+    if (on) {
+      const absl::Status s = BatchedSends::Probe();
+      INFO("io_uring on this machine: " << s.ToString());
+      REQUIRE(s.ok());
+    }
+    BatchedSends::Enable(on);
+  }
+  ~Batching() { BatchedSends::Enable(false); }
+  Batching(const Batching&) = delete;
+  Batching& operator=(const Batching&) = delete;
+  uint64_t sends() const { return BatchedSends::sends() - before; }
+  const uint64_t before;
+};
+
 TEST_CASE("Http2Session keeps direct writes in order when the socket takes them in part") {
+  const bool batched = GENERATE(false, true);
+  CAPTURE(batched);
+  const Batching batching(batched);
   H2c h(/*socket_buffers=*/4096);
   const int32_t id = h.client.Request("/direct-many");
   REQUIRE(h.RunUntil([&] { return h.client.streams[id].closed; }));
@@ -427,6 +449,7 @@ TEST_CASE("Http2Session keeps direct writes in order when the socket takes them 
   CHECK(h.client.streams[id].error == NGHTTP2_NO_ERROR);
   CHECK(h.client.streams[id].data.size() == h.paths.direct_many_expected.size());
   CHECK(h.client.streams[id].data == h.paths.direct_many_expected);
+  CHECK((batching.sends() > 0) == batched);
 }
 
 // An HttpSession over TLS (ALPN h2) on the server side of a loopback pair with small socket
@@ -502,6 +525,9 @@ TEST_CASE("Http2Session over TLS keeps direct writes in order when the socket ta
   // Each event's frames are encrypted from the wake-up and sent without waiting; what the
   // 4 KiB socket does not take waits as ciphertext, which the connection's writer must send
   // before anything it frames later.
+  const bool batched = GENERATE(false, true);
+  CAPTURE(batched);
+  const Batching batching(batched);
   H2Tls h;
   const int32_t id = h.client->Request("/direct-many");
   REQUIRE(h.RunUntil([&] { return h.client->streams[id].closed; }));
@@ -510,9 +536,13 @@ TEST_CASE("Http2Session over TLS keeps direct writes in order when the socket ta
   CHECK(h.client->streams[id].error == NGHTTP2_NO_ERROR);
   CHECK(h.client->streams[id].data.size() == h.paths.direct_many_expected.size());
   CHECK(h.client->streams[id].data == h.paths.direct_many_expected);
+  CHECK((batching.sends() > 0) == batched);
 }
 
 TEST_CASE("Http2Session over TLS sends what the socket did not take though nothing follows") {
+  const bool batched = GENERATE(false, true);
+  CAPTURE(batched);
+  const Batching batching(batched);
   H2Tls h;
   const int32_t id = h.client->Request("/direct-held");
   REQUIRE(h.RunUntil([&] { return h.client->streams[id].data.size() == 40000; }));
@@ -524,6 +554,7 @@ TEST_CASE("Http2Session over TLS sends what the socket did not take though nothi
   h.paths.end_held();
   REQUIRE(h.RunUntil([&] { return h.client->streams[id].closed; }));
   CHECK(h.client->streams[id].error == NGHTTP2_NO_ERROR);
+  CHECK((batching.sends() > 0) == batched);
 }
 
 TEST_CASE("Http2Response's WatchClient tells once when the client resets the stream") {
