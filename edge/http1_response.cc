@@ -138,37 +138,30 @@ Response::TryWrite Http1Response::DirectWrite(std::span<const asio::const_buffer
   }
   framed.insert(framed.end(), pieces.begin(), pieces.end());
   if (body_ == Body::kChunked) framed.push_back(asio::buffer(kCrlf));
-  const int fd = stream_.tcp().socket().native_handle();
+  // What goes to the socket: the chunk's pieces, or over TLS its records, encrypted at once.
   beast::error_code ec;
-  if (TlsServerStream* tls = stream_.tls_server()) {
-    // Encrypted at once; the ciphertext goes as the plain bytes would.
+  std::array<asio::const_buffer, 1> records;
+  std::span<const asio::const_buffer> out = framed;
+  TlsServerStream* tls = stream_.tls_server();
+  if (tls != nullptr) {
     if (!tls->EncryptAll(framed, ec)) {
       failed_ = true;
       return TryWrite::kFailed;
     }
-    const std::array<asio::const_buffer, 1> records{asio::buffer(tls->ciphertext())};
+    records[0] = asio::buffer(tls->ciphertext());
     if (records[0].size() == 0) return TryWrite::kWritten;
-    if (done != nullptr && BatchedSends::Queue(fd, records, this)) {
-      queued_ = done;
-      return TryWrite::kQueued;
-    }
-    const size_t written = stream_.WriteWithoutWaiting(records, ec);
-    if (ec) {
-      failed_ = true;
-      return TryWrite::kFailed;
-    }
-    return TlsWrote(*tls, written);
+    out = records;
   }
-  if (done != nullptr && BatchedSends::Queue(fd, framed, this)) {
+  if (done != nullptr && BatchedSends::Queue(stream_.tcp().socket().native_handle(), out, this)) {
     queued_ = done;
     return TryWrite::kQueued;
   }
-  const size_t written = stream_.WriteWithoutWaiting(framed, ec);
+  const size_t written = stream_.WriteWithoutWaiting(out, ec);
   if (ec) {
     failed_ = true;
     return TryWrite::kFailed;
   }
-  return HoldRest(framed, written);
+  return tls != nullptr ? TlsWrote(*tls, written) : HoldRest(framed, written);
 }
 
 Response::TryWrite Http1Response::TlsWrote(TlsServerStream& tls, size_t written) {

@@ -135,19 +135,29 @@ TEST_CASE(
   CHECK(read_ec == asio::error::eof);
 }
 
+// Two small watch events, written as the first, small write of the direct-write cases.
+const std::string kAdded = "{\"type\":\"ADDED\"}\n";
+const std::string kModified = "{\"type\":\"MODIFIED\"}\n";
+
+// What the client reads next, `n` bytes (waiting for them).
+std::string ClientReads(TlsPair& p, size_t n) {
+  std::string got(n, '\0');
+  asio::read(p.client, asio::buffer(got));
+  return got;
+}
+
 TEST_CASE(
     "TlsServerStream's TryWrite sends at once, holds as ciphertext what the socket does "
     "not take, and Flush sends the rest in order") {
   TlsPair p;
-  const std::string a = "{\"type\":\"ADDED\"}\n", b = "{\"type\":\"MODIFIED\"}\n";
+  const std::string& a = kAdded;
+  const std::string& b = kModified;
   const std::array<asio::const_buffer, 2> small{asio::buffer(a), asio::buffer(b)};
   beast::error_code ec;
   REQUIRE(p.server->TryWrite(small, ec) == TlsServerStream::TryWriteResult::kWritten);
   CHECK_FALSE(ec);
   CHECK(p.server->held_bytes() == 0);
-  std::string got(a.size() + b.size(), '\0');
-  asio::read(p.client, asio::buffer(got));
-  CHECK(got == a + b);
+  CHECK(ClientReads(p, a.size() + b.size()) == a + b);
 
   // 8 MiB the client does not read yet: the socket takes part, the rest is held.
   const std::string big(8 * 1024 * 1024, 'y');
@@ -202,15 +212,14 @@ TEST_CASE(
   REQUIRE(uring.ok());
   BatchedSends::Enable(true);
   TlsPair p;
-  const std::string a = "{\"type\":\"ADDED\"}\n", b = "{\"type\":\"MODIFIED\"}\n";
+  const std::string& a = kAdded;
+  const std::string& b = kModified;
   const std::array<asio::const_buffer, 2> small{asio::buffer(a), asio::buffer(b)};
   const size_t records = a.size() + b.size() + 22;  // One TLS 1.3 record: header, type, tag.
   CHECK(EncryptAndSendBatched(*p.server, small) == static_cast<int64_t>(records));
   CHECK(p.server->Wrote(records) == TlsServerStream::TryWriteResult::kWritten);
   CHECK(p.server->held_bytes() == 0);
-  std::string got(a.size() + b.size(), '\0');
-  asio::read(p.client, asio::buffer(got));
-  CHECK(got == a + b);
+  CHECK(ClientReads(p, a.size() + b.size()) == a + b);
 
   // 8 MiB the client does not read yet: the socket takes part, the rest is held.
   const std::string big(8 * 1024 * 1024, 'y');
