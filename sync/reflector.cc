@@ -217,13 +217,21 @@ asio::awaitable<Reflector::WatchEnd> Reflector::WatchOnce() {
   for (;;) {
     auto line = co_await watch->NextEvent(protobuf());
     if (!line.ok() && absl::IsDeadlineExceeded(line.status())) {
-      // Open, but silent past the idle timeout (not even a bookmark): dead. Resume from the
-      // cache's RV on a new connection.
+      // Open, but silent past the idle timeout. Resume from the cache's RV on a new connection.
+      // From an upstream that bookmarks this resource (about once a minute) that is a dead
+      // watch: a half-open connection, a stuck proxy. From one that never has (no watch cache
+      // there: Events), silence is only a quiet resource, the normal case on a quiet cluster.
       ++stats_.idle_timeouts;
-      log_.Warning("upstream watch idle, resuming",
-                   {{"resource", cacher_.type().GroupResource()},
-                    {"resourceVersion", static_cast<int64_t>(cacher_.resource_version())},
-                    {"error", ToStd(line.status().message())}});
+      const bool quiet =
+          !bookmarks_seen_ && upstream_bookmarks() != UpstreamBookmarks::kSent;
+      const std::string_view error = ToStd(line.status().message());
+      log_.Log(quiet ? Logger::Level::kInfo : Logger::Level::kWarning,
+               "upstream watch idle, resuming",
+               {{"resource", cacher_.type().GroupResource()},
+                {"resourceVersion", static_cast<int64_t>(cacher_.resource_version())},
+                {"bookmarked", bookmarks_seen_},
+                {"error", error}});
+      if (quiet) co_return WatchEnd::kEnded;
       co_return WatchEnd::kFailed;
     }
     if (!line.ok())
@@ -258,6 +266,7 @@ Reflector::LineResult Reflector::ApplyProtoEvent(std::string_view message) {
       return LineResult::kFailed;
     }
     cacher_.Bookmark(n);
+    bookmarks_seen_ = true;
     return LineResult::kBookmark;
   }
   const EventType type = ev.type == "ADDED"     ? EventType::kAdded
@@ -275,6 +284,7 @@ Reflector::LineResult Reflector::ApplyLine(std::string_view line) {
   if (!ev.ok()) return LineResult::kFailed;
   if (ev->type == "BOOKMARK") {
     cacher_.Bookmark(ev->resource_version);
+    bookmarks_seen_ = true;
     return LineResult::kBookmark;
   }
   if (ev->type == "ERROR")

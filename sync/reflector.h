@@ -146,6 +146,9 @@ class Reflector {
   UpstreamWatch* active_ = nullptr;
   UpstreamWatch* progress_active_ = nullptr;
   bool listed_once_ = false;
+  // A bookmark came on one of this resource's watches: the upstream bookmarks it, so a watch
+  // silent past the idle timeout is dead rather than quiet.
+  bool bookmarks_seen_ = false;
   std::atomic<bool> list_refused_{false};
   std::atomic<int64_t> run_started_ns_{0};  // steady_clock, set by Run().
 

@@ -329,6 +329,31 @@ def test_upstream_watch_stalling_without_closing(cluster, namespace, tmp_path):
     assert any("upstream watch idle, resuming" in l for l in log)
 
 
+def test_a_quiet_resource_the_upstream_never_bookmarks_is_not_an_upstream_error(cluster,
+                                                                              tmp_path):
+    """Events have no watch cache at the apiserver, so their watch gets no bookmarks: on a
+    quiet cluster it is silent past --upstream-watch-idle-timeout (3 s here; 2 m by default) and
+    resumed, which is normal: logged at info, not counted as an upstream error. A resource the
+    upstream does bookmark stays a warning and an error (the stall test above)."""
+    proxy = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=events",
+                                                       "--upstream-watch-idle-timeout=3s"])
+    idle = "kube_fanout_upstream_watch_idle_timeouts_total"
+    try:
+        deadline = time.monotonic() + scaled(30)
+        while proxy_metric(cluster, proxy, idle, "events") < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        idles = proxy_metric(cluster, proxy, idle, "events")
+        errors = proxy_metric(cluster, proxy, "kube_fanout_upstream_errors_total", "events")
+    finally:
+        code = proxy.stop()
+    assert code == 0, f"kube-fanout exited with {code}; log:\n{proxy.log_tail()}"
+    lines = [json.loads(l) for l in proxy.log_lines() if "upstream watch idle" in l]
+    print(f"idle ends: {idles}, upstream errors: {errors}, levels: {[l['level'] for l in lines]}")
+    # The quiet watch did go idle and was resumed (twice, so a resumed one was quiet too).
+    assert idles >= 2 and len(lines) >= 2, proxy.log_tail()
+    assert errors == 0 and all(l["level"] == "info" for l in lines), proxy.log_tail()
+
+
 TOO_LARGE = ('{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Failure",'
              '"message":"Timeout: Too large resource version: {}, current: {}","reason":"Timeout",'
              '"details":{{"causes":[{{"reason":"ResourceVersionTooLarge",'
