@@ -269,7 +269,8 @@ def test_a_tier_below_syncs_from_the_first_and_serves_its_events(cluster, namesp
                 f"--upstream-ca-file={cluster.env['KF_CA_FILE']}",
                 f"--upstream-token-file={tmp_path / 'token'}",
                 f"--secure-listen=127.0.0.1:{secure}", f"--metrics-listen=127.0.0.1:{metrics}",
-                f"--tls-cert-file={crt}", f"--tls-private-key-file={key}"]
+                f"--tls-cert-file={crt}", f"--tls-private-key-file={key}",
+                f"--cache-snapshot-dir={tmp_path / 'snapshots'}"]
         with running(argv, tmp_path, metrics) as log_path:
             assert b"[+]cache-sync ok" in http_get(metrics, "/readyz?verbose")[1]
             # The edge's reflectors are the top's watchers, one per cached resource.
@@ -346,13 +347,19 @@ def test_the_base_config_file_runs_with_the_api_on_tls_and_metrics_apart(cluster
     assert "listen" not in config
     # kube-fanout reads that file; the command line moves the listeners to free loopback
     # ports and the certificate to the rig's (flags win over the file).
+    # Snapshots on, in a volume the container mounts.
+    mounts = {m["name"]: m["mountPath"] for m in containers_of(dep)[0]["volumeMounts"]}
+    volumes = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
+    assert "emptyDir" in volumes["cache"]
+    assert config["cache-snapshot-dir"].startswith(mounts["cache"] + "/")
     (tmp_path / "config.yaml").write_text(cm["data"]["config.yaml"])
     crt, key = cluster.issue_serving_cert(tmp_path)
     secure, metrics = free_port(), free_port()
     argv = [str(BINARY), f"--config={tmp_path / 'config.yaml'}",
             f"--secure-listen=127.0.0.1:{secure}", f"--metrics-listen=127.0.0.1:{metrics}",
             f"--tls-cert-file={crt}", f"--tls-private-key-file={key}",
-            f"--kubeconfig={cluster.env['KF_KUBECONFIG']}"]
+            f"--kubeconfig={cluster.env['KF_KUBECONFIG']}",
+            f"--cache-snapshot-dir={tmp_path / 'snapshots'}"]
     with running(argv, tmp_path, metrics) as log_path:
         # The metrics listener: health and metrics, nothing else.
         assert http_get(metrics, "/livez") == (200, b"ok")
