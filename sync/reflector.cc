@@ -222,8 +222,7 @@ asio::awaitable<Reflector::WatchEnd> Reflector::WatchOnce() {
       // watch: a half-open connection, a stuck proxy. From one that never has (no watch cache
       // there: Events), silence is only a quiet resource, the normal case on a quiet cluster.
       ++stats_.idle_timeouts;
-      const bool quiet =
-          !bookmarks_seen_ && upstream_bookmarks() != UpstreamBookmarks::kSent;
+      const bool quiet = !bookmarks_seen_ && upstream_bookmarks() != UpstreamBookmarks::kSent;
       const std::string_view error = ToStd(line.status().message());
       log_.Log(quiet ? Logger::Level::kInfo : Logger::Level::kWarning,
                "upstream watch idle, resuming",
