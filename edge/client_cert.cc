@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/x509_cache.h"
+#include "edge/field_syntax.h"
 
 namespace kf {
 namespace {
@@ -118,6 +119,19 @@ absl::Status RequestClientCertificates(SSL_CTX* ctx, const ClientCertConfig& con
   return absl::OkStatus();
 }
 
+void ReadSubjectUser(X509_NAME* subject, ClientCertificate& out) {
+  std::vector<std::string> cn = Values(subject, NID_commonName);
+  // Go's pkix.Name keeps the last CommonName of the subject.
+  out.user.username = cn.empty() ? std::string() : cn.back();
+  out.user.groups = Values(subject, NID_organizationName);
+  // A subject the CA signed may still name no one kube-fanout can vouch for upstream: a CR or
+  // LF would start a field of its own, blanks would be trimmed into someone else's name.
+  if (absl::Status s = CheckIdentity(out.user); !s.ok()) {
+    out.subject_refused = true;
+    out.error = absl::StrCat("subject refused: ", s.message());
+  }
+}
+
 ClientCertificate ReadClientCertificate(SSL* ssl) {
   ClientCertificate out;
   std::unique_ptr<X509, decltype(&X509_free)> cert(SSL_get1_peer_certificate(ssl), &X509_free);
@@ -146,8 +160,7 @@ ClientCertificate ReadClientCertificate(SSL* ssl) {
     return out;
   }
   out.verified = true;
-  out.user.username = common_name;
-  out.user.groups = Values(subject, NID_organizationName);
+  ReadSubjectUser(subject, out);
   return out;
 }
 

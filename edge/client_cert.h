@@ -6,7 +6,9 @@
 //     and its CommonName is in --requestheader-allowed-names (any, when that list is empty);
 //     the user is then in the request's header fields (upstream/request_header.h);
 //   - a user (the x509 authenticator): chains to --client-ca-file; the user is the subject's
-//     CommonName, the groups its Organization values.
+//     CommonName, the groups its Organization values. A subject whose CommonName or any
+//     Organization holds a byte an HTTP field value forbids, or leading or trailing blanks, is
+//     refused (ClientCertificate::subject_refused): no such identity can be carried upstream.
 // Both also need the certificate within its validity and usable for client auth.
 #ifndef KUBE_FANOUT_EDGE_CLIENT_CERT_H_
 #define KUBE_FANOUT_EDGE_CLIENT_CERT_H_
@@ -33,6 +35,10 @@ absl::Status RequestClientCertificates(SSL_CTX* ctx, const ClientCertConfig& con
 
 // What the connection's peer presented, after the handshake.
 ClientCertificate ReadClientCertificate(SSL* ssl);
+
+// The user of a verified certificate's `subject` into `out`: the last CommonName, every
+// Organization; subject_refused (and error, bytes escaped) when they cannot be an identity.
+void ReadSubjectUser(X509_NAME* subject, ClientCertificate& out);
 
 }  // namespace kf
 

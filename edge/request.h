@@ -46,7 +46,7 @@ class BodySource {
 };
 
 // Who is asking, as the apiserver knows them (user.Info): learned from a verified client
-// certificate or a TokenReview.
+// certificate, a trusted front proxy's fields or a TokenReview.
 struct Identity {
   std::string username;
   std::vector<std::string> groups;
@@ -63,14 +63,19 @@ struct ClientCertificate {
   // Chains to the --client-ca-file bundle, within its validity, usable for client auth.
   bool verified = false;
   Identity user;      // CN and O values, when verified.
-  std::string error;  // Why not verified, for the log.
+  std::string error;  // Why not verified (or its subject refused), for the log.
+  // Verified, but its CommonName or an Organization holds what an identity field cannot carry
+  // (edge/field_syntax.h: a control byte, leading or trailing blanks): it authenticates no one,
+  // and the request is refused (401) whatever else it carries, since the apiserver would have
+  // taken the certificate's user over any bearer token.
+  bool subject_refused = false;
   // A front proxy's (--requestheader-client-ca-file, an allowed name): its requests name
   // their user in request-header fields.
   bool front_proxy = false;
 
   // The certificate names a user: the apiserver authenticates the request as that user, before
   // and regardless of any bearer token (its x509 authenticator comes first in its chain).
-  bool authenticates() const { return verified && !user.username.empty(); }
+  bool authenticates() const { return verified && !subject_refused && !user.username.empty(); }
   // Presented but not verifiable as a user's: the apiserver refuses the request (401) unless a
   // front proxy's fields or a bearer token authenticate it.
   bool rejected() const { return presented && !verified; }

@@ -33,13 +33,14 @@ struct CapturedResponse {
 };
 using CapturedPtr = std::shared_ptr<const CapturedResponse>;
 
-// The whole identity of a request for coalescing: two requests share an answer only if their
-// keys are equal. Method, request target (path and query, as sent) and every request field,
-// names lower-cased and sorted (values of one name in order), except those that cannot change
-// the apiserver's answer: hop-by-hop fields, Host, Content-Length, X-Forwarded-For, and
-// User-Agent, which counts only as whether the apiserver pretty-prints for it. Everything else
-// (credentials, Accept, Accept-Encoding, Impersonate-*, Audit-Id the apiserver echoes, ...)
-// is part of the key: a field we do not know may change the answer.
+// The request's part of what coalescing keys on (the filter adds who is asking, as vouched:
+// coalescing_filter.h): two requests share an answer only if their keys are equal. Method, request
+// target (path and query, as sent) and every request field, names lower-cased and sorted (values of
+// one name in order), except those that cannot change the apiserver's answer: hop-by-hop fields,
+// Host, Content-Length, X-Forwarded-For, and User-Agent, which counts only as whether the apiserver
+// pretty-prints for it. Everything else (credentials, Accept, Accept-Encoding, Impersonate-*,
+// Audit-Id the apiserver echoes, ...) is part of the key: a field we do not know may change the
+// answer.
 std::string CoalesceKey(std::string_view method, std::string_view target,
                         const boost::beast::http::fields& fields);
 

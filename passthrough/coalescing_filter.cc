@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/await_callback.h"
 #include "passthrough/capturing_response.h"
+#include "upstream/vouched.h"
 
 namespace kf {
 namespace {
@@ -39,18 +40,28 @@ bool CoalescingFilter::Applies(const Exchange& x) {
          (r.info.verb == "get" || r.info.verb == "list") && r.body.done();
 }
 
+std::optional<std::string> CoalescingFilter::Key(const Request& r,
+                                                 const RequestHeaderNames& names) {
+  const ClientCertificate* cert = r.client_cert;
+  if (cert != nullptr && cert->presented && !cert->verified && !cert->front_proxy) {
+    return std::nullopt;  // Whatever it rides on, its answer is nobody else's to have.
+  }
+  const Vouched who = Vouch(r, names);
+  if (who.by == Vouched::By::kRejectedCertificate || who.by == Vouched::By::kNone) {
+    return std::nullopt;
+  }
+  // The fields cannot hold a newline (CoalesceKey), so "\nwho:" ends them.
+  return absl::StrCat(CoalesceKey(r.method_string, r.target, r.headers), "\nwho:", who.Key());
+}
+
 asio::awaitable<void> CoalescingFilter::Serve(Exchange& x, const Next& next) {
-  if (!Applies(x)) {
+  std::optional<std::string> shared_key;
+  if (Applies(x)) shared_key = Key(x.request, names_);
+  if (!shared_key) {
     co_await next(x);
     co_return;
   }
-  std::string key = CoalesceKey(x.request.method_string, x.request.target, x.request.headers);
-  // A client certificate is a credential too: only requests of one certificate user share.
-  if (const ClientCertificate* cert = x.request.client_cert; cert != nullptr && cert->presented) {
-    absl::StrAppend(&key, "\ncert:", cert->authenticates() ? "1" : "0", ":",
-                    cert->user.username.size(), ":", cert->user.username);
-    for (const auto& g : cert->user.groups) absl::StrAppend(&key, ":", g.size(), ":", g);
-  }
+  const std::string& key = *shared_key;
   Coalescer::Ticket ticket = coalescer_.Join(key);
   if (ticket.leader) {
     co_await Lead(x, next, key, std::move(ticket));

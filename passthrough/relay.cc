@@ -13,6 +13,7 @@
 #include "passthrough/tunnel.h"
 #include "passthrough/upstream_request.h"
 #include "passthrough/watch_framing.h"
+#include "upstream/vouched.h"
 
 namespace kf {
 namespace {
@@ -51,10 +52,11 @@ asio::awaitable<beast::error_code> ReadHead(UpstreamCall& call, bool head_reques
 
 // Sends the request and reads the response head. A reused keep-alive connection may have been
 // closed by the upstream while idle; a request without a body is then sent once more on a
-// fresh connection (nothing of it was consumed). False: no answer; x.error says why.
+// fresh connection (nothing of it was consumed). False: no answer; x.error says why, or
+// *refused when the head could not be written at all (upstream_request.h).
 asio::awaitable<bool> Open(Exchange& x, UpstreamPool& pool, bool upgrade,
                            const RequestHeaderNames& names, const Identity* as_user,
-                           UpstreamCall& call) {
+                           UpstreamCall& call, absl::Status* refused) {
   const bool has_body = !x.request.body.done();
   for (int attempt = 0;; ++attempt) {
     auto acquired = co_await pool.Acquire(/*allow_reuse=*/attempt == 0 && !upgrade);
@@ -65,7 +67,14 @@ asio::awaitable<bool> Open(Exchange& x, UpstreamPool& pool, bool upgrade,
     call.lease = *std::move(acquired);
     const UpstreamEndpoint& endpoint = pool.endpoint(call.lease.endpoint);
     x.upstream = endpoint.Url();
-    auto req = UpstreamRequestHead(x.request, endpoint, upgrade, names, as_user);
+    auto head = UpstreamRequestHead(x.request, endpoint, upgrade, names, as_user);
+    if (!head.ok()) {
+      // Nothing was written: the lease goes back unused.
+      pool.Release(std::move(call.lease));
+      *refused = head.status();
+      co_return false;
+    }
+    auto& req = *head;
     bool body_write_failed = false;
     beast::error_code ec = co_await SendRequest(x.request, call.stream(), req, &body_write_failed);
     call.request_sent = !ec;
@@ -233,26 +242,37 @@ asio::awaitable<void> SwitchProtocols(Exchange& x, UpstreamCall& call) {
 }  // namespace
 
 asio::awaitable<bool> Relay::Serve(Exchange& x) {
-  const ClientCertificate* cert = x.request.client_cert;
   // A user the connection vouches for (a front proxy's fields, a client certificate's) goes
   // through kube-fanout's own front proxy, named in its request-header fields.
-  const std::optional<Identity> vouched = VouchedUser(x.request, names_);
-  const bool as_cert = vouched.has_value();
-  if (!as_cert && cert != nullptr && cert->rejected() && BearerToken(x.request.headers).empty()) {
+  const Vouched vouched = Vouch(x.request, names_);
+  if (vouched.by == Vouched::By::kRejectedCertificate) {
     // The apiserver's answer to a certificate its x509 authenticator refuses, with nothing
-    // else to authenticate the request (an error there is not anonymous).
+    // else to authenticate the request (an error there is not anonymous); also to an identity
+    // that could not be carried upstream unchanged (vouched.h).
     const KubeStatus unauthorized{401, "Unauthorized", "Unauthorized"};
-    std::string why = absl::StrCat("client certificate: ", cert->error);
-    co_await x.Reject(unauthorized, std::move(why));
+    co_await x.Reject(unauthorized, vouched.why);
     co_return true;
   }
+  const bool as_cert = vouched.asserted();
   const bool events = x.request.info.IsEvents();
   UpstreamPool* pool = as_cert ? (events ? pools_.events_front_pool : pools_.front_pool)
                                : (events ? pools_.events_pool : pools_.pool);
   const bool upgrade = x.route == Route::kTunnel;
   UpstreamCall call;
   if (pool == nullptr) pool = events ? pools_.events_pool : pools_.pool;  // No front proxy set.
-  const bool opened = co_await Open(x, *pool, upgrade, names_, as_cert ? &*vouched : nullptr, call);
+  absl::Status refused;
+  const bool opened =
+      co_await Open(x, *pool, upgrade, names_, as_cert ? &vouched.user : nullptr, call, &refused);
+  if (!refused.ok()) {
+    // A head that would carry bytes HTTP forbids is never written: the client's own (400
+    // BadRequest, as the apiserver's server refuses such a head), or an identity that could not
+    // be asserted (500: vouched identities are checked before this).
+    // Named: a temporary bound to Reject's reference inside co_await is what GCC 12 may free
+    // twice.
+    const KubeStatus status = ToKubeStatus(refused);
+    co_await x.Reject(status, std::string(refused.message()));
+    co_return true;
+  }
   if (!opened && x.request.body.timed_out()) {
     // The client's body did not come within the request timeout: the apiserver, reading the
     // same body, answers this when its own request timeout passes.

@@ -4,10 +4,13 @@
 // fields dropped (RFC 9110 §7.6.1); protocol upgrades tunnelled (tunnel.h) once the upstream
 // answers 101. An upstream that cannot be reached is a 503 Status.
 //
-// Credentials: a request goes with the client's own (its Authorization header), except one whose
-// client certificate authenticates it: that user goes as request-header fields over a front-proxy
-// connection (upstream/request_header.h), and a certificate the apiserver would not accept,
-// without a bearer token to fall back on, is refused here with the apiserver's 401.
+// Credentials (upstream/vouched.h): a request goes with the client's own (its Authorization
+// header), except one whose client certificate or trusted front proxy vouches for its user: that
+// user goes as request-header fields over a front-proxy connection (upstream/request_header.h).
+// A certificate the apiserver would not accept, without a bearer token to fall back on, or an
+// identity that could not be carried upstream unchanged, is refused here with the apiserver's
+// 401. A head holding bytes HTTP forbids is never written (upstream_request.h): 400 when they
+// are the client's, 500 when they would be kube-fanout's.
 //
 // One per worker thread (the pools are that thread's).
 #ifndef KUBE_FANOUT_PASSTHROUGH_RELAY_H_

@@ -6,8 +6,10 @@
 #include <boost/beast/http/serializer.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
+#include "edge/field_syntax.h"
 #include "edge/hop_by_hop.h"
 
 namespace kf {
@@ -28,22 +30,53 @@ asio::awaitable<beast::error_code> WriteStep(AnyStream& up,
 
 }  // namespace
 
-http::request<http::buffer_body> UpstreamRequestHead(const Request& r, const UpstreamEndpoint& ep,
-                                                     bool upgrade, const RequestHeaderNames& names,
-                                                     const Identity* as_user) {
+std::string ForwardedFor(const http::fields& fields, std::string_view remote_ip) {
+  std::string prior;
+  for (const auto& f : fields) {
+    if (!absl::EqualsIgnoreCase(ToAbsl(f.name_string()), "X-Forwarded-For")) continue;
+    absl::StrAppend(&prior, prior.empty() ? "" : ", ", ToAbsl(f.value()));
+  }
+  if (prior.empty()) return std::string(remote_ip);
+  const size_t room = kMaxForwardedForBytes - std::min(kMaxForwardedForBytes, remote_ip.size() + 2);
+  std::string_view kept(prior);
+  while (kept.size() > room) {
+    const size_t comma = kept.find(',');
+    if (comma == std::string_view::npos) {
+      kept = {};
+      break;
+    }
+    kept.remove_prefix(comma + 1);
+    while (!kept.empty() && (kept.front() == ' ' || kept.front() == '\t')) kept.remove_prefix(1);
+  }
+  if (kept.empty()) return std::string(remote_ip);
+  return absl::StrCat(ToAbsl(kept), ", ", ToAbsl(remote_ip));
+}
+
+absl::StatusOr<http::request<http::buffer_body>> UpstreamRequestHead(
+    const Request& r, const UpstreamEndpoint& ep, bool upgrade, const RequestHeaderNames& names,
+    const Identity* as_user) {
   http::request<http::buffer_body> out;
   out.method_string(r.method_string);
   out.target(absl::StrCat(ep.base_path, ToAbsl(r.target)));
   out.version(11);
   CopyEndToEndFields(r.headers, out.base());
   names.Strip(out.base());
-  if (as_user != nullptr) names.Assert(*as_user, out.base());
+  // The client's own fields first: what is wrong there is the client's (400).
   out.set(http::field::host, ep.HostHeader());
-  const std::string xff(r.headers["X-Forwarded-For"]);
-  out.set("X-Forwarded-For", xff.empty() ? r.remote_ip : absl::StrCat(xff, ", ", r.remote_ip));
+  out.set("X-Forwarded-For", ForwardedFor(r.headers, r.remote_ip));
   if (upgrade) {
     out.set(http::field::connection, "Upgrade");
     out.set(http::field::upgrade, r.headers[http::field::upgrade]);
+  }
+  if (absl::Status s = CheckRequestHead(out.method_string(), out.target(), out.base()); !s.ok()) {
+    return s;
+  }
+  if (as_user != nullptr) {
+    if (absl::Status s = names.Assert(*as_user, out.base()); !s.ok()) {
+      return absl::InternalError(absl::StrCat("cannot assert the user upstream: ", s.message()));
+    }
+    // Assert checked its own fields; the whole head once more, as it will go.
+    if (absl::Status s = CheckFields(out.base()); !s.ok()) return absl::InternalError(s.message());
   }
   if (r.body.chunked()) out.chunked(true);
   return out;

@@ -92,7 +92,7 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
   }
   const std::optional<UserInfo>& user = who.user;
   Access access = Access::kDenied;
-  if (user) access = co_await access_.Allowed(pool_, *user, info);
+  if (user) access = co_await access_.Allowed(pool_, who.by, *user, info);
   if (access == Access::kUnavailable) {
     co_await RefuseUnreviewed(x, Refusal::kAccessReviewUnavailable);
     co_return true;

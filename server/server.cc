@@ -358,7 +358,8 @@ void Server::LogServing() const {
 void Server::BuildSharedStages() {
   local_ = std::make_unique<LocalHandler>(health_, [this] { return RenderAllMetrics(); });
   if (admission_) admission_filter_ = std::make_unique<AdmissionFilter>(*admission_);
-  if (coalescer_) coalescing_filter_ = std::make_unique<CoalescingFilter>(*coalescer_);
+  if (coalescer_)
+    coalescing_filter_ = std::make_unique<CoalescingFilter>(*coalescer_, request_header_);
   if (options_.max_passthrough_in_flight > 0) {
     in_flight_cap_ = std::make_unique<InFlightCap>(options_.max_passthrough_in_flight);
   }

@@ -29,18 +29,11 @@ void AppendKeyPart(std::string& key, std::string_view part) {
   absl::StrAppend(&key, part.size(), ":", ToAbsl(part));
 }
 
-std::string CacheKey(const UserInfo& user, const AccessAttributes& a) {
-  std::string key;
-  AppendKeyPart(key, user.username);
-  AppendKeyPart(key, user.uid);
-  key += "g";
-  for (const auto& g : user.groups) AppendKeyPart(key, g);
-  key += "x";
-  for (const auto& [k, values] : user.extra) {
-    AppendKeyPart(key, k);
-    key += "v";
-    for (const auto& v : values) AppendKeyPart(key, v);
-  }
+}  // namespace
+
+std::string AccessReview::CacheKey(Vouched::By by, const UserInfo& user,
+                                   const AccessAttributes& a) {
+  std::string key = IdentityKey(by, user);
   key += "a";
   for (const std::string* part : {&a.verb, &a.group, &a.version, &a.resource, &a.namespace_,
                                   &a.name, &a.field_selector, &a.label_selector}) {
@@ -48,8 +41,6 @@ std::string CacheKey(const UserInfo& user, const AccessAttributes& a) {
   }
   return key;
 }
-
-}  // namespace
 
 AccessAttributes AccessAttributes::Of(const RequestInfo& info) {
   AccessAttributes a;
@@ -131,8 +122,8 @@ std::string AccessReview::ReviewBody(const UserInfo& user, const AccessAttribute
   return std::string(buf.GetString(), buf.GetSize());
 }
 
-asio::awaitable<Access> AccessReview::Allowed(UpstreamPool& own_pool, const UserInfo& user,
-                                              const RequestInfo& info) {
+asio::awaitable<Access> AccessReview::Allowed(UpstreamPool& own_pool, Vouched::By by,
+                                              const UserInfo& user, const RequestInfo& info) {
   const AccessAttributes attrs = AccessAttributes::Of(info);
   // Who may do this across the whole resource may do it to any object of it, with any
   // selector (a selector only narrows): one review then covers every namespace, name and
@@ -144,17 +135,17 @@ asio::awaitable<Access> AccessReview::Allowed(UpstreamPool& own_pool, const User
   const bool node =
       std::find(user.groups.begin(), user.groups.end(), "system:nodes") != user.groups.end();
   if (!attrs.IsWholeResource() && !node) {
-    const Access whole = co_await Check(own_pool, user, attrs.WholeResource());
+    const Access whole = co_await Check(own_pool, by, user, attrs.WholeResource());
     // Unavailable: the narrower question would wait as long for no answer.
     if (whole != Access::kDenied) co_return whole;
   }
-  const Access access = co_await Check(own_pool, user, attrs);
+  const Access access = co_await Check(own_pool, by, user, attrs);
   co_return access;
 }
 
-asio::awaitable<Access> AccessReview::Check(UpstreamPool& pool, const UserInfo& user,
-                                            const AccessAttributes& attrs) {
-  const std::string key = CacheKey(user, attrs);
+asio::awaitable<Access> AccessReview::Check(UpstreamPool& pool, Vouched::By by,
+                                            const UserInfo& user, const AccessAttributes& attrs) {
+  const std::string key = CacheKey(by, user, attrs);
   if (const auto* e = entries_.Find(key)) {
     if (e->fresh(std::chrono::steady_clock::now())) {
       stats_.Count(stats_.cache_hits);

@@ -6,10 +6,11 @@
 // the request's field and label selectors (the Node authorizer lets a kubelet list only its own
 // pods, by spec.nodeName). Answers are cached per user and attributes, as the apiserver's
 // webhook authorizer caches (--authorization-webhook-cache-authorized-ttl / -unauthorized-ttl),
-// so N agents of one user cost one review per distinct request shape. A denied review, or one
-// the apiserver refused kube-fanout (401, 403: no system:auth-delegator), sends the request
-// through to the apiserver, which gives its own exact answer (403, ...). A review that got no
-// answer in time (review_call.h: the upstream unreachable or overloaded, past its 10 s, too many
+// so N agents of one user cost one review per distinct request shape. The key holds how the user
+// was vouched for too (token, certificate, front proxy): answers never cross trust levels. A denied
+// review, or one the apiserver refused kube-fanout (401, 403: no system:auth-delegator), sends the
+// request through to the apiserver, which gives its own exact answer (403, ...). A review that got
+// no answer in time (review_call.h: the upstream unreachable or overloaded, past its 10 s, too many
 // waiting) is unavailable: the cached read is answered 429 (serve/cache_handler.h), so an
 // overload of kube-fanout does not become one of the apiserver. No failure serves from the
 // cache.
@@ -62,16 +63,20 @@ class AccessReview {
         own_authorization_(std::move(own_authorization)),
         entries_(settings.max_entries) {}
 
-  // kAllowed when the apiserver says `user` may do `info`'s verb on what it names. `own_pool`
-  // is a pool of kube-fanout's own connections.
-  asio::awaitable<Access> Allowed(UpstreamPool& own_pool, const UserInfo& user,
+  // kAllowed when the apiserver says `user` (vouched for `by`: Authentication::by) may do
+  // `info`'s verb on what it names. `own_pool` is a pool of kube-fanout's own connections.
+  asio::awaitable<Access> Allowed(UpstreamPool& own_pool, Vouched::By by, const UserInfo& user,
                                   const RequestInfo& info);
 
   // The SubjectAccessReview body.
   static std::string ReviewBody(const UserInfo& user, const AccessAttributes& attrs);
 
+  // What an answer is cached under: the identity as vouched and how (vouched.h's IdentityKey),
+  // then every attribute, length-prefixed. Equal only for equal inputs.
+  static std::string CacheKey(Vouched::By by, const UserInfo& user, const AccessAttributes& attrs);
+
  private:
-  asio::awaitable<Access> Check(UpstreamPool& pool, const UserInfo& user,
+  asio::awaitable<Access> Check(UpstreamPool& pool, Vouched::By by, const UserInfo& user,
                                 const AccessAttributes& attrs);
   asio::awaitable<Access> Review(UpstreamPool& pool, const UserInfo& user,
                                  const AccessAttributes& attrs, const std::string& key);

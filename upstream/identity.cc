@@ -1,11 +1,10 @@
 #include "upstream/identity.h"
 
-#include <openssl/sha.h>
-
 #include <algorithm>
 
 #include "absl/strings/escaping.h"
 #include "common/json.h"
+#include "edge/field_syntax.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
@@ -14,12 +13,6 @@ namespace kf {
 namespace {
 
 constexpr std::string_view kAuthenticated = "system:authenticated";
-
-std::string TokenKey(std::string_view token) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), digest);
-  return std::string(reinterpret_cast<const char*>(digest), sizeof(digest));
-}
 
 std::string Str(const rapidjson::Value& v) {
   return std::string(v.GetString(), v.GetStringLength());
@@ -87,6 +80,10 @@ std::optional<UserInfo> Authenticator::ParseReview(std::string_view body) {
     }
     std::sort(u.extra.begin(), u.extra.end());
   }
+  // A user no header field could carry as it is never becomes anyone's identity here: the
+  // request goes on as unauthenticated (passed through with its token, for the apiserver's own
+  // answer), never asserted or keyed under a name that is not the apiserver's.
+  if (!CheckIdentity(u).ok()) return std::nullopt;
   return u;
 }
 
@@ -94,16 +91,18 @@ asio::awaitable<Authentication> Authenticator::Authenticate(UpstreamPool& own_po
                                                             const Request& request,
                                                             bool allow_stale) {
   Authentication out;
-  if (auto vouched = VouchedUser(request, names_)) {
-    out.user = AuthenticatedUser(*std::move(vouched));
+  Vouched vouched = Vouch(request, names_);
+  out.by = vouched.by;
+  if (vouched.asserted()) {
+    out.user = AuthenticatedUser(std::move(vouched.user));
+    co_return out;
+  }
+  if (vouched.by != Vouched::By::kToken) {
+    out.unauthenticated = true;  // Anonymous, or a refused certificate.
     co_return out;
   }
   const std::string_view token = BearerToken(request.headers);
-  if (token.empty()) {
-    out.unauthenticated = true;  // Anonymous, or (a certificate that does not verify) refused.
-    co_return out;
-  }
-  const std::string key = TokenKey(token);
+  const std::string& key = vouched.credential;
   const auto now = std::chrono::steady_clock::now();
   if (const auto* e = entries_.Find(key); e != nullptr && e->fresh(now)) {
     stats_.Count(stats_.cache_hits);

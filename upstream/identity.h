@@ -29,6 +29,7 @@
 #include "upstream/review_call.h"
 #include "upstream/review_stats.h"
 #include "upstream/upstream_pool.h"
+#include "upstream/vouched.h"
 
 namespace kf {
 
@@ -49,6 +50,9 @@ struct CacheSettings {
 // Who a request is, as far as the Authenticator learnt.
 struct Authentication {
   std::optional<UserInfo> user;  // nullopt: not known.
+  // How the request's identity was vouched for (vouched.h): part of every key an answer is
+  // shared under (the access-review cache).
+  Vouched::By by = Vouched::By::kNone;
   // Without a user: the answer is that the request has no credentials or ones the apiserver
   // does not accept, rather than that it could not be asked.
   bool unauthenticated = false;
@@ -78,15 +82,16 @@ class Authenticator {
         own_authorization_(std::move(own_authorization)),
         entries_(settings.max_entries) {}
 
-  // The request's user: its client certificate's when that authenticates (the apiserver's
-  // x509 authenticator runs before its token authenticators), else its bearer token's.
+  // The request's user (vouched.h: a front proxy's fields, a client certificate's user, else
+  // its bearer token's); a refused certificate, or no credentials: unauthenticated.
   // `own_pool` is a pool of kube-fanout's own connections. `allow_stale`: when the apiserver
   // cannot be asked, the last answer for the token, however old (for classifying a request,
   // never for serving data).
   asio::awaitable<Authentication> Authenticate(UpstreamPool& own_pool, const Request& request,
                                                bool allow_stale);
 
-  // The TokenReview body for `token`, and its answer's user (nullopt: not authenticated).
+  // The TokenReview body for `token`, and its answer's user (nullopt: not authenticated, or
+  // a user that could not be carried in a header field: edge/field_syntax.h).
   static std::string ReviewBody(std::string_view token);
   static std::optional<UserInfo> ParseReview(std::string_view body);
 

@@ -1,11 +1,13 @@
 #include "upstream/request_header.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
+#include "edge/field_syntax.h"
 
 namespace kf {
 namespace {
@@ -17,14 +19,16 @@ bool AnyEquals(const std::vector<std::string>& names, std::string_view field) {
   return false;
 }
 
-// Go's url.PathEscape: unreserved characters and the path segment's allowed sub-delimiters
-// stay; everything else becomes %XX. Header names cannot carry all of those, so only the
-// characters a field name allows (RFC 9110 tchar) stay here; the apiserver unescapes either.
+// The bytes url.PathEscape leaves as they are, less what a field name cannot hold (':', '@',
+// '=') and upper-case letters: the apiserver lowercases a key before unescaping it, so an
+// upper-case letter survives only escaped. Everything else is %XX, which url.PathUnescape
+// reads back; the key the apiserver sees is the key asserted.
 std::string EscapeExtraKey(std::string_view key) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
   for (unsigned char c : key) {
-    if (absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+    if (absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-' || c == '_' || c == '.' ||
+        c == '~' || c == '$' || c == '&' || c == '+') {
       out += static_cast<char>(c);
     } else {
       out += '%';
@@ -35,8 +39,8 @@ std::string EscapeExtraKey(std::string_view key) {
   return out;
 }
 
-// Go's url.PathUnescape: %XX to its byte; false on a malformed escape.
-bool UnescapeExtraKey(absl::string_view in, std::string* out) {
+// Go's url.PathUnescape: %XX to its byte, '+' left alone; false on a malformed escape.
+bool UnescapeExtraKey(std::string_view in, std::string* out) {
   for (size_t i = 0; i < in.size(); ++i) {
     if (in[i] != '%') {
       *out += in[i];
@@ -53,6 +57,51 @@ bool UnescapeExtraKey(absl::string_view in, std::string* out) {
     i += 2;
   }
   return true;
+}
+
+// Go's h.Get(name): the first value of the field (case-insensitive names, as Go's canonical
+// keys), or nothing.
+std::optional<std::string_view> FirstValue(const boost::beast::http::fields& fields,
+                                           std::string_view name) {
+  for (const auto& f : fields) {
+    if (absl::EqualsIgnoreCase(ToAbsl(f.name_string()), ToAbsl(name))) return f.value();
+  }
+  return std::nullopt;
+}
+
+// requestheader.go's headerValue: the first non-empty h.Get of the names, in order.
+std::string FirstNonEmpty(const boost::beast::http::fields& fields,
+                          const std::vector<std::string>& names) {
+  for (const auto& n : names) {
+    if (auto v = FirstValue(fields, n); v && !v->empty()) return std::string(*v);
+  }
+  return std::string();
+}
+
+// requestheader.go's newExtra for one prefix: each field name (Go's map key: names equal but
+// for case are one) taken once, with all its values in order.
+void ReadExtra(const boost::beast::http::fields& fields, std::string_view prefix,
+               std::vector<std::pair<std::string, std::vector<std::string>>>& extra) {
+  std::vector<std::string> done;  // Lowercased names already read.
+  for (const auto& f : fields) {
+    const std::string_view name = f.name_string();
+    if (!absl::StartsWithIgnoreCase(ToAbsl(name), ToAbsl(prefix))) continue;
+    std::string lower = absl::AsciiStrToLower(ToAbsl(name));
+    if (std::find(done.begin(), done.end(), lower) != done.end()) continue;
+    // unescapeExtraKey(strings.ToLower(headerName[len(prefix):])).
+    const std::string escaped = lower.substr(prefix.size());
+    done.push_back(std::move(lower));
+    std::string key;
+    if (!UnescapeExtraKey(escaped, &key)) key = escaped;
+    auto it =
+        std::find_if(extra.begin(), extra.end(), [&key](const auto& e) { return e.first == key; });
+    if (it == extra.end()) it = extra.insert(extra.end(), {key, {}});
+    for (const auto& g : fields) {
+      if (absl::EqualsIgnoreCase(ToAbsl(g.name_string()), ToAbsl(name))) {
+        it->second.emplace_back(g.value());
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -75,66 +124,59 @@ void RequestHeaderNames::Strip(boost::beast::http::fields& fields) const {
   }
 }
 
-void RequestHeaderNames::Assert(const Identity& user, boost::beast::http::fields& fields) const {
-  if (!username.empty()) fields.set(username.front(), user.username);
+absl::Status RequestHeaderNames::Assert(const Identity& user,
+                                        boost::beast::http::fields& fields) const {
+  if (username.empty()) return absl::InvalidArgumentError("no request-header user field");
+  if (user.username.empty()) return absl::InvalidArgumentError("no user name to assert");
+  if (absl::Status s = CheckIdentity(user); !s.ok()) return s;
+  // Everything is built and checked before the first field is written: all or nothing.
+  std::vector<std::pair<std::string, std::string_view>> out;
+  out.emplace_back(username.front(), user.username);
   if (!group.empty()) {
-    for (const auto& g : user.groups) fields.insert(group.front(), g);
+    for (const auto& g : user.groups) out.emplace_back(group.front(), g);
   }
-  if (!uid.empty() && !user.uid.empty()) fields.set(uid.front(), user.uid);
+  if (!uid.empty() && !user.uid.empty()) out.emplace_back(uid.front(), user.uid);
   if (!extra_prefix.empty()) {
     for (const auto& [key, values] : user.extra) {
-      const std::string name = absl::StrCat(extra_prefix.front(), EscapeExtraKey(key));
-      for (const auto& v : values) fields.insert(name, v);
+      std::string name = absl::StrCat(extra_prefix.front(), EscapeExtraKey(key));
+      for (const auto& v : values) out.emplace_back(name, v);
     }
   }
+  for (const auto& [name, value] : out) {
+    if (name.size() > kMaxFieldBytes || !IsFieldName(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("request-header field name \"", LogEscaped(name), "\" cannot be written"));
+    }
+  }
+  Strip(fields);
+  for (const auto& [name, value] : out) fields.insert(name, value);
+  return absl::OkStatus();
 }
 
 std::optional<Identity> RequestHeaderNames::Read(const boost::beast::http::fields& fields) const {
-  const auto first = [&fields](const std::vector<std::string>& names) {
-    for (const auto& n : names) {
-      for (auto it = fields.find(n);
-           it != fields.end() && absl::EqualsIgnoreCase(ToAbsl(it->name_string()), n); ++it) {
-        if (!it->value().empty()) return std::string(it->value());
+  Identity user;
+  user.username = FirstNonEmpty(fields, username);
+  if (user.username.empty()) return std::nullopt;
+  user.uid = FirstNonEmpty(fields, uid);
+  // allHeaderValues: each name in order, its values in order, empty ones skipped.
+  for (const auto& n : group) {
+    for (const auto& f : fields) {
+      if (absl::EqualsIgnoreCase(ToAbsl(f.name_string()), n) && !f.value().empty()) {
+        user.groups.emplace_back(f.value());
       }
     }
-    return std::string();
-  };
-  Identity user;
-  user.username = first(username);
-  if (user.username.empty()) return std::nullopt;
-  user.uid = first(uid);
-  for (const auto& f : fields) {
-    const absl::string_view name = ToAbsl(f.name_string());
-    if (AnyEquals(group, f.name_string())) user.groups.emplace_back(f.value());
-    for (const auto& p : extra_prefix) {
-      if (p.empty() || !absl::StartsWithIgnoreCase(name, p)) continue;
-      std::string key;
-      if (!UnescapeExtraKey(name.substr(p.size()), &key)) break;
-      key = absl::AsciiStrToLower(key);
-      auto it = std::find_if(user.extra.begin(), user.extra.end(),
-                             [&key](const auto& e) { return e.first == key; });
-      if (it == user.extra.end()) it = user.extra.insert(user.extra.end(), {key, {}});
-      it->second.emplace_back(f.value());
-      break;
-    }
   }
-  std::sort(user.extra.begin(), user.extra.end());
+  for (const auto& p : extra_prefix) {
+    if (!p.empty()) ReadExtra(fields, p, user.extra);
+  }
+  std::stable_sort(user.extra.begin(), user.extra.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
   return user;
 }
 
 const RequestHeaderNames& DefaultRequestHeaderNames() {
   static const auto* names = new RequestHeaderNames();
   return *names;
-}
-
-std::optional<Identity> VouchedUser(const Request& r, const RequestHeaderNames& names) {
-  const ClientCertificate* cert = r.client_cert;
-  if (cert == nullptr) return std::nullopt;
-  if (cert->front_proxy) {
-    if (auto user = names.Read(r.headers)) return user;
-  }
-  if (cert->authenticates()) return cert->user;
-  return std::nullopt;
 }
 
 }  // namespace kf

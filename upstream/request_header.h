@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "edge/request.h"
 
 namespace kf {
@@ -30,21 +31,25 @@ struct RequestHeaderNames {
   bool Names(std::string_view field) const;
   // Removes every such field.
   void Strip(boost::beast::http::fields& fields) const;
-  // Sets `user` in the first name of each list (extra keys path-escaped as Go's
-  // url.PathEscape, which the apiserver undoes).
-  void Assert(const Identity& user, boost::beast::http::fields& fields) const;
-  // The user a front proxy names, as the apiserver's request-header authenticator reads it:
-  // the first non-empty user and uid fields, every group field's values, extra keys lowercased
-  // and unescaped. nullopt without a user name.
+  // The one place an identity becomes upstream header fields: `user` in the first name of each
+  // list (extra keys escaped so that the apiserver's lowercase-then-unescape gives them back).
+  // Every value is checked first (edge/field_syntax.h: no control byte, no leading or trailing
+  // blank, what Beast can hold), and so is every name; on any failure nothing is written and
+  // the answer is InvalidArgument saying why (escaped). Identity fields already in `fields`
+  // are removed first (Strip).
+  absl::Status Assert(const Identity& user, boost::beast::http::fields& fields) const;
+  // The user a front proxy names, read as the apiserver's request-header authenticator reads
+  // it (k8s.io/apiserver/pkg/authentication/request/headerrequest/requestheader.go): the user
+  // and the uid from the first *value* of each configured name, in order, the first non-empty
+  // one winning; groups every value of each group name, in order, empty ones skipped; extra
+  // keys the field name past the prefix, lowercased, then path-unescaped (a malformed escape
+  // keeps the lowercased key as it is), with every value, empty ones too. nullopt without a
+  // user name. The values are as sent: whether they may be vouched for is Vouch's question.
   std::optional<Identity> Read(const boost::beast::http::fields& fields) const;
 };
 
 // kubeadm's names (the struct's defaults), for whoever is not told otherwise.
 const RequestHeaderNames& DefaultRequestHeaderNames();
-
-// The user a request's connection vouches for, before any bearer token (the apiserver's chain:
-// request-header, then x509): a front proxy's fields, else its client certificate's user.
-std::optional<Identity> VouchedUser(const Request& r, const RequestHeaderNames& names);
 
 }  // namespace kf
 

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "common/json.h"
 #include "common/strings.h"
+#include "edge/field_syntax.h"
 
 namespace kf {
 namespace {
@@ -71,6 +72,12 @@ asio::awaitable<absl::StatusOr<UpstreamResponse>> UpstreamCall(
     AnyStream& s = *lease->stream;
     auto req =
         MakeRequest(pool.endpoint(lease->endpoint), method, target, authorization, body, accept);
+    // Never written with bytes HTTP forbids (a credential file with a stray newline).
+    if (absl::Status bad = CheckRequestHead(req.method_string(), req.target(), req.base());
+        !bad.ok()) {
+      pool.Release(*std::move(lease));
+      co_return absl::InternalError(absl::StrCat("upstream request not sent: ", bad.message()));
+    }
     s.tcp().expires_after(timeout);
     auto [wec, wn] = co_await http::async_write(s, req, use_nothrow);
     beast::flat_buffer buf;
@@ -113,6 +120,10 @@ UpstreamWatch::Open(UpstreamPool& pool, std::string target, std::string authoriz
   auto req = MakeRequest(pool.endpoint(lease->endpoint), http::verb::get, target, authorization, "",
                          accept);
   if (progress_request) req.set(std::string(kProgressRequestHeader), "1");
+  if (absl::Status bad = CheckRequestHead(req.method_string(), req.target(), req.base());
+      !bad.ok()) {
+    co_return absl::InternalError(absl::StrCat("upstream watch not sent: ", bad.message()));
+  }
   s.tcp().expires_after(std::chrono::seconds(30));
   auto [wec, wn] = co_await http::async_write(s, req, use_nothrow);
   if (wec) co_return absl::UnavailableError(absl::StrCat("upstream watch: ", wec.message()));

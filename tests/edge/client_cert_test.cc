@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/edge/test_support.h"
 
@@ -46,6 +48,54 @@ TEST_CASE("a CA file that cannot be read is an error, and leaks nothing") {
   CHECK(status.message().find("--requestheader-client-ca-file") != std::string::npos);
   SSL_CTX_free(ctx);
   std::filesystem::remove(users);
+}
+
+// A subject of CN and O values, each added as raw UTF-8 (any bytes a CA might have signed).
+struct Subject {
+  Subject(std::string_view cn, std::vector<std::string> orgs) : name(X509_NAME_new()) {
+    REQUIRE(name != nullptr);
+    for (const auto& o : orgs) Add("O", o);
+    Add("CN", cn);
+  }
+  ~Subject() { X509_NAME_free(name); }
+  void Add(const char* field, std::string_view value) {
+    REQUIRE(X509_NAME_add_entry_by_txt(name, field, MBSTRING_UTF8,
+                                       reinterpret_cast<const unsigned char*>(value.data()),
+                                       static_cast<int>(value.size()), -1, 0) == 1);
+  }
+  X509_NAME* name;
+};
+
+TEST_CASE("a certificate's user is its last CommonName and every Organization") {
+  Subject s("system:node:n1", {"system:nodes", "g2"});
+  s.Add("CN", "system:node:last");
+  ClientCertificate c;
+  ReadSubjectUser(s.name, c);
+  CHECK(c.user.username == "system:node:last");
+  CHECK(c.user.groups == std::vector<std::string>{"system:nodes", "g2"});
+  CHECK_FALSE(c.subject_refused);
+}
+
+TEST_CASE("a certificate subject with a control byte or edge blanks authenticates no one") {
+  for (const auto& [cn, org] : std::vector<std::pair<std::string, std::string>>{
+           {"x\r\nX-Remote-Group: system:masters", "system:nodes"},
+           {"system:node:victim ", "system:nodes"},
+           {" system:node:victim", "system:nodes"},
+           {std::string("system:node:n1\0", 15), "system:nodes"},
+           {"system:node:n1", "system:nodes\n"},
+           {"system:node:n1", "\tsystem:masters"},
+           {"system:node:n1", "g\x7f"}}) {
+    Subject s(cn, {org});
+    ClientCertificate c;
+    c.presented = c.verified = true;
+    ReadSubjectUser(s.name, c);
+    REQUIRE(c.user.username == cn);  // Setup: the bytes really are in the subject.
+    CHECK(c.subject_refused);
+    CHECK_FALSE(c.authenticates());
+    CHECK(c.error.find("subject refused: ") == 0);
+    CHECK(c.error.find('\r') == std::string::npos);  // The log gets the bytes escaped.
+    CHECK(c.error.find('\n') == std::string::npos);
+  }
 }
 
 }  // namespace kf

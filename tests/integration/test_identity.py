@@ -298,6 +298,171 @@ def test_a_certificate_nobody_signed_is_refused_unless_a_token_vouches(world, tm
                      403)
 
 
+SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+SELF_SUBJECT_REVIEW = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+
+
+def issue_cert_with_subject(cluster, directory, common_name, orgs=()):
+    """A client certificate signed by the rig's cluster CA (the apiserver's --client-ca-file)
+    whose subject holds exactly `common_name` and `orgs`, whatever bytes they are (openssl's
+    -subj cannot carry a CR or LF). Returns (crt, key) paths."""
+    import datetime
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    ca_cert = x509.load_pem_x509_certificate(pathlib.Path(cluster.env["KF_CA_FILE"]).read_bytes())
+    ca_key = serialization.load_pem_private_key(
+        pathlib.Path(cluster.env["KF_CA_KEY_FILE"]).read_bytes(), None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in orgs]
+                        + [x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(ca_cert.subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]),
+                           critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    # Setup: the issued certificate really holds those bytes.
+    issued = x509.load_pem_x509_certificate(cert.public_bytes(serialization.Encoding.PEM))
+    assert issued.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == common_name
+    crt_path, key_path = directory / "subject.crt", directory / "subject.key"
+    crt_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return crt_path, key_path
+
+
+def unauthorized_body(world, tmp_path):
+    """The apiserver's own 401 body for a certificate it refuses (asked of it directly)."""
+    key, crt = tmp_path / "nobody.key", tmp_path / "nobody.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=nobody", "-keyout", key, "-out", crt],
+                   check=True, capture_output=True)
+    st, body = Caller(world.cluster, "unsigned", cert=(crt, key)).call(
+        world.cluster.port, "GET", "/api/v1/namespaces/kube-system/secrets")
+    assert st == 401 and json.loads(body)["reason"] == "Unauthorized", body
+    return body
+
+
+@pytest.mark.parametrize("label, common_name", [
+    ("CR/LF and a header", "x\r\nX-Remote-Group: system:masters"),
+    ("a trailing space", "system:node:{node} "),
+])
+def test_a_certificate_subject_no_header_field_can_carry_is_refused_401(world, tmp_path, label,
+                                                                       common_name):
+    # The cluster CA signed a subject that, copied into X-Remote-User, would add a field of its
+    # own (system:masters) or be trimmed into node A's name by the apiserver's header reader.
+    # The apiserver itself authenticates the odd name as it is (403 on Secrets; its
+    # SelfSubjectReview echoes the name); kube-fanout cannot carry that name upstream, so it
+    # refuses it as unauthenticated, with the apiserver's 401 body, token or not.
+    cn = common_name.format(node=world.node_a)
+    crt, key = issue_cert_with_subject(world.cluster, tmp_path, cn)
+    odd = Caller(world.cluster, f"cluster-CA cert, CN with {label}", cert=(crt, key))
+    unauthorized = unauthorized_body(world, tmp_path)
+    secrets = "/api/v1/namespaces/kube-system/secrets"
+    st, _ = odd.call(world.cluster.port, "GET", secrets)
+    assert st == 403
+    st, body = odd.call(world.cluster.port, "POST", SELF_SUBJECT_REVIEWS, SELF_SUBJECT_REVIEW)
+    assert st == 201 and json.loads(body)["status"]["userInfo"]["username"] == cn, body
+    with_token = Caller(world.cluster, f"cluster-CA cert, CN with {label} + admin token",
+                        cert=(crt, key), token=world.cluster.token("admin"))
+    for caller in (odd, with_token):
+        for method, path, body in (("GET", secrets, None),
+                                   ("GET", f"/api/v1/namespaces/{world.ns}/secrets/secret-unused",
+                                    None),
+                                   ("GET", f"/api/v1/pods?fieldSelector=spec.nodeName%3D"
+                                           f"{world.node_a}", None),
+                                   ("POST", SELF_SUBJECT_REVIEWS, SELF_SUBJECT_REVIEW)):
+            direct, _ = caller.call(world.cluster.port, method, path, body)
+            st, got = caller.call(world.proxy.secure_port, method, path, body)
+            MATRIX.append((caller.name, f"{method} {path}", direct, st, "kube-fanout"))
+            assert (st, got) == (401, unauthorized), (caller.name, method, path, st, got)
+
+
+def test_a_self_signed_certificate_never_shares_a_front_proxys_answer(world, tmp_path):
+    # kube-fanout trusts a front proxy (the rig's front-proxy CA and name). The front proxy names
+    # kf-admin (system:masters) in X-Remote-* fields; an attacker with a self-signed certificate
+    # sends the very same fields at the same moments. Identical concurrent reads coalesce, but
+    # never across identities: the attacker always gets the apiserver's 401, never the
+    # SecretList, and the front proxy's reads always succeed (none joins the attacker's 401).
+    cluster, env = world.cluster, world.cluster.env
+    proxy = Proxy.start(cluster, tmp_path, extra_args=[
+        f"--client-ca-file={env['KF_CA_FILE']}",
+        f"--requestheader-client-ca-file={env['KF_FRONT_PROXY_CA_FILE']}",
+        "--requestheader-allowed-names=kube-fanout-front-proxy",
+        f"--proxy-client-cert-file={env['KF_FRONT_PROXY_CLIENT_CERT']}",
+        f"--proxy-client-key-file={env['KF_FRONT_PROXY_CLIENT_KEY']}",
+        "--enable-admission=false", "--coalesce-reads=true"])
+    key, crt = tmp_path / "attacker.key", tmp_path / "attacker.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=kube-fanout-front-proxy", "-keyout", key, "-out", crt],
+                   check=True, capture_output=True)
+    fields = {"X-Remote-User": "kf-admin", "X-Remote-Group": "system:masters"}
+    front = Caller(cluster, "front proxy naming kf-admin",
+                   cert=(env["KF_FRONT_PROXY_CLIENT_CERT"], env["KF_FRONT_PROXY_CLIENT_KEY"]))
+    attacker = Caller(cluster, "self-signed + the same X-Remote-*", cert=(crt, key))
+    unauthorized = unauthorized_body(world, tmp_path)
+    path = "/api/v1/namespaces/kube-system/secrets"
+
+    def coalesced():
+        text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
+        return metric_values(text, "kube_fanout_passthrough_coalesced_total").get("", 0)
+
+    import threading
+    rounds, fronts, attackers = 12, 8, 4
+    results = []  # (who, status, body)
+    lock = threading.Lock()
+    try:
+        # Setup: each alone gets its own answer.
+        st, body = front.call(proxy.secure_port, "GET", path, headers=fields)
+        assert st == 200 and json.loads(body)["kind"] == "SecretList", body
+        assert attacker.call(proxy.secure_port, "GET", path, headers=fields) == (401, unauthorized)
+        before = coalesced()
+        for _ in range(rounds):
+            barrier = threading.Barrier(fronts + attackers)
+
+            def one(who, caller):
+                conn = http.client.HTTPSConnection("127.0.0.1", proxy.secure_port, timeout=30,
+                                                   context=caller.context)
+                conn.connect()
+                barrier.wait()
+                conn.request("GET", path, headers={"Accept": "application/json", **fields})
+                resp = conn.getresponse()
+                data = resp.read()
+                conn.close()
+                with lock:
+                    results.append((who, resp.status, data))
+
+            threads = [threading.Thread(target=one, args=("front", front)) for _ in range(fronts)]
+            threads += [threading.Thread(target=one, args=("attacker", attacker))
+                        for _ in range(attackers)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        shared = coalesced() - before
+    finally:
+        assert proxy.stop() == 0
+    front_answers = [(st, json.loads(body).get("kind")) for who, st, body in results
+                     if who == "front"]
+    attacker_answers = [(st, body) for who, st, body in results if who == "attacker"]
+    print(f"{len(front_answers)} front-proxy reads, {len(attacker_answers)} attacker reads, "
+          f"{shared:.0f} answers shared")
+    assert len(front_answers) == rounds * fronts and len(attacker_answers) == rounds * attackers
+    assert set(front_answers) == {(200, "SecretList")}, front_answers
+    assert all(a == (401, unauthorized) for a in attacker_answers), attacker_answers
+    # Coalescing did happen, among the front proxy's own reads: the test could have failed.
+    assert shared >= 1, shared
+    MATRIX.append((front.name, f"GET {path} x{rounds * fronts}", "-", 200, "apiserver/coalesced"))
+    MATRIX.append((attacker.name, f"GET {path} x{rounds * attackers}", "-", 401, "kube-fanout"))
+
+
 def test_anonymous_callers_share_one_flow_whatever_their_user_agent(world):
     # As the apiserver's APF: every unauthenticated caller is system:anonymous, so rotating the
     # user agent buys no budget of its own. The default global-default flow meters GET/LIST at

@@ -2,6 +2,9 @@
 
 #include <catch2/catch.hpp>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "passthrough/upstream_request.h"
 #include "tests/edge/test_support.h"
 
 namespace kf::test {
@@ -150,6 +153,91 @@ TEST_CASE("Relay lets a bearer token authenticate beside an unverifiable certifi
   f.Serve(call.x);
   CHECK(f.up.request[http::field::authorization] == "Bearer alice-token");
   CHECK(f.up.request.count("X-Remote-User") == 0);
+  CHECK(call.resp.head->status == 200);
+}
+
+TEST_CASE("Relay refuses a verified certificate whose subject no field can carry, token or not") {
+  for (const char* token : {"", "Bearer alice-token"}) {
+    RelayToFake f("");
+    FilterCall call(http::verb::get, "/api/v1/namespaces/kube-system/secrets");
+    ClientCertificate cert = Certificate(true, "x\r\nX-Remote-Group: system:masters", {});
+    cert.subject_refused = true;
+    cert.error = "subject refused: user name holds the control byte 0x0d at 1";
+    call.r.request.client_cert = &cert;
+    if (*token != '\0') call.r.fields.set(http::field::authorization, token);
+    CHECK(Run(f.ioc, f.relay.Serve(call.x)));
+    REQUIRE(call.resp.head.has_value());
+    CHECK(call.resp.head->status == 401);
+    CHECK(call.resp.body ==
+          R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",)"
+          R"("message":"Unauthorized","reason":"Unauthorized","code":401})"
+          "\n");
+    CHECK(call.x.answer == Answer::kRejected);
+    CHECK(call.x.error ==
+          "client certificate: subject refused: user name holds the control byte 0x0d at 1");
+  }
+}
+
+TEST_CASE("Relay refuses a certificate user with a trailing blank instead of trimming it") {
+  RelayToFake f("");
+  FilterCall call(http::verb::get, "/api/v1/pods");
+  // Not marked refused by the listener: Vouch checks again.
+  const ClientCertificate cert = Certificate(true, "system:node:victim ", {"system:nodes"});
+  call.r.request.client_cert = &cert;
+  CHECK(Run(f.ioc, f.relay.Serve(call.x)));
+  REQUIRE(call.resp.head.has_value());
+  CHECK(call.resp.head->status == 401);
+  CHECK(call.x.error.find("leading or trailing blanks") != std::string::npos);
+}
+
+TEST_CASE("Relay writes no head with a byte HTTP forbids and answers 400 for the client's") {
+  RelayToFake f("");
+  FilterCall call(http::verb::get, "/api/v1/pods");
+  call.r.fields.set(http::field::authorization, "Bearer alice-token");
+  // No HTTP parser hands such a value on; the writer must hold even so.
+  call.r.fields.set("X-Injected", "a\r\nX-Remote-Group: system:masters");
+  CHECK(Run(f.ioc, f.relay.Serve(call.x)));
+  REQUIRE(call.resp.head.has_value());
+  CHECK(call.resp.head->status == 400);
+  CHECK(call.resp.body.find(R"("reason":"BadRequest","code":400)") != std::string::npos);
+  CHECK(call.x.answer == Answer::kRejected);
+  CHECK(call.x.error.find("X-Injected") != std::string::npos);
+  // Nothing reached the upstream: its acceptor never got a connection.
+  CHECK(f.up.request.target().empty());
+}
+
+TEST_CASE("Relay bounds X-Forwarded-For by dropping the oldest hops") {
+  http::fields small;
+  small.insert("X-Forwarded-For", "1.1.1.1, 2.2.2.2");
+  small.insert("x-forwarded-for", "3.3.3.3");
+  CHECK(ForwardedFor(small, "10.0.0.7") == "1.1.1.1, 2.2.2.2, 3.3.3.3, 10.0.0.7");
+  CHECK(ForwardedFor(http::fields(), "10.0.0.7") == "10.0.0.7");
+
+  // 6,000 hops of "1.2.3.4" (9 bytes each with ", "): about 54 KB, near Beast's 65,533.
+  std::string hops;
+  for (int i = 0; i < 6000; ++i) absl::StrAppend(&hops, i == 0 ? "" : ", ", "1.2.3.", i % 10);
+  http::fields big;
+  big.insert("X-Forwarded-For", hops);
+  const std::string xff = ForwardedFor(big, "10.0.0.7");
+  CHECK(xff.size() <= kMaxForwardedForBytes);
+  CHECK(xff.size() > kMaxForwardedForBytes - 16);
+  CHECK(absl::EndsWith(xff, ", 1.2.3.9, 10.0.0.7"));  // The newest hops stay, whole.
+  CHECK(absl::StartsWith(xff, "1.2.3."));
+
+  // One hop past the bound: only the peer's address is left.
+  http::fields one;
+  one.insert("X-Forwarded-For", std::string(20000, 'a'));
+  CHECK(ForwardedFor(one, "10.0.0.7") == "10.0.0.7");
+
+  // The relay sends one field: every hop the client sent, then its peer.
+  RelayToFake f("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}");
+  FilterCall call(http::verb::get, "/api/v1/pods");
+  call.r.fields.set(http::field::authorization, "Bearer alice-token");
+  call.r.fields.insert("X-Forwarded-For", "1.1.1.1");
+  call.r.fields.insert("X-Forwarded-For", "2.2.2.2");
+  f.Serve(call.x);
+  CHECK(f.up.request.count("X-Forwarded-For") == 1);
+  CHECK(f.up.request["X-Forwarded-For"] == "1.1.1.1, 2.2.2.2, 10.0.0.7");
   CHECK(call.resp.head->status == 200);
 }
 

@@ -91,7 +91,8 @@ struct Reviews {
     Spawn(ioc, FakeUpstream::ServeOne(&up));
     auto info = RequestInfo::Parse("GET", target);
     REQUIRE(info.ok());
-    return Run(ioc, access.Allowed(up.pool, Identity{"alice", {"system:authenticated"}}, *info));
+    return Run(ioc, access.Allowed(up.pool, Vouched::By::kToken,
+                                   Identity{"alice", {"system:authenticated"}}, *info));
   }
   asio::io_context ioc;
   FakeUpstream up{ioc};
