@@ -35,6 +35,15 @@ struct TransportStats {
   std::atomic<uint64_t> http2_streams_total{0};
   std::atomic<uint64_t> http2_streams_reset{0};  // Ended before their answer did.
   std::atomic<uint64_t> http2_header_too_large{0};
+  // Connections ended with GOAWAY for what their client did (Http2Closed), and nghttp2
+  // callbacks that failed (an exception caught at the C boundary).
+  std::array<std::atomic<uint64_t>, 4> http2_closed{};
+  std::atomic<uint64_t> http2_callback_failures{0};
+  // Streams whose client reset them before their handler started, or while it was asking
+  // upstream (the call cancelled).
+  std::atomic<uint64_t> http2_handlers_cancelled{0};
+  // Body bytes of GET and HEAD requests, consumed and dropped (the apiserver reads none).
+  std::atomic<uint64_t> http2_body_bytes_dropped{0};
   // Request bodies not sent whole within kRequestBodyDeadline: HTTP/1.1, HTTP/2.
   std::atomic<uint64_t> body_timeouts_http1{0};
   std::atomic<uint64_t> body_timeouts_h2{0};
@@ -74,14 +83,25 @@ struct RouteStats {
   uint64_t count(Answer a) const { return answered[static_cast<size_t>(a)].load(); }
 };
 
+// Why an HTTP/2 connection was ended with GOAWAY (TransportStats::http2_closed).
+enum class Http2Closed { kHeaderBlockTimeout, kContinuations, kResetRate, kCallbackFailure };
+
 // A graceful stop reaching a request under way: `requested` is seen at the next check; a
 // streaming handler sets `hook` to be woken at once (and clears it when it returns).
+// `cancelled`: the client is gone before its answer (it reset its HTTP/2 stream): nothing more
+// is asked upstream for it, and a handler waiting there sets `cancel_hook` to end that call.
 struct StopSignal {
   bool requested = false;
   std::function<void()> hook;
+  bool cancelled = false;
+  std::function<void()> cancel_hook;
   void Stop() {
     requested = true;
     if (hook) hook();
+  }
+  void Cancel() {
+    cancelled = true;
+    if (cancel_hook) cancel_hook();
   }
 };
 

@@ -28,6 +28,9 @@ constexpr size_t kWriteBatchBytes = 64 * 1024;
 // PINGs and short requests fit), a burst (request bodies) the large one (common/read_buffer.h).
 constexpr size_t kIdleReadBytes = 1024;
 constexpr size_t kReadPieceBytes = 64 * 1024;
+// The largest answer head (HPACK-encoded) nghttp2 is let send: what the relay reads from the
+// upstream (1 MiB), with room for HPACK's length prefixes.
+constexpr size_t kMaxSendHeaderBlock = 2 << 20;
 
 // ALPN wire format: length-prefixed protocol names, in the server's order of preference.
 constexpr unsigned char kAlpnProtocols[] = {2, 'h', '2', 8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
@@ -88,6 +91,8 @@ Http2Session::Http2Session(AnyStream& stream, std::string remote, std::string re
       stats_(stats),
       client_cert_(std::move(client_cert)),
       limits_(limits),
+      reset_tokens_(limits_.stream_reset_burst),
+      reset_refilled_(limits_.now()),
       executor_(stream.get_executor()),
       write_wake_(executor_, /*keep_timer=*/true),
       idle_timer_(executor_),
@@ -104,6 +109,8 @@ bool Http2Session::Init() {
   nghttp2_session_callbacks* callbacks = nullptr;
   if (nghttp2_session_callbacks_new(&callbacks) != 0) return false;
   absl::Cleanup free_callbacks = [callbacks] { nghttp2_session_callbacks_del(callbacks); };
+  nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks, &OnBeginFrame);
+  nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(callbacks, &OnInvalidFrame);
   nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, &OnBeginHeaders);
   nghttp2_session_callbacks_set_on_header_callback(callbacks, &OnHeader);
   nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, &OnFrameRecv);
@@ -117,6 +124,9 @@ bool Http2Session::Init() {
   // body is bounded by its window.
   nghttp2_option_set_no_auto_window_update(option, 1);
   nghttp2_option_set_max_deflate_dynamic_table_size(option, limits_.header_table_size);
+  // An answer's head may be as large as the relay reads from the upstream (1 MiB: relay.cc),
+  // not only nghttp2's default 64 KiB, past which nghttp2 would drop the stream's answer.
+  nghttp2_option_set_max_send_header_block_length(option, kMaxSendHeaderBlock);
   if (nghttp2_session_server_new2(&session_, callbacks, this, option) != 0) return false;
   const std::array<nghttp2_settings_entry, 5> settings{{
       {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, limits_.max_frame_size},
@@ -147,6 +157,7 @@ asio::awaitable<void> Http2Session::Run(std::string received) {
     stats_.http2_streams.fetch_sub(1, std::memory_order_relaxed);
   }
   streams_.clear();
+  opening_.reset();
 }
 
 void Http2Session::Stop() {
@@ -166,10 +177,56 @@ void Http2Session::GoAway() {
   Flush();
 }
 
+void Http2Session::EndConnection(Http2Closed why, uint32_t error_code) {
+  if (ended_ || session_ == nullptr) return;
+  ended_ = true;
+  stats_.http2_closed[static_cast<size_t>(why)].fetch_add(1, std::memory_order_relaxed);
+  // GOAWAY, then the connection closes once it is sent (nghttp2 neither reads nor writes after).
+  nghttp2_session_terminate_session(session_, error_code);
+  Flush();
+}
+
+bool Http2Session::TakeResetToken() {
+  // A token bucket, as nghttp2's stream reset limit: `burst` at once, `rate` per second after.
+  const TimePoint now = limits_.now();
+  if (now > reset_refilled_) {
+    const double seconds = std::chrono::duration<double>(now - reset_refilled_).count();
+    reset_tokens_ = std::min<double>(limits_.stream_reset_burst,
+                                     reset_tokens_ + seconds * limits_.stream_reset_rate);
+    reset_refilled_ = now;
+  }
+  if (reset_tokens_ < 1) return false;
+  reset_tokens_ -= 1;
+  return true;
+}
+
+void Http2Session::HeaderBlockBegan() {
+  header_block_deadline_ = std::chrono::steady_clock::now() + limits_.header_block_timeout;
+  header_block_armed_ = false;
+  continuations_ = 0;
+}
+
+void Http2Session::ReleaseHead(Http2Stream& s) {
+  held_header_bytes_ -= std::min(held_header_bytes_, s.head_bytes());
+  s.ForgetRequest();
+}
+
 bool Http2Session::Receive(const char* data, size_t n) {
   in_nghttp2_ = true;
   const ssize_t rv = nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(data), n);
   in_nghttp2_ = false;
+  // The streams whose heads ended in this read are served only now, outside nghttp2's
+  // callbacks: one the client reset in the same read starts no handler (Serve).
+  for (std::shared_ptr<Http2Stream>& s : starting_) Start(std::move(s));
+  starting_.clear();
+  // A header block still unfinished after what came: its deadline is the idle timer's next
+  // wake-up (armed only now, so a block read whole costs no timer operation).
+  if (header_block_deadline_ != TimePoint::max() && !header_block_armed_) {
+    header_block_armed_ = true;
+    if (idle_timer_.expiry() > header_block_deadline_) {
+      idle_timer_.expires_at(header_block_deadline_);  // Wakes IdleLoop to wait for it.
+    }
+  }
   Flush();
   if (rv < 0) {
     // A protocol error: nghttp2 has queued GOAWAY where it could; the writer sends it and ends.
@@ -365,12 +422,17 @@ asio::awaitable<void> Http2Session::WriteLoop() {
 asio::awaitable<void> Http2Session::IdleLoop() {
   while (!done_) {
     const auto now = std::chrono::steady_clock::now();
-    const auto deadline = idle_since_ + limits_.idle_timeout;
-    if (streams_.empty() && now >= deadline) {
-      GoAway();
+    if (now >= header_block_deadline_) {
+      // A header block begun and not ended in time: no stream exists for it, and nothing else
+      // may come on the connection until it ends (RFC 9113 §6.10).
+      EndConnection(Http2Closed::kHeaderBlockTimeout, NGHTTP2_NO_ERROR);
       co_return;
     }
-    idle_timer_.expires_at(streams_.empty() ? deadline : now + limits_.idle_timeout);
+    const bool idle = streams_.empty() && header_block_deadline_ == TimePoint::max();
+    const auto deadline = idle_since_ + limits_.idle_timeout;
+    if (idle && now >= deadline) GoAway();  // Closes once sent: nothing is open.
+    const auto next = idle && !goaway_ ? deadline : now + limits_.idle_timeout;
+    idle_timer_.expires_at(std::min(next, header_block_deadline_));
     co_await idle_timer_.async_wait(use_nothrow);
   }
 }
@@ -379,91 +441,188 @@ Http2Stream* Http2Session::StreamOf(int32_t id) {
   return static_cast<Http2Stream*>(nghttp2_session_get_stream_user_data(session_, id));
 }
 
-int Http2Session::OnBeginHeaders(nghttp2_session* session, const nghttp2_frame* frame, void* self) {
+template <typename Body>
+int Http2Session::Guarded(void* self, Body body) noexcept {
   auto* h = static_cast<Http2Session*>(self);
-  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-  auto stream = std::make_shared<Http2Stream>(session, frame->hd.stream_id, h->executor_);
-  stream->writer = h;
-  if (h->stopping_) stream->stop().requested = true;
-  nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, stream.get());
-  h->streams_.emplace(frame->hd.stream_id, std::move(stream));
-  h->stats_.http2_streams.fetch_add(1, std::memory_order_relaxed);
-  h->stats_.http2_streams_total.fetch_add(1, std::memory_order_relaxed);
-  return 0;
+  try {
+    return body(*h);
+  } catch (...) {
+    // nghttp2 is C: nothing may unwind through it. The connection's state may be half
+    // updated, so it ends.
+    h->CallbackFailed();
+    h->EndConnection(Http2Closed::kCallbackFailure, NGHTTP2_INTERNAL_ERROR);
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
+  }
+}
+
+void Http2Session::CallbackFailed() {
+  stats_.http2_callback_failures.fetch_add(1, std::memory_order_relaxed);
+}
+
+int Http2Session::OnBeginFrame(nghttp2_session* /*session*/, const nghttp2_frame_hd* hd,
+                               void* self) {
+  return Guarded(self, [hd](Http2Session& h) -> int {
+    if (h.ended_) return NGHTTP2_ERR_CALLBACK_FAILURE;  // The rest of the input is not read.
+    switch (hd->type) {
+      case NGHTTP2_HEADERS:
+        h.HeaderBlockBegan();
+        break;
+      case NGHTTP2_CONTINUATION:
+        // Counted as each frame begins, before nghttp2 reads it (CVE-2024-27316's flood of
+        // CONTINUATIONs holds a connection's reader for nothing). The last one allowed must
+        // end the block: a block that needs more is refused at once (and before an nghttp2
+        // built with its own limit of 8 would drop the connection without a GOAWAY).
+        ++h.continuations_;
+        if (h.continuations_ > h.limits_.max_continuations ||
+            (h.continuations_ == h.limits_.max_continuations &&
+             !(hd->flags & NGHTTP2_FLAG_END_HEADERS))) {
+          h.EndConnection(Http2Closed::kContinuations, NGHTTP2_ENHANCE_YOUR_CALM);
+          return NGHTTP2_ERR_CALLBACK_FAILURE;
+        }
+        break;
+      case NGHTTP2_RST_STREAM:
+        h.HeaderBlockEnded();
+        // Counted before nghttp2 closes the stream (CVE-2023-44487: each reset frees a stream
+        // slot for the next request at once).
+        if (!h.TakeResetToken()) {
+          h.EndConnection(Http2Closed::kResetRate, NGHTTP2_ENHANCE_YOUR_CALM);
+          return NGHTTP2_ERR_CALLBACK_FAILURE;
+        }
+        break;
+      default:
+        h.HeaderBlockEnded();  // Only CONTINUATION may follow an unfinished block.
+        break;
+    }
+    return 0;
+  });
+}
+
+int Http2Session::OnInvalidFrame(nghttp2_session* /*session*/, const nghttp2_frame* frame,
+                                 int /*error*/, void* self) {
+  return Guarded(self, [frame](Http2Session& h) -> int {
+    // A stream nghttp2 resets for the client's protocol error costs what a reset does.
+    if (frame->hd.stream_id != 0 && !h.TakeResetToken()) {
+      h.EndConnection(Http2Closed::kResetRate, NGHTTP2_ENHANCE_YOUR_CALM);
+      return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    return 0;
+  });
+}
+
+int Http2Session::OnBeginHeaders(nghttp2_session* session, const nghttp2_frame* frame, void* self) {
+  return Guarded(self, [session, frame](Http2Session& h) -> int {
+    if (h.ended_) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    // Only the head's fields until END_HEADERS: the stream is listed, counted and served then.
+    h.opening_ = std::make_shared<Http2Stream>(session, frame->hd.stream_id, h.executor_);
+    return 0;
+  });
 }
 
 int Http2Session::OnHeader(nghttp2_session* /*session*/, const nghttp2_frame* frame,
                            const uint8_t* name, size_t namelen, const uint8_t* value,
                            size_t valuelen, uint8_t /*flags*/, void* self) {
-  auto* h = static_cast<Http2Session*>(self);
-  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
-    return 0;  // Trailers: not forwarded (the apiserver reads none).
-  }
-  if (Http2Stream* s = h->StreamOf(frame->hd.stream_id)) {
+  return Guarded(self, [&](Http2Session& h) -> int {
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+      return 0;  // Trailers: not forwarded (the apiserver reads none).
+    }
+    Http2Stream* s = h.opening_.get();
+    if (s == nullptr || s->id() != frame->hd.stream_id) return 0;
+    // The list's own limit, or what is left of the connection's for heads held at once.
+    const size_t left = h.limits_.max_header_bytes_per_connection -
+                        std::min(h.limits_.max_header_bytes_per_connection, h.held_header_bytes_);
     s->AddHeader(std::string_view(reinterpret_cast<const char*>(name), namelen),
                  std::string_view(reinterpret_cast<const char*>(value), valuelen),
-                 h->limits_.max_header_list_size);
-  }
-  return 0;
+                 std::min<size_t>(h.limits_.max_header_list_size, left));
+    return 0;
+  });
 }
 
-int Http2Session::OnFrameRecv(nghttp2_session* /*session*/, const nghttp2_frame* frame,
-                              void* self) {
-  auto* h = static_cast<Http2Session*>(self);
-  if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
-  Http2Stream* s = h->StreamOf(frame->hd.stream_id);
-  if (s == nullptr) return 0;
-  if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) s->OnBodyEnd();
-  if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
-    auto it = h->streams_.find(frame->hd.stream_id);
-    if (it != h->streams_.end()) h->Start(it->second);
-  }
-  return 0;
+int Http2Session::OnFrameRecv(nghttp2_session* session, const nghttp2_frame* frame, void* self) {
+  return Guarded(self, [session, frame](Http2Session& h) -> int {
+    if (h.ended_) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
+    if (frame->hd.type == NGHTTP2_HEADERS) h.HeaderBlockEnded();
+    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+      h.Opened(session, frame);
+      return 0;
+    }
+    Http2Stream* s = h.StreamOf(frame->hd.stream_id);
+    if (s != nullptr && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) s->OnBodyEnd();
+    return 0;
+  });
+}
+
+void Http2Session::Opened(nghttp2_session* session, const nghttp2_frame* frame) {
+  std::shared_ptr<Http2Stream> stream = std::move(opening_);
+  if (stream == nullptr || stream->id() != frame->hd.stream_id) return;
+  stream->writer = this;
+  if (stopping_) stream->stop().requested = true;
+  // GET and HEAD carry nothing the apiserver reads: a body sent with them is not kept.
+  if (stream->method() == "GET" || stream->method() == "HEAD") stream->DropBody();
+  if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) stream->OnBodyEnd();
+  held_header_bytes_ += stream->head_bytes();
+  nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, stream.get());
+  stats_.http2_streams.fetch_add(1, std::memory_order_relaxed);
+  stats_.http2_streams_total.fetch_add(1, std::memory_order_relaxed);
+  starting_.push_back(stream);
+  streams_.emplace(frame->hd.stream_id, std::move(stream));
 }
 
 int Http2Session::OnFrameSend(nghttp2_session* session, const nghttp2_frame* frame, void* self) {
-  auto* h = static_cast<Http2Session*>(self);
-  if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
-      !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+  return Guarded(self, [session, frame](Http2Session& h) -> int {
+    if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
+        !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+      return 0;
+    }
+    // A complete answer to a request whose body is still coming: as Go's server (RFC 9113
+    // §8.1), RST_STREAM NO_ERROR so the client stops sending and the stream's window is free.
+    Http2Stream* s = h.StreamOf(frame->hd.stream_id);
+    if (s != nullptr && !s->body_ended()) {
+      nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
+    }
     return 0;
-  }
-  // A complete answer to a request whose body is still coming: as Go's server (RFC 9113
-  // §8.1), RST_STREAM NO_ERROR so the client stops sending and the stream's window is free.
-  Http2Stream* s = h->StreamOf(frame->hd.stream_id);
-  if (s != nullptr && !s->body_ended()) {
-    nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
-  }
-  return 0;
+  });
 }
 
 int Http2Session::OnDataChunk(nghttp2_session* session, uint8_t /*flags*/, int32_t stream_id,
                               const uint8_t* data, size_t len, void* self) {
-  auto* h = static_cast<Http2Session*>(self);
-  if (Http2Stream* s = h->StreamOf(stream_id)) {
+  return Guarded(self, [=](Http2Session& h) -> int {
+    if (h.ended_) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    Http2Stream* s = h.StreamOf(stream_id);
+    if (s == nullptr) {
+      nghttp2_session_consume(session, stream_id, len);
+      return 0;
+    }
+    if (s->drops_body()) {
+      h.stats_.http2_body_bytes_dropped.fetch_add(len, std::memory_order_relaxed);
+    }
     s->OnData(data, len);
-  } else {
-    nghttp2_session_consume(session, stream_id, len);
-  }
-  return 0;
+    return 0;
+  });
 }
 
 int Http2Session::OnStreamClose(nghttp2_session* session, int32_t stream_id, uint32_t error_code,
                                 void* self) {
-  auto* h = static_cast<Http2Session*>(self);
-  auto it = h->streams_.find(stream_id);
-  if (it == h->streams_.end()) return 0;
-  Http2Stream& s = *it->second;
-  // What the pipeline never read goes back to the connection's window.
-  if (s.unconsumed() > 0) nghttp2_session_consume_connection(session, s.unconsumed());
-  const bool abnormal = error_code != NGHTTP2_NO_ERROR || !s.answered();
-  if (abnormal && !s.answered()) {
-    h->stats_.http2_streams_reset.fetch_add(1, std::memory_order_relaxed);
-  }
-  s.OnClose(abnormal);
-  h->streams_.erase(stream_id);
-  h->stats_.http2_streams.fetch_sub(1, std::memory_order_relaxed);
-  if (h->streams_.empty()) h->idle_since_ = std::chrono::steady_clock::now();
-  return 0;
+  return Guarded(self, [=](Http2Session& h) -> int {
+    if (h.opening_ != nullptr && h.opening_->id() == stream_id) h.opening_.reset();
+    auto it = h.streams_.find(stream_id);
+    if (it == h.streams_.end()) return 0;
+    // Kept until the end of this call: OnClose may end what the stream's handler waits on.
+    const std::shared_ptr<Http2Stream> stream = it->second;
+    Http2Stream& s = *stream;
+    // What the pipeline never read goes back to the connection's window.
+    if (s.unconsumed() > 0) nghttp2_session_consume_connection(session, s.unconsumed());
+    const bool abnormal = error_code != NGHTTP2_NO_ERROR || !s.answered();
+    if (abnormal && !s.answered()) {
+      h.stats_.http2_streams_reset.fetch_add(1, std::memory_order_relaxed);
+    }
+    h.streams_.erase(it);
+    h.stats_.http2_streams.fetch_sub(1, std::memory_order_relaxed);
+    if (h.streams_.empty()) h.idle_since_ = std::chrono::steady_clock::now();
+    s.OnClose(abnormal);
+    return 0;
+  });
 }
 
 void Http2Session::Start(std::shared_ptr<Http2Stream> stream) {
@@ -475,19 +634,36 @@ void Http2Session::Start(std::shared_ptr<Http2Stream> stream) {
 
 asio::awaitable<void> Http2Session::Serve(std::shared_ptr<Http2Stream> stream) {
   Http2Stream& s = *stream;
+  if (s.stop().cancelled) {
+    // Reset by its client before its turn came (HEADERS and RST_STREAM in one read): nothing
+    // is asked for an answer nobody reads.
+    stats_.http2_handlers_cancelled.fetch_add(1, std::memory_order_relaxed);
+    ReleaseHead(s);
+    co_return;
+  }
   if (s.head_too_large()) {
     stats_.http2_header_too_large.fetch_add(1, std::memory_order_relaxed);
+    ReleaseHead(s);
     co_await WriteHeaderListTooLong(s);
     s.Finish();
     co_return;
   }
-  Handled handled = co_await Handle(s);
+  Handled handled;
+  try {
+    handled = co_await Handle(s);
+  } catch (...) {
+    // No exception leaves the edge: the stream is reset (Finish), the connection goes on.
+    CallbackFailed();
+  }
+  if (s.stop().cancelled && !handled.watch) {
+    stats_.http2_handlers_cancelled.fetch_add(1, std::memory_order_relaxed);
+  }
+  ReleaseHead(s);
   if (handled.watch) {
     // A watch, the stream's request head forgotten: it goes on with no coroutine of this
     // stream's (an idle one keeps no frame; its events go out from its wake-ups, framed at once:
     // Http2Response::TryWriteBody). Its handlers keep it, the stream and this session; its end
     // runs from WatchEnded.
-    s.ForgetRequest();
     auto watch =
         std::make_shared<StreamWatch>(shared_from_this(), std::move(stream), std::move(handled));
     StreamWatch& w = *watch;

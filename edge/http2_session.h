@@ -27,8 +27,10 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "common/any_stream.h"
@@ -51,6 +53,26 @@ struct Http2Limits {
   uint32_t max_header_list_size = (1u << 20) + 10 * 32;
   uint32_t header_table_size = 4096;
   std::chrono::milliseconds idle_timeout = std::chrono::seconds(90);
+  // What kube-fanout adds to bound what a client can hold or make it do (docs/limits.md):
+  // A header block (HEADERS and its CONTINUATIONs) must end within this of its first frame, as
+  // an HTTP/1.1 head must (Go's ReadHeaderTimeout); past it: GOAWAY, closed.
+  std::chrono::milliseconds header_block_timeout = std::chrono::seconds(30);
+  // CONTINUATION frames after one HEADERS (nghttp2's own default since 1.61, which a 1 MiB
+  // list at our 256 KiB frames needs 4 of); a block that needs more: GOAWAY ENHANCE_YOUR_CALM
+  // as the last one allowed begins without END_HEADERS.
+  uint32_t max_continuations = 8;
+  // Request heads held at once by one connection's streams (its handlers running, and the
+  // block being read), counted as Go counts a list; a head past what is left is answered 431.
+  size_t max_header_bytes_per_connection = 4 * ((1u << 20) + 10 * 32);
+  // Streams the client resets (and streams nghttp2 resets for its protocol errors), as a
+  // token bucket: nghttp2's rapid-reset defaults since 1.57, 1,000 at once and 33 per second
+  // after; past it: GOAWAY ENHANCE_YOUR_CALM, as Go's server for CVE-2023-44487.
+  uint32_t stream_reset_burst = 1000;
+  uint32_t stream_reset_rate = 33;
+  // The reset bucket's clock (tests inject theirs).
+  std::function<std::chrono::steady_clock::time_point()> now = [] {
+    return std::chrono::steady_clock::now();
+  };
   uint32_t connection_window() const { return initial_window_size * max_concurrent_streams; }
 };
 
@@ -82,6 +104,7 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>,
   void Flush() override { write_wake_.Notify(); }
   bool can_frame_now() const override;
   bool FrameNow(const Http2Stream& stream) override;
+  void CallbackFailed() override;
   // What FrameNow left for this thread's SendBatchedWrites (response.h): written now when the
   // writer is idle and the socket takes it (over TLS: encrypted now, and what the socket does
   // not take is the writer's); else the writer is woken for it. Inside a burst of batched
@@ -89,6 +112,13 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>,
   void SendBatched();
 
  private:
+  // Every callback's body runs inside this: an exception stops at nghttp2's C frames, is
+  // counted, and ends the connection with GOAWAY INTERNAL_ERROR.
+  template <typename Body>
+  static int Guarded(void* self, Body body) noexcept;
+  static int OnBeginFrame(nghttp2_session* session, const nghttp2_frame_hd* hd, void* self);
+  static int OnInvalidFrame(nghttp2_session* session, const nghttp2_frame* frame, int error,
+                            void* self);
   static int OnBeginHeaders(nghttp2_session* session, const nghttp2_frame* frame, void* self);
   static int OnHeader(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
                       size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags,
@@ -107,6 +137,16 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>,
   void BatchWritten(size_t written);
 
   bool Init();
+  // A GOAWAY that ends the connection for what its client did (counted by `why`); the rest of
+  // what was read is not processed.
+  void EndConnection(Http2Closed why, uint32_t error_code);
+  // A stream reset by the client (or for its protocol error): false past the reset bucket.
+  bool TakeResetToken();
+  // The first frame of a header block began (its deadline set), or the block ended.
+  void HeaderBlockBegan();
+  void HeaderBlockEnded() { header_block_deadline_ = TimePoint::max(); }
+  // The head `s` held is let go (its handler is done with it, or never ran).
+  void ReleaseHead(Http2Stream& s);
   bool Receive(const char* data, size_t n);
   asio::awaitable<void> ReadLoop();
   asio::awaitable<void> WriteLoop();
@@ -120,6 +160,8 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>,
   // when its writer is idle. False: the writer must be woken instead.
   bool ListForBatchedSend();
   Http2Stream* StreamOf(int32_t id);
+  // END_HEADERS of a request's head: its stream is listed, counted and served.
+  void Opened(nghttp2_session* session, const nghttp2_frame* frame);
   void Start(std::shared_ptr<Http2Stream> stream);
   asio::awaitable<void> Serve(std::shared_ptr<Http2Stream> stream);
   // A stream's request through the pipeline. A watch it leaves running comes back with the
@@ -149,6 +191,19 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>,
   TransportStats& stats_;
   const ClientCertificate client_cert_;  // The connection's, for every stream.
   Http2Limits limits_;
+  using TimePoint = std::chrono::steady_clock::time_point;
+  // The stream whose header block is being read (at most one: a block's frames are
+  // contiguous). No table entry, no gauge, no handler before END_HEADERS.
+  std::shared_ptr<Http2Stream> opening_;
+  TimePoint header_block_deadline_ = TimePoint::max();
+  // Streams whose heads ended in the read being processed: started after it (Receive).
+  std::vector<std::shared_ptr<Http2Stream>> starting_;
+  bool header_block_armed_ = false;  // Its deadline is the idle timer's.
+  uint32_t continuations_ = 0;       // CONTINUATION frames of the block being read.
+  size_t held_header_bytes_ = 0;     // The heads of streams whose handlers have not let go.
+  double reset_tokens_;
+  TimePoint reset_refilled_;
+  bool ended_ = false;  // EndConnection ran: callbacks refuse the rest.
   // The connection's thread, for what runs after the socket is gone (a watch's end).
   asio::any_io_executor executor_;
   nghttp2_session* session_ = nullptr;

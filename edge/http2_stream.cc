@@ -111,7 +111,11 @@ Http2Stream::Http2Stream(nghttp2_session* session, int32_t id,
 
 bool Http2Stream::AddHeader(std::string_view name, std::string_view value, size_t max_bytes) {
   head_bytes_ += name.size() + value.size() + kFieldOverhead;
-  if (head_bytes_ > max_bytes) head_too_large_ = true;
+  if (!head_too_large_ &&
+      (head_bytes_ > max_bytes || name.size() > kMaxFieldBytes || value.size() > kMaxFieldBytes)) {
+    head_too_large_ = true;
+    if (head_) head_->fields.clear();  // Answered 431 whatever follows: what was kept goes now.
+  }
   if (head_too_large_ || !head_) return false;
   if (name == ":method") {
     head_->method = value;
@@ -129,7 +133,7 @@ bool Http2Stream::AddHeader(std::string_view name, std::string_view value, size_
 
 Request Http2Stream::MakeRequest(std::string_view remote_ip, RequestInfo info,
                                  const ClientCertificate* client_cert) {
-  bodiless_ = body_end_ && body_in_.empty();
+  bodiless_ = drop_body_ || (body_end_ && body_in_.empty());
   body_deadline_ = std::chrono::steady_clock::now() + kRequestBodyDeadline;
   return Request{http::string_to_verb(head_->method),
                  head_->method,
@@ -158,7 +162,7 @@ void Http2Stream::ForgetRequest() {
 }
 
 void Http2Stream::OnData(const uint8_t* data, size_t n) {
-  if (closed_ || reset_) {
+  if (closed_ || reset_ || drop_body_) {
     if (session_ != nullptr) nghttp2_session_consume(session_, id_, n);
     return;
   }
@@ -176,6 +180,8 @@ void Http2Stream::OnBodyEnd() {
 }
 
 void Http2Stream::OnClose(bool abnormal) {
+  // An answer nobody will read: what its handler still asks upstream is called off.
+  if (abnormal && !closed_) stop_.Cancel();
   closed_ = true;
   if (abnormal && !reset_) gone_ = true;
   reset_ = reset_ || abnormal;
@@ -229,6 +235,17 @@ ssize_t Http2Stream::ReadAnswer(nghttp2_session* /*session*/, int32_t /*stream_i
                                 size_t length, uint32_t* flags, nghttp2_data_source* source,
                                 void* /*user_data*/) {
   auto* s = static_cast<Http2Stream*>(source->ptr);
+  // nghttp2's C frames are never unwound: a failure resets this stream only.
+  try {
+    return s->CopyAnswer(buf, length, flags);
+  } catch (...) {
+    if (s->writer != nullptr) s->writer->CallbackFailed();
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  }
+}
+
+ssize_t Http2Stream::CopyAnswer(uint8_t* buf, size_t length, uint32_t* flags) {
+  Http2Stream* s = this;
   size_t copied = 0;
   while (copied < length && s->out_index_ < s->out_.size()) {
     asio::const_buffer& b = s->out_[s->out_index_];
@@ -250,7 +267,9 @@ ssize_t Http2Stream::ReadAnswer(nghttp2_session* /*session*/, int32_t /*stream_i
   return static_cast<ssize_t>(copied);
 }
 
-bool Http2Body::done() const { return stream_.body_end_ && stream_.unconsumed() == 0; }
+bool Http2Body::done() const {
+  return stream_.drop_body_ || (stream_.body_end_ && stream_.unconsumed() == 0);
+}
 
 bool Http2Body::chunked() const {
   return !stream_.bodiless_ &&
@@ -260,6 +279,7 @@ bool Http2Body::chunked() const {
 asio::awaitable<std::pair<beast::error_code, size_t>> Http2Body::ReadSome(std::span<char> into) {
   Http2Stream& s = stream_;
   if (timed_out_) co_return std::pair{beast::error_code(beast::error::timeout), size_t{0}};
+  if (s.drop_body_) co_return std::pair{beast::error_code{}, size_t{0}};
   for (;;) {
     if (s.unconsumed() > 0) {
       const size_t n = std::min(into.size(), s.unconsumed());

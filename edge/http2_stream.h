@@ -44,6 +44,8 @@ class Http2Writer {
   // Has nghttp2 produce its frames now, into the connection's next write, until `stream`'s
   // queued answer bytes were all framed (true) or the next write is full; wakes the writer.
   virtual bool FrameNow(const Http2Stream& stream) = 0;
+  // A stream's nghttp2 callback failed (an exception stopped at the C boundary): counted.
+  virtual void CallbackFailed() = 0;
 
  protected:
   ~Http2Writer() = default;
@@ -130,9 +132,22 @@ class Http2Stream {
   int32_t id() const { return id_; }
 
   // Decoding the request head (nghttp2's header callbacks). False: past `max_bytes` (Go's
-  // accounting: name, value and 32 bytes per field); the head is then answered 431.
+  // accounting: name, value and 32 bytes per field), or a name or value longer than a field
+  // can hold (kMaxFieldBytes); the head is then answered 431, and no more of it is kept.
   bool AddHeader(std::string_view name, std::string_view value, size_t max_bytes);
   bool head_too_large() const { return head_too_large_; }
+  // What the head holds, as counted above (until ForgetRequest; none once too large: its
+  // fields were let go).
+  size_t head_bytes() const { return head_ && !head_too_large_ ? head_bytes_ : 0; }
+  // Beast's field offsets are 16 bits: a name or value past this cannot be held (Go takes one up
+  // to the whole list limit, the one difference; nghttp2 1.52's HPACK decoder ends the
+  // connection past 65,536).
+  static constexpr size_t kMaxFieldBytes = 65533;
+  // A request whose method has no body to the apiserver (GET, HEAD: get, list, watch): bytes
+  // the client sends with it are given back to its windows as they come and dropped, and the
+  // pipeline sees no body. Set once its head is complete.
+  void DropBody() { drop_body_ = true; }
+  bool drops_body() const { return drop_body_; }
   // The request as the pipeline sees it, once the head is complete.
   Request MakeRequest(std::string_view remote_ip, RequestInfo info,
                       const ClientCertificate* client_cert);
@@ -179,6 +194,8 @@ class Http2Stream {
   friend class Http2Response;
 
   void Reset(uint32_t code);
+  // ReadAnswer's work, inside its guard.
+  ssize_t CopyAnswer(uint8_t* buf, size_t length, uint32_t* flags);
   // Drops the pieces WriteBody was given (and a long list's room).
   void ClearOut();
   // Tells WatchClient's callback, once, when the stream ended (`gone_`) or was reset, or when
@@ -201,7 +218,8 @@ class Http2Stream {
   std::string body_in_;
   size_t body_offset_ = 0;
   bool body_end_ = false;
-  bool bodiless_ = false;  // The head came with END_STREAM.
+  bool bodiless_ = false;  // The head came with END_STREAM, or the body is dropped.
+  bool drop_body_ = false;
   // The whole body's deadline (set with the request, from its complete head).
   std::chrono::steady_clock::time_point body_deadline_ =
       std::chrono::steady_clock::time_point::max();

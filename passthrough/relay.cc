@@ -59,12 +59,18 @@ asio::awaitable<bool> Open(Exchange& x, UpstreamPool& pool, bool upgrade,
                            UpstreamCall& call, absl::Status* refused) {
   const bool has_body = !x.request.body.done();
   for (int attempt = 0;; ++attempt) {
+    // A client that reset its stream (before or while a connection was found) asks nothing.
+    if (x.stop.cancelled) {
+      x.error = "client reset the stream";
+      co_return false;
+    }
     auto acquired = co_await pool.Acquire(/*allow_reuse=*/attempt == 0 && !upgrade);
     if (!acquired.ok()) {
       x.error = std::string(acquired.status().message());
       co_return false;
     }
     call.lease = *std::move(acquired);
+    if (x.stop.cancelled) continue;  // The check above ends it; the lease is dropped.
     const UpstreamEndpoint& endpoint = pool.endpoint(call.lease.endpoint);
     x.upstream = endpoint.Url();
     auto head = UpstreamRequestHead(x.request, endpoint, upgrade, names, as_user);
@@ -83,7 +89,7 @@ asio::awaitable<bool> Open(Exchange& x, UpstreamPool& pool, bool upgrade,
     }
     if (!ec) co_return true;
     if (call.lease.reused) pool.FailedInUse();
-    if (!(call.lease.reused && !has_body && !x.stopping())) {
+    if (!(call.lease.reused && !has_body && !x.stopping() && !x.stop.cancelled)) {
       x.error = absl::StrCat("upstream ", x.upstream, ": ", ec.message());
       co_return false;
     }
@@ -124,8 +130,10 @@ asio::awaitable<void> PumpBody(BodyPump& b) {
         b.upstream_clean = false;
         break;
       }
-      // The upstream failed mid-body: the client sees its stream cut, as it would have.
-      b.x.error = absl::StrCat("upstream ", b.x.upstream, ": ", rec.message());
+      // The upstream failed mid-body: the client sees its stream cut, as it would have. Or
+      // the client reset its stream, which closed the upstream connection (Serve).
+      b.x.error = b.x.stop.cancelled ? std::string("client reset the stream")
+                                     : absl::StrCat("upstream ", b.x.upstream, ": ", rec.message());
       b.failed = true;
       co_return;
     }
@@ -259,6 +267,13 @@ asio::awaitable<bool> Relay::Serve(Exchange& x) {
                                : (events ? pools_.events_pool : pools_.pool);
   const bool upgrade = x.route == Route::kTunnel;
   UpstreamCall call;
+  // A client that resets its stream ends the upstream call with it: the apiserver sees its
+  // connection close and stops the request (rapid resets must not become upstream work).
+  x.stop.cancel_hook = [&call] {
+    beast::error_code ignored;
+    if (call.lease.stream) call.stream().tcp().socket().close(ignored);
+  };
+  absl::Cleanup clear_cancel_hook = [&x] { x.stop.cancel_hook = nullptr; };
   if (pool == nullptr) pool = events ? pools_.events_pool : pools_.pool;  // No front proxy set.
   absl::Status refused;
   const bool opened =

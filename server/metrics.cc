@@ -99,6 +99,27 @@ void RenderTransport(Writer& w, const TransportStats& t, int64_t open_connection
   single("kube_fanout_http2_header_too_large_total", "counter",
          "HTTP/2 requests refused 431 for a header list past 1 MiB (+320).",
          static_cast<double>(t.http2_header_too_large.load()));
+  w.Family("kube_fanout_http2_connections_closed_total", "counter",
+           "HTTP/2 connections ended with GOAWAY for what their client did: a header block not "
+           "ended in time, too many CONTINUATION frames, resets past the rate limit, or a "
+           "callback that failed.");
+  static constexpr std::string_view kClosed[] = {"header_block_timeout", "continuations",
+                                                 "reset_rate", "callback_failure"};
+  for (size_t i = 0; i < std::size(kClosed); ++i) {
+    w.Sample("kube_fanout_http2_connections_closed_total", Label("reason", kClosed[i]),
+             static_cast<double>(t.http2_closed[i].load()));
+  }
+  single("kube_fanout_http2_callback_failures_total", "counter",
+         "nghttp2 callbacks and HTTP/2 handlers that failed with an exception (stopped at the "
+         "boundary).",
+         static_cast<double>(t.http2_callback_failures.load()));
+  single("kube_fanout_http2_handlers_cancelled_total", "counter",
+         "HTTP/2 requests whose client reset the stream before or while they were served: not "
+         "started, or their upstream call ended.",
+         static_cast<double>(t.http2_handlers_cancelled.load()));
+  single("kube_fanout_http2_request_body_dropped_bytes_total", "counter",
+         "Body bytes sent with HTTP/2 GET and HEAD requests, consumed and dropped.",
+         static_cast<double>(t.http2_body_bytes_dropped.load()));
   w.Family("kube_fanout_request_body_timeouts_total", "counter",
            "Request bodies not sent whole within 60 s of their head (the apiserver's "
            "--request-timeout), by protocol: the read was ended, an Event creation answered 504 "

@@ -24,7 +24,7 @@ namespace {
 // Flag values parsed after Boost (durations).
 struct RawFlags {
   std::string grace, dial, bookmark, watch_idle, consistent_passthrough;
-  std::string snapshot_interval, snapshot_max_age;
+  std::string snapshot_interval, snapshot_max_age, http2_header_block;
   std::string authn_ttl, authn_negative_ttl, authz_ttl, authz_negative_ttl;
 };
 
@@ -184,6 +184,26 @@ po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
      "The most concurrent streams a client's HTTP/2 connection may have (announced in SETTINGS; "
      "the connection's flow-control window is 256 KiB per stream). 0: the apiserver's default, "
      "100.")
+    ("http2-header-block-timeout",
+     po::value(&raw->http2_header_block)->value_name("DURATION")->default_value("30s"),
+     "An HTTP/2 header block (HEADERS and its CONTINUATIONs) must end within this of its first "
+     "frame, as an HTTP/1.1 head must; past it the connection gets GOAWAY and is closed.")
+    ("http2-max-continuations",
+     po::value(&o->http2_max_continuations)->value_name("N")->default_value(8),
+     "CONTINUATION frames allowed after one HTTP/2 HEADERS frame; past it: GOAWAY "
+     "ENHANCE_YOUR_CALM.")
+    ("http2-max-header-bytes-per-connection",
+     po::value(&o->http2_max_header_bytes_per_connection)->value_name("BYTES")
+         ->default_value(4 * ((1u << 20) + 320)),
+     "Request heads (name, value and 32 bytes per field, as Go counts) one HTTP/2 connection's "
+     "requests under way may hold together; a head past what is left is answered 431.")
+    ("http2-stream-reset-burst",
+     po::value(&o->http2_stream_reset_burst)->value_name("N")->default_value(1000),
+     "HTTP/2 stream resets by a client (RST_STREAM, or its protocol errors) allowed at once; "
+     "past it and --http2-stream-reset-rate: GOAWAY ENHANCE_YOUR_CALM.")
+    ("http2-stream-reset-rate",
+     po::value(&o->http2_stream_reset_rate)->value_name("N")->default_value(33),
+     "HTTP/2 stream resets per second a client regains, up to --http2-stream-reset-burst.")
     ("watch-bookmark-interval", po::value(bookmark)->value_name("DURATION")->default_value("1m"),
      "How often watches that allow bookmarks get one (the apiserver's cadence is 1m); one also "
      "goes 2s before a watch's timeout.")
@@ -271,7 +291,9 @@ const std::vector<Topic>& Topics() {
       {"Listener",
        {"listen", "secure-listen", "tls-cert-file", "tls-private-key-file", "tls-cipher-suites",
         "tls-min-version", "metrics-listen", "allow-insecure-listen",
-        "http2-max-streams-per-connection"}},
+        "http2-max-streams-per-connection", "http2-header-block-timeout", "http2-max-continuations",
+        "http2-max-header-bytes-per-connection", "http2-stream-reset-burst",
+        "http2-stream-reset-rate"}},
       {"Client authentication and authorization",
        {"client-ca-file", "requestheader-client-ca-file", "requestheader-allowed-names",
         "proxy-client-cert-file", "proxy-client-key-file", "requestheader-username-headers",
@@ -374,6 +396,7 @@ absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv) {
        {&raw.consistent_passthrough, &o.consistent_read_passthrough_interval}},
       {"cache-snapshot-interval", {&raw.snapshot_interval, &o.cache_snapshot_interval}},
       {"cache-snapshot-max-age", {&raw.snapshot_max_age, &o.cache_snapshot_max_age}},
+      {"http2-header-block-timeout", {&raw.http2_header_block, &o.http2_header_block_timeout}},
       {"authentication-token-webhook-cache-ttl", {&raw.authn_ttl, &o.authentication_cache_ttl}},
       {"authentication-token-webhook-cache-unauthorized-ttl",
        {&raw.authn_negative_ttl, &o.authentication_cache_unauthorized_ttl}},

@@ -75,6 +75,12 @@ struct ProxyOptions {
   int64_t max_watchers = 100000;                       // Cached watches open; 0: unlimited.
   int64_t max_watchers_per_user = 0;                   // 0: unlimited.
   uint32_t http2_max_streams_per_connection = 0;       // 0: the apiserver's 100.
+  // HTTP/2 bounds of kube-fanout's own (edge/http2_session.h, Http2Limits).
+  absl::Duration http2_header_block_timeout = absl::Seconds(30);
+  uint32_t http2_max_continuations = 8;
+  uint64_t http2_max_header_bytes_per_connection = 4 * ((1u << 20) + 320);
+  uint32_t http2_stream_reset_burst = 1000;
+  uint32_t http2_stream_reset_rate = 33;
   absl::Duration watch_bookmark_interval = absl::Minutes(1);
   // One consistent LIST/GET per cached resource per interval goes to the apiserver at once
   // instead of waiting for the cache's proof of freshness; zero: never.

@@ -530,6 +530,11 @@ asio::awaitable<void> Server::AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool
       if (options_.http2_max_streams_per_connection > 0) {
         h2.max_concurrent_streams = options_.http2_max_streams_per_connection;
       }
+      h2.header_block_timeout = absl::ToChronoMilliseconds(options_.http2_header_block_timeout);
+      h2.max_continuations = options_.http2_max_continuations;
+      h2.max_header_bytes_per_connection = options_.http2_max_header_bytes_per_connection;
+      h2.stream_reset_burst = options_.http2_stream_reset_burst;
+      h2.stream_reset_rate = options_.http2_stream_reset_rate;
       session->SetHttp2Limits(h2);
       if (tls) {
         session->SetHandshakeGate(accepted, Worker::kHandshakeQueueWait,

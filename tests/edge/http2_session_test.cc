@@ -135,6 +135,34 @@ class Paths : public Handler {
       co_await quiet.async_wait(asio::as_tuple(asio::use_awaitable));
       end_held = nullptr;
       co_await x.response->End();
+    } else if (path == "/count") {
+      ++counted;
+      co_await WriteWhole(*x.response, 200, "text/plain", "ok");
+    } else if (path == "/hold") {
+      // Waits as a handler asking upstream does, until told or its client resets the stream
+      // (StopSignal::cancel_hook, as the relay sets it).
+      const asio::any_io_executor executor = co_await asio::this_coro::executor;
+      asio::steady_timer wait(executor, asio::steady_timer::time_point::max());
+      x.stop.cancel_hook = [&] {
+        ++hold_cancelled;
+        wait.cancel();
+      };
+      end_hold = [&wait] { wait.cancel(); };
+      co_await wait.async_wait(asio::as_tuple(asio::use_awaitable));
+      x.stop.cancel_hook = nullptr;
+      end_hold = nullptr;
+      co_await WriteWhole(*x.response, 200, "text/plain", "held");
+    } else if (path == "/big-head") {
+      // 120 KB of fields: past nghttp2's default 64 KiB header block for sending.
+      ResponseHead head;
+      head.framing = ResponseHead::Framing::kWhole;
+      head.length = 2;
+      head.fields.set("x-a", std::string(60000, 'a'));
+      head.fields.set("x-b", std::string(60000, 'b'));
+      const std::array<asio::const_buffer, 1> body{asio::buffer(std::string_view("ok"))};
+      co_await WriteAnswer(*x.response, std::move(head), body);
+    } else if (path == "/throw") {
+      throw std::length_error("field value too large");  // As Beast throws.
     } else if (path == "/echo") {
       auto body = co_await ReadWholeBody(x.request.body, 1 << 20);
       const std::string echo = body.value_or("?");  // Named: GCC 12 and coroutine temporaries.
@@ -153,6 +181,9 @@ class Paths : public Handler {
   int direct_written = 0;
   std::vector<bool> watch_told;
   std::function<void()> end_held;  // Ends /direct-held's wait.
+  int counted = 0;
+  int hold_cancelled = 0;
+  std::function<void()> end_hold;  // Ends /hold's wait.
 };
 
 // How the client's bytes travel: the pair's plain socket, or TLS over it.
@@ -207,7 +238,10 @@ class Client {
         {":path", path},
         {":scheme", "http"},
         {":authority", "x"}};
-    h.insert(h.end(), extra.begin(), extra.end());
+    for (auto& [n, v] : extra) {
+      if (n == ":method") h[0].second = v;  // A GET with a body, say.
+      if (n != ":method") h.emplace_back(n, v);
+    }
     std::vector<nghttp2_nv> nv;
     for (auto& [n, v] : h) {
       nv.push_back({reinterpret_cast<uint8_t*>(n.data()), reinterpret_cast<uint8_t*>(v.data()),
@@ -319,14 +353,16 @@ struct PathsPipeline {
 struct H2c : PathsPipeline {
   // `socket_buffers`: the server's send and the client's receive buffer, when not 0 (small
   // ones make the kernel take a write in part).
-  explicit H2c(int socket_buffers = 0) {
+  explicit H2c(int socket_buffers = 0, const Http2Limits& limits = {}) {
     if (socket_buffers > 0) {
       pair.server.tcp().socket().set_option(asio::socket_base::send_buffer_size(socket_buffers));
       pair.client.set_option(asio::socket_base::receive_buffer_size(socket_buffers));
     }
-    std::make_shared<HttpSession>(std::make_unique<AnyStream>(std::move(pair.server)),
-                                  "127.0.0.1:5555", *pipeline, sessions, active, log)
-        ->Start(ioc.get_executor());
+    auto session =
+        std::make_shared<HttpSession>(std::make_unique<AnyStream>(std::move(pair.server)),
+                                      "127.0.0.1:5555", *pipeline, sessions, active, log);
+    session->SetHttp2Limits(limits);
+    session->Start(ioc.get_executor());
   }
   bool RunUntil(const std::function<bool()>& done) {
     return test::RunUntil(ioc, [&] {
@@ -340,6 +376,130 @@ struct H2c : PathsPipeline {
   asio::io_context ioc;
   LoopbackPair pair{ioc};
   Client client{pair};
+};
+
+// A client writing frames by hand (HTTP/2 with prior knowledge) and reading the server's, for
+// what an nghttp2 client would never send: unfinished header blocks, CONTINUATION floods.
+struct RawH2 : PathsPipeline {
+  struct Frame {
+    uint8_t type = 0, flags = 0;
+    int32_t stream = 0;
+    std::string payload;
+  };
+  explicit RawH2(const Http2Limits& limits = {}) {
+    auto session =
+        std::make_shared<HttpSession>(std::make_unique<AnyStream>(std::move(pair.server)),
+                                      "127.0.0.1:5555", *pipeline, sessions, active, log);
+    session->SetHttp2Limits(limits);
+    session->Start(ioc.get_executor());
+    nghttp2_hd_deflate_new(&deflater, 4096);
+    nghttp2_hd_inflate_new(&inflater);
+    Write(std::string(kHttp2Preface) + FrameBytes(NGHTTP2_SETTINGS, 0, 0, ""));
+  }
+  ~RawH2() {
+    nghttp2_hd_deflate_del(deflater);
+    nghttp2_hd_inflate_del(inflater);
+  }
+  static std::string FrameBytes(uint8_t type, uint8_t flags, int32_t stream,
+                                std::string_view payload) {
+    std::string f;
+    const size_t n = payload.size();
+    f += {static_cast<char>(n >> 16), static_cast<char>(n >> 8), static_cast<char>(n)};
+    f += {static_cast<char>(type), static_cast<char>(flags)};
+    f += {static_cast<char>(stream >> 24), static_cast<char>(stream >> 16),
+          static_cast<char>(stream >> 8), static_cast<char>(stream)};
+    f += payload;
+    return f;
+  }
+  // A GET's header block for `path`, HPACK-encoded.
+  std::string Block(const std::string& path,
+                    std::vector<std::pair<std::string, std::string>> extra = {}) {
+    std::vector<std::pair<std::string, std::string>> h = {
+        {":method", "GET"}, {":path", path}, {":scheme", "http"}, {":authority", "x"}};
+    h.insert(h.end(), extra.begin(), extra.end());
+    std::vector<nghttp2_nv> nv;
+    for (auto& [n, v] : h) {
+      nv.push_back({reinterpret_cast<uint8_t*>(n.data()), reinterpret_cast<uint8_t*>(v.data()),
+                    n.size(), v.size(), NGHTTP2_NV_FLAG_NONE});
+    }
+    std::string out(nghttp2_hd_deflate_bound(deflater, nv.data(), nv.size()), '\0');
+    const ssize_t n = nghttp2_hd_deflate_hd(deflater, reinterpret_cast<uint8_t*>(out.data()),
+                                            out.size(), nv.data(), nv.size());
+    out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    return out;
+  }
+  void Write(const std::string& bytes) {
+    beast::error_code ec;
+    asio::write(pair.client, asio::buffer(bytes), ec);
+  }
+  // Reads what arrived into `frames`, and the statuses of the answers' heads.
+  void Pump() {
+    in += pair.ReadAvailable();
+    while (in.size() >= 9) {
+      const size_t n = (static_cast<uint8_t>(in[0]) << 16) | (static_cast<uint8_t>(in[1]) << 8) |
+                       static_cast<uint8_t>(in[2]);
+      if (in.size() < 9 + n) break;
+      Frame f{
+          static_cast<uint8_t>(in[3]), static_cast<uint8_t>(in[4]),
+          static_cast<int32_t>(((static_cast<uint8_t>(in[5]) & 0x7f) << 24) |
+                               (static_cast<uint8_t>(in[6]) << 16) |
+                               (static_cast<uint8_t>(in[7]) << 8) | static_cast<uint8_t>(in[8])),
+          in.substr(9, n)};
+      in.erase(0, 9 + n);
+      if (f.type == NGHTTP2_HEADERS) Decode(f);
+      if (f.type == NGHTTP2_GOAWAY && f.payload.size() >= 8) {
+        goaway_error = (static_cast<uint8_t>(f.payload[4]) << 24) |
+                       (static_cast<uint8_t>(f.payload[5]) << 16) |
+                       (static_cast<uint8_t>(f.payload[6]) << 8) |
+                       static_cast<uint8_t>(f.payload[7]);
+      }
+      frames.push_back(std::move(f));
+    }
+  }
+  void Decode(const Frame& f) {
+    auto* at = reinterpret_cast<const uint8_t*>(f.payload.data());
+    size_t left = f.payload.size();
+    for (;;) {
+      nghttp2_nv nv;
+      int flags = 0;
+      const ssize_t n = nghttp2_hd_inflate_hd2(inflater, &nv, &flags, at, left, 1);
+      if (n < 0) return;
+      at += n;
+      left -= static_cast<size_t>(n);
+      if (flags & NGHTTP2_HD_INFLATE_EMIT) {
+        const std::string name(reinterpret_cast<const char*>(nv.name), nv.namelen);
+        if (name == ":status") {
+          status[f.stream] = std::string(reinterpret_cast<const char*>(nv.value), nv.valuelen);
+        }
+      }
+      if (flags & NGHTTP2_HD_INFLATE_FINAL) {
+        nghttp2_hd_inflate_end_headers(inflater);
+        return;
+      }
+      if (n == 0 && left == 0) return;
+    }
+  }
+  bool RunUntil(const std::function<bool()>& done,
+                std::chrono::milliseconds limit = std::chrono::seconds(5)) {
+    return test::RunUntil(
+        ioc,
+        [&] {
+          Pump();
+          return done();
+        },
+        limit);
+  }
+
+  SessionSet sessions;
+  std::atomic<int64_t> active{0};
+  asio::io_context ioc;
+  LoopbackPair pair{ioc};
+  nghttp2_hd_deflater* deflater = nullptr;
+  nghttp2_hd_inflater* inflater = nullptr;
+  std::string in;
+  std::vector<Frame> frames;
+  std::map<int32_t, std::string> status;
+  std::optional<uint32_t> goaway_error;
 };
 
 TEST_CASE("Http2Session announces the apiserver's HTTP/2 settings") {
@@ -627,6 +787,190 @@ TEST_CASE("Http2Session sends GOAWAY on a graceful stop and closes when its stre
   REQUIRE(h.RunUntil([&] { return h.client.goaway_error.has_value() && h.pair.closed; }));
   CHECK(*h.client.goaway_error == NGHTTP2_NO_ERROR);
   CHECK(h.active == 0);
+}
+
+TEST_CASE(
+    "Http2Session lists no stream before END_HEADERS and ends a header block not ended in time") {
+  Http2Limits limits;
+  limits.header_block_timeout = std::chrono::milliseconds(200);
+  RawH2 h(limits);
+  const std::string block = h.Block("/small");
+  // The block's first half, without END_HEADERS: nothing is listed, counted or served.
+  const auto started = std::chrono::steady_clock::now();
+  h.Write(RawH2::FrameBytes(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_STREAM, 1,
+                            block.substr(0, block.size() / 2)));
+  REQUIRE(h.RunUntil([&] { return h.stats.transport.http2_connections == 1; }));
+  h.RunUntil([] { return false; }, std::chrono::milliseconds(50));
+  CHECK(h.stats.transport.http2_streams == 0);
+  CHECK(h.stats.transport.http2_streams_total == 0);
+  CHECK_FALSE(h.goaway_error.has_value());
+  // Past the deadline: GOAWAY, then the connection closes.
+  REQUIRE(h.RunUntil([&] { return h.goaway_error.has_value() && h.pair.closed; }));
+  CHECK(std::chrono::steady_clock::now() - started >= limits.header_block_timeout);
+  CHECK(*h.goaway_error == NGHTTP2_NO_ERROR);
+  const auto why = static_cast<size_t>(Http2Closed::kHeaderBlockTimeout);
+  CHECK(h.stats.transport.http2_closed[why] == 1);
+  CHECK(h.stats.transport.http2_streams == 0);
+}
+
+TEST_CASE(
+    "Http2Session serves a header block in CONTINUATION frames and ends a connection sending too "
+    "many") {
+  Http2Limits limits;
+  limits.max_continuations = 3;
+  RawH2 h(limits);
+  // HEADERS and three CONTINUATIONs: the most allowed.
+  const std::string block = h.Block("/small");
+  std::string frames =
+      RawH2::FrameBytes(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_STREAM, 1, block.substr(0, 2));
+  frames += RawH2::FrameBytes(NGHTTP2_CONTINUATION, 0, 1, block.substr(2, 2));
+  frames += RawH2::FrameBytes(NGHTTP2_CONTINUATION, 0, 1, "");
+  frames += RawH2::FrameBytes(NGHTTP2_CONTINUATION, NGHTTP2_FLAG_END_HEADERS, 1, block.substr(4));
+  h.Write(frames);
+  REQUIRE(h.RunUntil([&] { return h.status.count(1) == 1; }));
+  CHECK(h.status[1] == "200");
+  // A fourth: GOAWAY ENHANCE_YOUR_CALM, closed; the block's stream never served.
+  const std::string next = h.Block("/count");
+  frames = RawH2::FrameBytes(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_STREAM, 3, next.substr(0, 1));
+  for (int i = 0; i < 4; ++i) frames += RawH2::FrameBytes(NGHTTP2_CONTINUATION, 0, 3, "");
+  frames += RawH2::FrameBytes(NGHTTP2_CONTINUATION, NGHTTP2_FLAG_END_HEADERS, 3, next.substr(1));
+  h.Write(frames);
+  REQUIRE(h.RunUntil([&] { return h.goaway_error.has_value() && h.pair.closed; }));
+  CHECK(*h.goaway_error == NGHTTP2_ENHANCE_YOUR_CALM);
+  CHECK(h.paths.counted == 0);
+  CHECK(h.stats.transport.http2_closed[static_cast<size_t>(Http2Closed::kContinuations)] == 1);
+}
+
+TEST_CASE(
+    "Http2Session ends with nghttp2's default of 8 CONTINUATION frames before nghttp2 would") {
+  RawH2 h;
+  const std::string block = h.Block("/count");
+  std::string frames =
+      RawH2::FrameBytes(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_STREAM, 1, block.substr(0, 1));
+  for (int i = 0; i < 9; ++i) frames += RawH2::FrameBytes(NGHTTP2_CONTINUATION, 0, 1, "");
+  h.Write(frames);
+  REQUIRE(h.RunUntil([&] { return h.pair.closed; }));
+  REQUIRE(h.goaway_error.has_value());
+  CHECK(*h.goaway_error == NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
+TEST_CASE("Http2Session answers a field longer than a head can hold 431 on its stream only") {
+  H2c h;
+  const int32_t watch = h.client.Request("/watch");
+  REQUIRE(h.RunUntil([&] { return h.client.streams[watch].headers.count(":status") == 1; }));
+  // One byte past Beast's field limit (Go would take it, up to 1 MiB: a documented gap).
+  const int32_t big = h.client.Request("/small", {}, false, {{"x-long", std::string(65534, 'v')}});
+  REQUIRE(h.RunUntil([&] { return h.client.streams[big].closed; }));
+  CHECK(h.client.streams[big].headers[":status"] == "431");
+  CHECK(h.client.streams[big].data ==
+        "<h1>HTTP Error 431</h1><p>Request Header Field(s) Too Large</p>");
+  // The field at the limit is served, and the watch goes on, counted once.
+  const int32_t fits = h.client.Request("/small", {}, false, {{"x-long", std::string(65533, 'v')}});
+  REQUIRE(h.RunUntil([&] { return h.client.streams[fits].closed; }));
+  CHECK(h.client.streams[fits].data == "ok");
+  CHECK_FALSE(h.client.streams[watch].closed);
+  CHECK(h.stats.transport.http2_streams == 1);
+  CHECK(h.stats.transport.http2_header_too_large == 1);
+  CHECK(h.stats.transport.http2_callback_failures == 0);
+}
+
+TEST_CASE("Http2Session answers 431 to a head past what the connection's heads may hold") {
+  Http2Limits limits;
+  limits.max_header_bytes_per_connection = 100 * 1024;
+  H2c h(0, limits);
+  const int32_t held = h.client.Request("/hold", {}, false, {{"x-a", std::string(60000, 'a')}});
+  REQUIRE(h.RunUntil([&] { return static_cast<bool>(h.paths.end_hold); }));
+  const int32_t over = h.client.Request("/small", {}, false, {{"x-a", std::string(60000, 'b')}});
+  REQUIRE(h.RunUntil([&] { return h.client.streams[over].closed; }));
+  CHECK(h.client.streams[over].headers[":status"] == "431");
+  // Once the first is answered, its head's bytes are free again.
+  h.paths.end_hold();
+  REQUIRE(h.RunUntil([&] { return h.client.streams[held].closed; }));
+  CHECK(h.client.streams[held].data == "held");
+  const int32_t after = h.client.Request("/small", {}, false, {{"x-a", std::string(60000, 'c')}});
+  REQUIRE(h.RunUntil([&] { return h.client.streams[after].closed; }));
+  CHECK(h.client.streams[after].headers[":status"] == "200");
+}
+
+TEST_CASE("Http2Session consumes and drops the body of a GET while its watch goes on") {
+  H2c h;
+  // 1 MiB: four times the stream's window, so it passes only if it is consumed as it comes.
+  const int32_t watch =
+      h.client.Request("/watch", std::string(1 << 20, 'b'), false, {{":method", "GET"}});
+  REQUIRE(h.RunUntil([&] { return h.stats.transport.http2_body_bytes_dropped == (1u << 20); }));
+  CHECK(h.client.streams[watch].headers[":status"] == "200");
+  CHECK_FALSE(h.client.streams[watch].closed);
+  // A POST's body is still read by its handler.
+  const int32_t echo = h.client.Request("/echo", "kept");
+  REQUIRE(h.RunUntil([&] { return h.client.streams[echo].closed; }));
+  CHECK(h.client.streams[echo].data == "kept");
+}
+
+TEST_CASE("Http2Session starts no handler for a stream its client reset in the same read") {
+  H2c h;
+  REQUIRE(h.RunUntil([&] { return h.stats.transport.http2_connections == 1; }));
+  // HEADERS and RST_STREAM reach the server together (nothing runs between the two writes).
+  for (int i = 0; i < 10; ++i) h.client.Reset(h.client.Request("/count"));
+  const int32_t last = h.client.Request("/count");
+  REQUIRE(h.RunUntil([&] { return h.client.streams[last].closed; }));
+  CHECK(h.paths.counted == 1);
+  CHECK(h.stats.transport.http2_handlers_cancelled == 10);
+  CHECK(h.stats.transport.http2_streams == 0);
+}
+
+TEST_CASE("Http2Session cancels what a handler waits on when its client resets the stream") {
+  H2c h;
+  const int32_t held = h.client.Request("/hold");
+  REQUIRE(h.RunUntil([&] { return static_cast<bool>(h.paths.end_hold); }));
+  h.client.Reset(held);
+  REQUIRE(h.RunUntil([&] { return h.paths.hold_cancelled == 1 && !h.paths.end_hold; }));
+  REQUIRE(h.RunUntil([&] { return h.stats.transport.http2_handlers_cancelled == 1; }));
+  CHECK(h.stats.transport.http2_streams == 0);
+}
+
+TEST_CASE("Http2Session ends a connection whose client resets streams faster than its bucket") {
+  auto now = std::chrono::steady_clock::time_point{};
+  Http2Limits limits;
+  limits.stream_reset_burst = 3;
+  limits.stream_reset_rate = 1;
+  limits.now = [&now] { return now; };
+  H2c h(0, limits);
+  for (int i = 0; i < 3; ++i) h.client.Reset(h.client.Request("/count"));
+  const int32_t a = h.client.Request("/small");
+  REQUIRE(h.RunUntil([&] { return h.client.streams[a].closed; }));
+  CHECK_FALSE(h.client.goaway_error.has_value());
+  // A second later one more token: one reset passes, the next does not.
+  now += std::chrono::seconds(1);
+  h.client.Reset(h.client.Request("/count"));
+  const int32_t b = h.client.Request("/small");
+  REQUIRE(h.RunUntil([&] { return h.client.streams[b].closed; }));
+  CHECK_FALSE(h.client.goaway_error.has_value());
+  h.client.Reset(h.client.Request("/count"));
+  REQUIRE(h.RunUntil([&] { return h.client.goaway_error.has_value() && h.pair.closed; }));
+  CHECK(*h.client.goaway_error == NGHTTP2_ENHANCE_YOUR_CALM);
+  CHECK(h.stats.transport.http2_closed[static_cast<size_t>(Http2Closed::kResetRate)] == 1);
+}
+
+TEST_CASE("Http2Session sends an answer whose head is past nghttp2's default 64 KiB block") {
+  H2c h;
+  const int32_t big = h.client.Request("/big-head");
+  REQUIRE(h.RunUntil([&] { return h.client.streams[big].closed; }));
+  CHECK(h.client.streams[big].headers[":status"] == "200");
+  CHECK(h.client.streams[big].headers["x-b"].size() == 60000);
+  CHECK(h.client.streams[big].data == "ok");
+  CHECK(h.client.streams[big].error == NGHTTP2_NO_ERROR);
+}
+
+TEST_CASE("Http2Session resets a stream whose handler threw and serves the next") {
+  H2c h;
+  const int32_t threw = h.client.Request("/throw");
+  REQUIRE(h.RunUntil([&] { return h.client.streams[threw].closed; }));
+  CHECK(h.client.streams[threw].error == NGHTTP2_INTERNAL_ERROR);
+  CHECK(h.stats.transport.http2_callback_failures == 1);
+  const int32_t next = h.client.Request("/small");
+  REQUIRE(h.RunUntil([&] { return h.client.streams[next].closed; }));
+  CHECK(h.client.streams[next].data == "ok");
+  CHECK(h.stats.transport.http2_streams == 0);
 }
 
 TEST_CASE("HttpSession still serves HTTP/1.1 on a plain connection") {
