@@ -21,9 +21,6 @@ namespace {
 namespace http = beast::http;
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
-// Go's http.Server in the apiserver keeps idle keep-alive connections for 90 s (IdleTimeout).
-constexpr auto kIdleTimeout = std::chrono::seconds(90);
-constexpr auto kHeaderTimeout = std::chrono::seconds(30);
 constexpr auto kWriteTimeout = std::chrono::seconds(30);
 constexpr auto kTlsCloseBudget = std::chrono::milliseconds(500);
 
@@ -104,6 +101,10 @@ asio::awaitable<void> HttpSession::Run() {
     }
     client_cert_ = std::make_unique<ClientCertificate>(ReadClientCertificate(client_->ssl()));
   }
+  // Go's server gives a connection's first request ReadHeaderTimeout from when it starts
+  // reading it (after the handshake): no idle wait before it, and the h2c preface is part of
+  // it.
+  first_head_deadline_ = std::chrono::steady_clock::now() + head_timeouts_.header;
   // (GCC 12 miscompiles co_await inside conditions: results are named first throughout.)
   bool h2 = NegotiatedHttp2(*client_);
   if (!client_->is_tls()) {
@@ -173,7 +174,7 @@ asio::awaitable<beast::error_code> HttpSession::ReadHttp2Preface(bool* preface) 
       *preface = true;
       co_return beast::error_code{};
     }
-    client_->tcp().expires_after(n > 0 ? kHeaderTimeout : kIdleTimeout);
+    client_->tcp().expires_at(first_head_deadline_);  // Not re-armed by the bytes that come.
     auto [ec, got] =
         co_await client_->async_read_some(buffer_.prepare(kHttp2Preface.size() - n), use_nothrow);
     if (ec) co_return ec;
@@ -181,12 +182,32 @@ asio::awaitable<beast::error_code> HttpSession::ReadHttp2Preface(bool* preface) 
   }
 }
 
+asio::awaitable<beast::error_code> HttpSession::AwaitHead() {
+  if (first_head_) {
+    first_head_ = false;
+    client_->tcp().expires_at(first_head_deadline_);
+    co_return beast::error_code{};
+  }
+  if (buffer_.size() == 0) {
+    // A kept-alive connection: the first bytes may be a long time coming (Go's IdleTimeout);
+    // the head's own deadline starts with them, as Go's starts once its Peek sees them.
+    constexpr size_t kFirstRead = 4096;
+    client_->tcp().expires_after(head_timeouts_.idle);
+    auto [ec, n] = co_await client_->async_read_some(buffer_.prepare(kFirstRead), use_nothrow);
+    if (ec) co_return ec;
+    buffer_.commit(n);
+  }
+  // One deadline for the rest of the head, however its bytes are spread: a head trickled a byte
+  // at a time gets no more time than one sent at once.
+  client_->tcp().expires_after(head_timeouts_.header);
+  co_return beast::error_code{};
+}
+
 asio::awaitable<bool> HttpSession::ServeOne(std::unique_ptr<Rest>* rest) {
   RequestParser parser;
   state_ = State::kIdle;
-  // The first byte may be a long time coming on a kept-alive connection; the rest of the head
-  // must follow promptly.
-  client_->tcp().expires_after(buffer_.size() > 0 ? kHeaderTimeout : kIdleTimeout);
+  const beast::error_code idle_ec = co_await AwaitHead();
+  if (idle_ec) co_return false;  // Closed, idle too long or stopped before a head began.
   auto [ec, n] = co_await http::async_read_header(*client_, buffer_, parser, use_nothrow);
   if (ec) {
     if (Malformed(ec)) {

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -49,6 +50,17 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
     handshake_max_wait_ = max_wait;
     handshake_pending_ = pending;
   }
+  // How long a request head may take (Go's server in the apiserver: ReadHeaderTimeout and
+  // IdleTimeout). `header`: one deadline for a whole head, never extended by the bytes that
+  // come: from the end of the TLS handshake (a plain connection: from its start) for the
+  // connection's first request, from its first byte for a kept-alive connection's next one.
+  // `idle`: how long a kept-alive connection may wait for that first byte.
+  struct HeadTimeouts {
+    std::chrono::milliseconds header{std::chrono::seconds(30)};
+    std::chrono::milliseconds idle{std::chrono::seconds(90)};
+  };
+  // Before Start (tests shorten them).
+  void SetHeadTimeouts(const HeadTimeouts& timeouts) { head_timeouts_ = timeouts; }
   // Graceful stop: a connection waiting for its next request closes now, a watch ends cleanly
   // now (at an event boundary, its stream terminated), any other request finishes and its
   // answer says Connection: close.
@@ -65,9 +77,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
     }
   }
   // Reads until the bytes seen so far are, or cannot be, HTTP/2's client preface (`*preface`
-  // set when they are). An error: the read failed (the peer closed, a timeout, a stop), and
-  // the connection is over.
+  // set when they are), within the first head's deadline. An error: the read failed (the peer
+  // closed, a timeout, a stop), and the connection is over.
   asio::awaitable<beast::error_code> ReadHttp2Preface(bool* preface);
+  // Sets the deadline of the next request head; on a kept-alive connection with nothing
+  // buffered, first waits (up to the idle timeout) for its first bytes. An error: the
+  // connection is over (closed, idle too long, a stop) before a head began.
+  asio::awaitable<beast::error_code> AwaitHead();
   // What goes on once ServeOne's frame has ended: a watch (Exchange::detached) with its answer
   // and the access log's fields, without the parser, the request or the exchange.
   struct Rest;
@@ -94,6 +110,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
   std::chrono::milliseconds handshake_max_wait_{0};
   std::atomic<int64_t>* handshake_pending_ =
       nullptr;  // Decremented once, when Run leaves the queue.
+  HeadTimeouts head_timeouts_;
+  // The first request's head must be whole by then (set when the connection is ready to read).
+  std::chrono::steady_clock::time_point first_head_deadline_{};
+  bool first_head_ = true;
   beast::flat_buffer buffer_;
   State state_ = State::kStarting;
   std::shared_ptr<Http2Session> h2_;

@@ -20,10 +20,15 @@ asio::awaitable<void> Pipeline::Serve(Exchange& x) {
 asio::awaitable<void> Pipeline::Handle(Exchange& x) {
   x.route = RouteOf(x.request, stages_.routes);
   switch (x.route) {
-    case Route::kLocal:
+    case Route::kLocal: {
       x.answer = Answer::kLocal;
-      co_await stages_.local->Serve(x);
-      co_return;
+      const bool served = co_await stages_.local->Serve(x);
+      if (served) co_return;
+      // Declined (a /metrics its caller may not read): the apiserver answers it exactly.
+      x.route = Route::kPassthrough;
+      x.answer = Answer::kPassthrough;
+      break;
+    }
     case Route::kCache:
       x.answer = Answer::kCache;
       break;

@@ -1,6 +1,7 @@
 #include "edge/tls_config.h"
 
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
@@ -194,6 +195,29 @@ absl::Status ConfigureServerTls(SSL_CTX* ctx, const std::vector<std::string>& ci
       (!list->empty() && SSL_CTX_set_cipher_list(ctx, list->c_str()) != 1)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--tls-cipher-suites/--tls-min-version: ", OpenSslError()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EnableSessionResumption(SSL_CTX* ctx, const std::vector<std::string>& ca_files,
+                                     const std::vector<std::string>& allowed_names) {
+  std::string config;
+  for (const std::string& file : ca_files) {
+    if (file.empty()) continue;
+    auto bytes = ReadSmallFile(file);
+    if (!bytes.ok()) return bytes.status();
+    // Each part with its length: no two configurations read as the same bytes.
+    absl::StrAppend(&config, "ca:", bytes->size(), ":", *bytes);
+  }
+  for (const std::string& name : allowed_names) {
+    absl::StrAppend(&config, "name:", name.size(), ":", name);
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  static_assert(SSL_MAX_SID_CTX_LENGTH >= 32, "a SHA-256 fits a session ID context");
+  if (EVP_Digest(config.data(), config.size(), digest, &length, EVP_sha256(), nullptr) != 1 ||
+      SSL_CTX_set_session_id_context(ctx, digest, length) != 1) {
+    return absl::InternalError(absl::StrCat("TLS session ID context: ", OpenSslError()));
   }
   return absl::OkStatus();
 }

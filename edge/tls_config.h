@@ -38,6 +38,16 @@ absl::StatusOr<int> TlsVersion(std::string_view name);
 absl::Status ConfigureServerTls(SSL_CTX* ctx, const std::vector<std::string>& cipher_suites,
                                 std::string_view min_version);
 
+// Lets clients resume their TLS sessions (TLS 1.2 session IDs and tickets, TLS 1.3 tickets),
+// as the apiserver's Go server does, also when client certificates are asked for: OpenSSL
+// refuses to resume on a context that verifies peers without a session ID context, with an
+// "internal error" alert. The context is a SHA-256 of the client-certificate configuration (the
+// bytes of `ca_files`, then `allowed_names`), so sessions vouched for by other CAs are not
+// resumed. A resumed session keeps its client certificate; edge/client_cert.h verifies it again
+// on every connection.
+absl::Status EnableSessionResumption(SSL_CTX* ctx, const std::vector<std::string>& ca_files,
+                                     const std::vector<std::string>& allowed_names);
+
 // The serving certificate chain and key, read from files and swapped in on change.
 class ServingCertificate {
  public:

@@ -1,10 +1,25 @@
 #include "filters/event_spam_gate.h"
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "common/kube_proto.h"
+#include "common/strings.h"
+
 namespace kf {
 namespace {
 
 // The apiserver refuses request bodies over 3 MiB (MaxRequestBodyBytes).
 constexpr size_t kMaxEventBody = 3u << 20;
+
+// The encoding the apiserver decodes the body in: its Content-Type's media type (no
+// parameters, any case), as its negotiation reads it.
+ratelimit::EventSpamFilter::Encoding BodyEncoding(const Request& request) {
+  absl::string_view type = ToAbsl(request.headers[beast::http::field::content_type]);
+  type = absl::StripAsciiWhitespace(type.substr(0, type.find(';')));
+  return absl::EqualsIgnoreCase(type, ToAbsl(kProtobufContentType))
+             ? ratelimit::EventSpamFilter::Encoding::kProtobuf
+             : ratelimit::EventSpamFilter::Encoding::kJson;
+}
 
 }  // namespace
 
@@ -29,7 +44,8 @@ asio::awaitable<void> EventSpamGate::Serve(Exchange& x, const Next& next) {
     co_await x.Reject(status, "event body too large or unreadable");
     co_return;
   }
-  if (!filter_.Allow(x.user->username, *body, std::chrono::steady_clock::now())) {
+  if (!filter_.Allow(x.user->username, *body, std::chrono::steady_clock::now(),
+                     BodyEncoding(x.request))) {
     KubeStatus status{429, "TooManyRequests",
                       "Too many events from this source about this object, please try again "
                       "later.",

@@ -34,13 +34,22 @@ class EventSpamFilter {
   };
   explicit EventSpamFilter(Options options) : options_(options) {}
 
+  // How an Event body is encoded: its request's Content-Type.
+  enum class Encoding { kJson, kProtobuf };
+
   // The spam key of an Event body (core/v1: source + involvedObject; events.k8s.io/v1:
-  // reportingController + reportingInstance + regarding). nullopt: not an Event we can read.
-  static std::optional<std::string> SpamKey(std::string_view json);
+  // reportingController + reportingInstance + regarding), the same for either encoding of the
+  // same Event. Protobuf bodies (kubelet's default) are read from the apiserver's envelope
+  // ("k8s\0", kind and apiVersion, then the Event's message) as Go's generated decoder reads
+  // them: a repeated string field's last value wins, a repeated message field's occurrences
+  // merge. nullopt: not an Event we can read.
+  static std::optional<std::string> SpamKey(std::string_view body,
+                                            Encoding encoding = Encoding::kJson);
 
   // True when the event `user` sends may pass (takes a token). Unreadable bodies pass: the
   // apiserver judges them.
-  bool Allow(std::string_view user, std::string_view json, Clock::time_point now);
+  bool Allow(std::string_view user, std::string_view body, Clock::time_point now,
+             Encoding encoding = Encoding::kJson);
 
   uint64_t allowed() const;
   uint64_t rejected() const;

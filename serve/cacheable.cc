@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "cache/continue_token.h"
 #include "cache/selectable_fields.h"
+#include "common/go_strconv.h"
 #include "common/strings.h"
 #include "edge/representation.h"
 
@@ -41,19 +42,18 @@ bool WatchQueryCacheable(const Query& q) {
   return bm && ParseGoBool(*bm) == true;
 }
 
-// Numbers the apiserver would refuse to parse: its error to give.
+// Numbers the apiserver would refuse to parse: its error to give. Read as Go reads them
+// (strconv): absl::SimpleAtoi would also take " 1", "1 " and "+1" for a resourceVersion, which
+// the apiserver answers 400.
 bool NumbersParse(const Query& q) {
   for (const char* k : {"timeoutSeconds", "limit"}) {
     if (auto v = q.First(k)) {
-      int64_t n = 0;
-      if (!absl::SimpleAtoi(ToAbsl(*v), &n) || n < 0) return false;
+      const std::optional<int64_t> n = ParseGoInt(*v);
+      if (!n || *n < 0) return false;
     }
   }
   if (auto v = q.First("allowWatchBookmarks"); v && !ParseGoBool(*v)) return false;
-  if (auto rv = q.First("resourceVersion"); rv && !rv->empty()) {
-    uint64_t n = 0;
-    if (!absl::SimpleAtoi(ToAbsl(*rv), &n)) return false;
-  }
+  if (auto rv = q.First("resourceVersion"); rv && !rv->empty() && !ParseGoUint(*rv)) return false;
   return true;
 }
 

@@ -6,9 +6,9 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/await_callback.h"
+#include "common/go_strconv.h"
 #include "common/strings.h"
 
 namespace kf {
@@ -47,7 +47,7 @@ asio::awaitable<Freshness> RequiredVersion(Cacher& cacher, Reflector& reflector,
   uint64_t need = 0;
   const bool consistent = !rv || rv->empty();
   if (!consistent) {
-    (void)absl::SimpleAtoi(ToAbsl(*rv), &need);
+    need = ParseGoUint(*rv).value_or(0);  // Cacheable: it parses.
   } else {
     if (unprovable()) co_return Freshness{Verdict::kPassThrough};
     auto probed = co_await AwaitCallback<std::optional<uint64_t>>(

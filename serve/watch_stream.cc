@@ -12,6 +12,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/go_strconv.h"
 #include "common/kept_room.h"
 #include "common/kube_proto.h"
 #include "common/strings.h"
@@ -180,7 +181,7 @@ asio::awaitable<std::optional<WatchParams>> Plan(Exchange& x, Cacher& cacher, Re
     }
     p.initial_events_end = q.Has("sendInitialEvents");
   } else if (*rv != "0") {
-    (void)absl::SimpleAtoi(ToAbsl(*rv), &p.rv);
+    p.rv = ParseGoUint(*rv).value_or(0);  // Cacheable: it parses.
     p.start = Cacher::Start::kAfterVersion;
   }
   co_return p;

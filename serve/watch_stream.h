@@ -17,9 +17,9 @@
 
 #include "cache/cacher.h"
 #include "edge/exchange.h"
+#include "ratelimit/watch_slots.h"
 #include "serve/serve_stats.h"
 #include "serve/wakeups.h"
-#include "serve/watch_slots.h"
 #include "sync/reflector.h"
 
 namespace kf {

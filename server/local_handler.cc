@@ -17,6 +17,23 @@ asio::awaitable<bool> LocalHandler::Serve(Exchange& x) {
   co_return true;
 }
 
+asio::awaitable<bool> ApiMetricsHandler::Serve(Exchange& x) {
+  if (x.request.info.path != "/metrics") {
+    const bool served = co_await local_.Serve(x);
+    co_return served;
+  }
+  // The apiserver's filters: authentication, then authorization of GET /metrics as a
+  // non-resource URL (RBAC's nonResourceURLs). Only what it would allow is served here.
+  const Authentication who =
+      co_await authn_.Authenticate(own_pool_, x.request, /*allow_stale=*/false);
+  if (!who.user) co_return false;
+  const Access access =
+      co_await access_.AllowedPath(own_pool_, who.by, *who.user, x.request.info.verb, "/metrics");
+  if (access != Access::kAllowed) co_return false;
+  const bool served = co_await local_.Serve(x);
+  co_return served;
+}
+
 asio::awaitable<bool> NotFoundHandler::Serve(Exchange& x) {
   const beast::error_code ec =
       co_await WriteWhole(*x.response, 404, "text/plain; charset=utf-8", "404 page not found\n");

@@ -9,6 +9,8 @@
 
 #include "edge/filter.h"
 #include "server/health.h"
+#include "upstream/access_review.h"
+#include "upstream/identity.h"
 
 namespace kf {
 
@@ -25,6 +27,31 @@ class LocalHandler : public Handler {
  private:
   const HealthChecks& health_;
   std::function<std::string()> metrics_;
+};
+
+// ApiMetricsHandler: the local paths on the TLS API listener, where /metrics is authorized as the
+// apiserver authorizes its own: a non-resource SubjectAccessReview (verb get, path /metrics) for
+// the request's user. Allowed: kube-fanout's metrics. Anyone else (anonymous, a credential the
+// apiserver rejects, a user RBAC does not allow, a review that got no answer) is declined and
+// passes through, so the apiserver gives its own answer (its 401 or 403, byte for byte). Health
+// paths are served to all, as the apiserver serves them (system:public-info-viewer). The
+// --metrics-listen listener keeps LocalHandler itself, unauthenticated, for Prometheus, and so
+// does the plain --listen, a loopback one (a sidecar's) that only its pod reaches.
+//
+// One per worker thread (the Authenticator, AccessReview and pool are that thread's).
+class ApiMetricsHandler : public Handler {
+ public:
+  ApiMetricsHandler(Handler& local, Authenticator& authn, AccessReview& access,
+                    UpstreamPool& own_pool)
+      : local_(local), authn_(authn), access_(access), own_pool_(own_pool) {}
+
+  asio::awaitable<bool> Serve(Exchange& x) override;
+
+ private:
+  Handler& local_;
+  Authenticator& authn_;
+  AccessReview& access_;
+  UpstreamPool& own_pool_;
 };
 
 // NotFoundHandler: the --metrics-listen listener's answer to anything that is not one of

@@ -20,8 +20,8 @@
 #include "common/strings.h"
 #include "passthrough/coalescer.h"
 #include "ratelimit/event_filter.h"
+#include "ratelimit/watch_slots.h"
 #include "serve/serve_stats.h"
-#include "serve/watch_slots.h"
 #include "sync/cached_resources.h"
 
 namespace kf {
@@ -485,7 +485,8 @@ std::string RenderReviewMetrics(const ReviewStats& authentication,
   return w.Take();
 }
 
-std::string RenderWatchLimitMetrics(const QueueBudget& queues, const WatchSlots& slots) {
+std::string RenderWatchLimitMetrics(const QueueBudget& queues, const WatchSlots& slots,
+                                    const WatchSlots& passthrough) {
   Writer w;
   w.Family("kube_fanout_watch_queue_process_bytes", "gauge",
            "Memory the queues of all watchers of the process hold, unsent (what "
@@ -500,13 +501,23 @@ std::string RenderWatchLimitMetrics(const QueueBudget& queues, const WatchSlots&
            "Watches served from the cache open now, exempt clients aside (what --max-watchers "
            "bounds).");
   w.Sample("kube_fanout_cached_watches_open", "", static_cast<double>(slots.open()));
-  w.ByLabel("kube_fanout_watches_refused_total", "counter",
-            "Watches of cached resources answered 429 before they started, by reason "
-            "(max_watchers, max_watchers_per_user).",
-            "reason",
-            {{"max_watchers", static_cast<double>(slots.refused(WatchSlots::Refused::kTotal))},
-             {"max_watchers_per_user",
-              static_cast<double>(slots.refused(WatchSlots::Refused::kPerUser))}});
+  w.Family("kube_fanout_passthrough_watches_open", "gauge",
+           "Watches passed through to the upstream and tunnels open now, exempt clients aside "
+           "(what --max-passthrough-watches bounds); each holds an upstream connection.");
+  w.Sample("kube_fanout_passthrough_watches_open", "", static_cast<double>(passthrough.open()));
+  const auto refused = [](const WatchSlots& s, WatchSlots::Refused why) {
+    return static_cast<double>(s.refused(why));
+  };
+  w.ByLabel(
+      "kube_fanout_watches_refused_total", "counter",
+      "Watches answered 429 before they started, by the bound they would pass "
+      "(max_watchers, max_watchers_per_user: cached; max_passthrough_watches, "
+      "max_passthrough_watches_per_user: passed through, tunnels included).",
+      "reason",
+      {{"max_watchers", refused(slots, WatchSlots::Refused::kTotal)},
+       {"max_watchers_per_user", refused(slots, WatchSlots::Refused::kPerUser)},
+       {"max_passthrough_watches", refused(passthrough, WatchSlots::Refused::kTotal)},
+       {"max_passthrough_watches_per_user", refused(passthrough, WatchSlots::Refused::kPerUser)}});
   return w.Take();
 }
 

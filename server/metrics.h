@@ -45,8 +45,10 @@ std::string RenderReviewMetrics(const ReviewStats& authentication,
 std::string RenderProcessMetrics();
 
 // The process-wide watch bounds: bytes queued to all watchers (--watchers-max-total-queue-bytes),
-// cached watches open and refused (--max-watchers, --max-watchers-per-user).
-std::string RenderWatchLimitMetrics(const QueueBudget& queues, const WatchSlots& slots);
+// cached watches open and refused (--max-watchers, --max-watchers-per-user); passthrough
+// watches and tunnels open and refused (--max-passthrough-watches[-per-user]).
+std::string RenderWatchLimitMetrics(const QueueBudget& queues, const WatchSlots& slots,
+                                    const WatchSlots& passthrough);
 
 // New connections refused at accept: descriptor headroom, failed accepts.
 std::string RenderConnectionsRefusedMetrics(uint64_t fd_headroom, uint64_t accept_errors,

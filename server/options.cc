@@ -244,6 +244,15 @@ po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
          ->default_value(400),
      "Passthrough requests (not watches) in flight to the upstream at once, for all but "
      "exempt clients; past it: 429. 0: unlimited.")
+    ("max-passthrough-watches", po::value(&o->max_passthrough_watches)->value_name("N")
+         ->default_value(10000),
+     "Watches passed through to the upstream and tunnels (exec, attach, port-forward) open at "
+     "once, exempt clients aside; each holds an upstream connection. Past it a new one is "
+     "answered 429 with Retry-After. 0: unlimited.")
+    ("max-passthrough-watches-per-user",
+     po::value(&o->max_passthrough_watches_per_user)->value_name("N")->default_value(100),
+     "The same per identity (a user; a bound ServiceAccount token's pod on its own): past it, "
+     "429 with Retry-After. 0: unlimited.")
     ("threads", po::value(&o->threads)->value_name("N")->default_value(0),
      "I/O threads; 0 means one per core.")
     ("io-uring", po::value(&o->io_uring)->value_name("BOOL")->default_value(true),
@@ -314,7 +323,8 @@ const std::vector<Topic>& Topics() {
         "cache-snapshot-max-bytes", "cache-snapshot-interval", "cache-snapshot-max-age",
         "cache-snapshot-secrets", "list-threads", "list-gzip-cache-bytes"}},
       {"Admission and passthrough",
-       {"enable-admission", "admission-config", "max-passthrough-in-flight", "event-spam-filter",
+       {"enable-admission", "admission-config", "max-passthrough-in-flight",
+        "max-passthrough-watches", "max-passthrough-watches-per-user", "event-spam-filter",
         "coalesce-reads"}},
       {"Process",
        {"config", "threads", "io-uring", "shutdown-grace-period", "v", "version", "help"}},
@@ -523,6 +533,10 @@ absl::Status Validate(const ProxyOptions& o) {
   if (o.threads < 0) return absl::InvalidArgumentError("--threads must be 0 or more");
   if (o.max_passthrough_in_flight < 0) {
     return absl::InvalidArgumentError("--max-passthrough-in-flight must be 0 or more");
+  }
+  if (o.max_passthrough_watches < 0 || o.max_passthrough_watches_per_user < 0) {
+    return absl::InvalidArgumentError(
+        "--max-passthrough-watches and --max-passthrough-watches-per-user must be 0 or more");
   }
   if (o.max_watchers < 0 || o.max_watchers_per_user < 0) {
     return absl::InvalidArgumentError(

@@ -94,6 +94,9 @@ struct ProxyOptions {
   bool enable_admission = true;
   std::string admission_config;         // YAML file; empty: the defaults.
   int max_passthrough_in_flight = 400;  // 0: unlimited.
+  // Passthrough watches and tunnels open at once, in all and per identity (0: unlimited).
+  int64_t max_passthrough_watches = 10000;
+  int64_t max_passthrough_watches_per_user = 100;
   // Large cached LISTs (serve/list_pool.h): the threads that build and compress them (0: the
   // I/O threads do), and the bytes of compressed answers shared (serve/gzip_cache.h; 0: none).
   int list_threads = 1;

@@ -226,6 +226,13 @@ absl::Status Server::MakeServerTls() {
         return s;
       }
     }
+    if (auto s = EnableSessionResumption(
+            server_tls_->native_handle(),
+            {options_.client_ca_file, options_.requestheader_client_ca_file},
+            options_.requestheader_allowed_names);
+        !s.ok()) {
+      return s;
+    }
     OfferHttp2(*server_tls_);  // ALPN: h2, then http/1.1.
   }
   return absl::OkStatus();
@@ -364,6 +371,7 @@ void Server::BuildSharedStages() {
     in_flight_cap_ = std::make_unique<InFlightCap>(options_.max_passthrough_in_flight);
   }
   if (event_filter_) event_spam_gate_ = std::make_unique<EventSpamGate>(*event_filter_);
+  long_running_cap_ = std::make_unique<LongRunningCap>(passthrough_slots_);
   if (options_.list_threads > 0) {
     list_pool_ = std::make_unique<ListPool>(static_cast<size_t>(options_.list_threads));
   }
@@ -376,6 +384,7 @@ SharedStages Server::Stages() {
   s.expect_continue = &continue_filter_;
   s.coalescing = coalescing_filter_.get();
   s.in_flight = in_flight_cap_.get();
+  s.long_running = long_running_cap_.get();
   s.event_spam = event_spam_gate_.get();
   s.cache = cache_.get();
   s.cache_stats = &cache_stats_;
@@ -404,7 +413,7 @@ std::string Server::RenderAllMetrics() const {
     out += RenderServingCertificateMetrics(
         serving_cert_->reloads(), serving_cert_->reload_failures(), serving_cert_->not_after());
   }
-  out += RenderWatchLimitMetrics(watch_queue_budget_, watch_slots_);
+  out += RenderWatchLimitMetrics(watch_queue_budget_, watch_slots_, passthrough_slots_);
   out += RenderListGzipMetrics(list_gzip_.GetStats());
   out += RenderUpstreamPoolMetrics(upstream_pool_stats_);
   out += RenderConnectionsRefusedMetrics(connections_refused_[0].load(),
@@ -513,7 +522,8 @@ asio::awaitable<void> Server::AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool
     const auto accepted = std::chrono::steady_clock::now();
     if (tls) worker.handshakes_pending().fetch_add(1, std::memory_order_relaxed);
     // The session is created on its worker's thread, where it will live.
-    Pipeline& pipeline = only != nullptr ? *only : worker.pipeline();
+    Pipeline& pipeline =
+        only != nullptr ? *only : (tls ? worker.tls_pipeline() : worker.pipeline());
     asio::post(worker.ioc(), [this, &worker, &pipeline, tls, accepted, remote = std::move(remote),
                               socket = std::move(socket)]() mutable {
       beast::tcp_stream tcp(std::move(socket));

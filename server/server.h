@@ -24,13 +24,14 @@
 #include "filters/continue_filter.h"
 #include "filters/event_spam_gate.h"
 #include "filters/in_flight_cap.h"
+#include "filters/long_running_cap.h"
 #include "passthrough/coalescing_filter.h"
 #include "ratelimit/admission.h"
 #include "ratelimit/event_filter.h"
+#include "ratelimit/watch_slots.h"
 #include "serve/gzip_cache.h"
 #include "serve/list_pool.h"
 #include "serve/serve_stats.h"
-#include "serve/watch_slots.h"
 #include "server/health.h"
 #include "server/local_handler.h"
 #include "server/options.h"
@@ -108,6 +109,9 @@ class Server {
   // the watchers, so it outlives them.
   QueueBudget watch_queue_budget_{static_cast<size_t>(options_.watchers_max_total_queue_bytes)};
   WatchSlots watch_slots_{options_.max_watchers, options_.max_watchers_per_user};
+  // Passthrough watches and tunnels (filters/long_running_cap.h).
+  WatchSlots passthrough_slots_{options_.max_passthrough_watches,
+                                options_.max_passthrough_watches_per_user};
   RouteStats route_stats_;
   std::unique_ptr<ratelimit::Admission> admission_;
   std::unique_ptr<ratelimit::EventSpamFilter> event_filter_;
@@ -122,6 +126,7 @@ class Server {
   ContinueFilter continue_filter_;
   std::unique_ptr<CoalescingFilter> coalescing_filter_;
   std::unique_ptr<InFlightCap> in_flight_cap_;
+  std::unique_ptr<LongRunningCap> long_running_cap_;
   std::unique_ptr<EventSpamGate> event_spam_gate_;
   std::unique_ptr<OwnCredentials> own_credentials_;
   std::unique_ptr<CachedResources> cache_;

@@ -45,7 +45,7 @@ void Worker::BuildPipeline(const SharedStages& shared, const Logger& log, RouteS
   for (Filter* f : {shared.admission, shared.expect_continue}) {
     if (f != nullptr) stages.front.push_back(f);
   }
-  for (Filter* f : {shared.coalescing, shared.in_flight, shared.event_spam}) {
+  for (Filter* f : {shared.coalescing, shared.in_flight, shared.long_running, shared.event_spam}) {
     if (f != nullptr) stages.passthrough.push_back(f);
   }
   if (shared.cache != nullptr) {
@@ -64,7 +64,16 @@ void Worker::BuildPipeline(const SharedStages& shared, const Logger& log, RouteS
   pools.events_front_pool = events_front_pool_ ? events_front_pool_.get() : front_pool_.get();
   own_handlers_.push_back(std::make_unique<Relay>(pools, request_header_));
   stages.relay = own_handlers_.back().get();
+  // The TLS listener's: the same stages, /metrics authorized as the apiserver authorizes it.
+  // The plain listener is a loopback one (a sidecar's, server/options.h) and keeps it open.
+  PipelineStages tls_stages = stages;
+  if (shared.local != nullptr) {
+    own_handlers_.push_back(
+        std::make_unique<ApiMetricsHandler>(*shared.local, authn_, access_, own_pool_));
+    tls_stages.local = own_handlers_.back().get();
+  }
   pipeline_ = std::make_unique<Pipeline>(std::move(stages), log, stats);
+  tls_pipeline_ = std::make_unique<Pipeline>(std::move(tls_stages), log, stats);
 }
 
 void Worker::Start() {

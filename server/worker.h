@@ -50,6 +50,7 @@ struct SharedStages {
   Filter* expect_continue = nullptr;
   Filter* coalescing = nullptr;
   Filter* in_flight = nullptr;
+  Filter* long_running = nullptr;
   Filter* event_spam = nullptr;
   const CachedResources* cache = nullptr;
   CacheServeStats* cache_stats = nullptr;
@@ -78,7 +79,9 @@ class Worker {
   void Join();
 
   asio::io_context& ioc() { return ioc_; }
+  // The plain listener's pipeline, and the TLS listener's (/metrics authorized there).
   Pipeline& pipeline() { return *pipeline_; }
+  Pipeline& tls_pipeline() { return *tls_pipeline_; }
   SessionSet& sessions() { return sessions_; }
   std::atomic<int64_t>& handshakes_pending() { return handshakes_pending_; }  // Any thread.
   UpstreamPool& own_pool() { return own_pool_; }  // kube-fanout's identity: reflectors.
@@ -113,6 +116,7 @@ class Worker {
   std::vector<std::unique_ptr<Filter>> own_filters_;
   std::vector<std::unique_ptr<Handler>> own_handlers_;
   std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<Pipeline> tls_pipeline_;
   SessionSet sessions_;
   std::thread thread_;
 };

@@ -18,6 +18,11 @@ void Str(JsonWriter& w, std::string_view v) {
   w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
 }
 
+void Field(JsonWriter& w, const char* key, std::string_view v) {
+  w.Key(key);
+  Str(w, v);
+}
+
 void StrList(JsonWriter& w, const std::vector<std::string>& v) {
   w.StartArray();
   for (const auto& s : v) Str(w, s);
@@ -29,6 +34,30 @@ void AppendKeyPart(std::string& key, std::string_view part) {
   absl::StrAppend(&key, part.size(), ":", ToAbsl(part));
 }
 
+void ResourceAttributes(JsonWriter& w, const AccessAttributes& a) {
+  w.Key("resourceAttributes");
+  w.StartObject();
+  Field(w, "namespace", a.namespace_);
+  Field(w, "verb", a.verb);
+  Field(w, "group", a.group);
+  Field(w, "version", a.version);
+  Field(w, "resource", a.resource);
+  Field(w, "name", a.name);
+  if (!a.field_selector.empty()) {
+    w.Key("fieldSelector");
+    w.StartObject();
+    Field(w, "rawSelector", a.field_selector);
+    w.EndObject();
+  }
+  if (!a.label_selector.empty()) {
+    w.Key("labelSelector");
+    w.StartObject();
+    Field(w, "rawSelector", a.label_selector);
+    w.EndObject();
+  }
+  w.EndObject();
+}
+
 }  // namespace
 
 std::string AccessReview::CacheKey(Vouched::By by, const UserInfo& user,
@@ -36,7 +65,7 @@ std::string AccessReview::CacheKey(Vouched::By by, const UserInfo& user,
   std::string key = IdentityKey(by, user);
   key += "a";
   for (const std::string* part : {&a.verb, &a.group, &a.version, &a.resource, &a.namespace_,
-                                  &a.name, &a.field_selector, &a.label_selector}) {
+                                  &a.name, &a.field_selector, &a.label_selector, &a.path}) {
     AppendKeyPart(key, *part);
   }
   return key;
@@ -74,37 +103,21 @@ bool AccessAttributes::IsWholeResource() const {
 std::string AccessReview::ReviewBody(const UserInfo& user, const AccessAttributes& a) {
   rapidjson::StringBuffer buf;
   JsonWriter w(buf);
-  auto field = [&w](const char* k, std::string_view v) {
-    w.Key(k);
-    Str(w, v);
-  };
   w.StartObject();
-  field("apiVersion", "authorization.k8s.io/v1");
-  field("kind", "SubjectAccessReview");
+  Field(w, "apiVersion", "authorization.k8s.io/v1");
+  Field(w, "kind", "SubjectAccessReview");
   w.Key("spec");
   w.StartObject();
-  w.Key("resourceAttributes");
-  w.StartObject();
-  field("namespace", a.namespace_);
-  field("verb", a.verb);
-  field("group", a.group);
-  field("version", a.version);
-  field("resource", a.resource);
-  field("name", a.name);
-  if (!a.field_selector.empty()) {
-    w.Key("fieldSelector");
+  if (!a.path.empty()) {
+    w.Key("nonResourceAttributes");
     w.StartObject();
-    field("rawSelector", a.field_selector);
+    Field(w, "path", a.path);
+    Field(w, "verb", a.verb);
     w.EndObject();
+  } else {
+    ResourceAttributes(w, a);
   }
-  if (!a.label_selector.empty()) {
-    w.Key("labelSelector");
-    w.StartObject();
-    field("rawSelector", a.label_selector);
-    w.EndObject();
-  }
-  w.EndObject();
-  field("user", user.username);
+  Field(w, "user", user.username);
   w.Key("groups");
   StrList(w, user.groups);
   if (!user.extra.empty()) {
@@ -116,7 +129,7 @@ std::string AccessReview::ReviewBody(const UserInfo& user, const AccessAttribute
     }
     w.EndObject();
   }
-  if (!user.uid.empty()) field("uid", user.uid);
+  if (!user.uid.empty()) Field(w, "uid", user.uid);
   w.EndObject();
   w.EndObject();
   return std::string(buf.GetString(), buf.GetSize());
@@ -139,6 +152,16 @@ asio::awaitable<Access> AccessReview::Allowed(UpstreamPool& own_pool, Vouched::B
     // Unavailable: the narrower question would wait as long for no answer.
     if (whole != Access::kDenied) co_return whole;
   }
+  const Access access = co_await Check(own_pool, by, user, attrs);
+  co_return access;
+}
+
+asio::awaitable<Access> AccessReview::AllowedPath(UpstreamPool& own_pool, Vouched::By by,
+                                                  const UserInfo& user, std::string_view verb,
+                                                  std::string_view path) {
+  AccessAttributes attrs;
+  attrs.verb = std::string(verb);
+  attrs.path = std::string(path);
   const Access access = co_await Check(own_pool, by, user, attrs);
   co_return access;
 }

@@ -33,10 +33,12 @@
 
 namespace kf {
 
-// What a review asks about: the authorizer's resource attributes.
+// What a review asks about: the authorizer's resource attributes, or its non-resource ones
+// (`path` set: verb and path only, as for /metrics).
 struct AccessAttributes {
   std::string verb, group, version, resource, namespace_, name;
   std::string field_selector, label_selector;  // Raw, as the request's query gave them.
+  std::string path;                            // A non-resource request's URL path.
 
   // The request's attributes (selectors for list and watch only, as the apiserver's).
   static AccessAttributes Of(const RequestInfo& info);
@@ -67,6 +69,12 @@ class AccessReview {
   // `info`'s verb on what it names. `own_pool` is a pool of kube-fanout's own connections.
   asio::awaitable<Access> Allowed(UpstreamPool& own_pool, Vouched::By by, const UserInfo& user,
                                   const RequestInfo& info);
+
+  // kAllowed when the apiserver says `user` may `verb` the non-resource URL `path` (RBAC's
+  // nonResourceURLs: what the apiserver asks before it serves its own /metrics).
+  asio::awaitable<Access> AllowedPath(UpstreamPool& own_pool, Vouched::By by,
+                                      const UserInfo& user, std::string_view verb,
+                                      std::string_view path);
 
   // The SubjectAccessReview body.
   static std::string ReviewBody(const UserInfo& user, const AccessAttributes& attrs);

@@ -22,7 +22,7 @@ class EchoTarget : public Handler {
 
 // One client connection to an HttpSession whose pipeline answers its own paths by echo.
 struct Session {
-  Session() {
+  explicit Session(const HttpSession::HeadTimeouts& timeouts = {}) {
     PipelineStages stages;
     stages.routes.is_local = [](std::string_view path) { return path != "/nobody"; };
     stages.local = &echo;
@@ -31,6 +31,7 @@ struct Session {
     auto session =
         std::make_shared<HttpSession>(std::make_unique<AnyStream>(std::move(pair.server)),
                                       "127.0.0.1:5555", *pipeline, sessions, active, log);
+    session->SetHeadTimeouts(timeouts);
     session->Start(ioc.get_executor());
   }
   // Sends `bytes`, then reads until `answers` complete answers arrived or the session closed.
@@ -144,6 +145,73 @@ TEST_CASE("HttpSession lets go of a connection its client closed before sending 
     }));
     for (const auto& n : s.stats.refused) CHECK(n.load() == 0);
   }
+}
+
+// Sends `head` a byte every `interval` until the session closes the connection or the head is
+// sent; returns how many bytes went.
+size_t Trickle(Session& s, std::string_view head, std::chrono::milliseconds interval) {
+  size_t sent = 0;
+  while (sent < head.size() && !s.pair.closed) {
+    beast::error_code ec;
+    asio::write(s.pair.client, asio::buffer(head.substr(sent, 1)), ec);
+    if (ec) break;  // The session closed first.
+    ++sent;
+    RunUntil(
+        s.ioc,
+        [&] {
+          s.pair.ReadAvailable();
+          return s.pair.closed;
+        },
+        interval);
+  }
+  return sent;
+}
+
+const HttpSession::HeadTimeouts kShortHead{.header = std::chrono::milliseconds(300),
+                                           .idle = std::chrono::seconds(5)};
+constexpr std::string_view kSlowHead =
+    "GET /slow HTTP/1.1\r\nHost: x\r\nUser-Agent: trickle\r\n\r\n";
+
+TEST_CASE("HttpSession closes a connection whose first head does not come in the header time") {
+  // The first request gets the header deadline, not the idle one (Go's ReadHeaderTimeout on a
+  // new connection), whether nothing comes or a head is trickled in.
+  for (const bool trickle : {false, true}) {
+    INFO("trickle " << trickle);
+    Session s(kShortHead);
+    const auto start = std::chrono::steady_clock::now();
+    if (trickle) {
+      const size_t sent = Trickle(s, kSlowHead, std::chrono::milliseconds(40));
+      CHECK(sent < kSlowHead.size());  // Cut while still sending.
+    }
+    CHECK(RunUntil(s.ioc, [&] {
+      s.pair.ReadAvailable();
+      return s.pair.closed;
+    }));
+    // Well under the 5 s idle timeout.
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));
+    CHECK(s.stats.count(Answer::kLocal) == 0);
+    CHECK(s.stats.refused[static_cast<size_t>(Refusal::kHeaderTimeout)].load() ==
+          (trickle ? 1u : 0u));
+  }
+}
+
+TEST_CASE("HttpSession gives a trickled head one deadline from its first byte, not one per byte") {
+  Session s(kShortHead);
+  auto first = s.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n", 1);
+  REQUIRE(first.size() == 1);
+  REQUIRE_FALSE(s.pair.closed);
+  // Kept alive: longer than the header deadline without a byte is fine (the idle one counts).
+  RunUntil(
+      s.ioc, [] { return false; }, std::chrono::milliseconds(500));
+  REQUIRE_FALSE(s.pair.closed);
+  // 56 bytes at one per 40 ms would take 2.2 s; the head is cut 300 ms after its first byte.
+  const auto start = std::chrono::steady_clock::now();
+  const size_t sent = Trickle(s, kSlowHead, std::chrono::milliseconds(40));
+  CHECK(s.pair.closed);
+  CHECK(sent < kSlowHead.size());
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1500));
+  CHECK(s.stats.count(Answer::kLocal) == 1);
+  CHECK(s.stats.refused[static_cast<size_t>(Refusal::kHeaderTimeout)].load() == 1);
 }
 
 }  // namespace

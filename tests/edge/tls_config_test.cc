@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "edge/client_cert.h"
 #include "tests/edge/test_support.h"
 
 namespace kf {
@@ -27,6 +28,35 @@ std::set<std::string> Tls12Ciphers(SSL_CTX* ctx) {
 
 void Copy(const std::string& from, const std::string& to) {
   std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing);
+}
+
+using SslPtr = std::unique_ptr<SSL, decltype(&SSL_free)>;
+using CtxPtr = std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)>;
+
+// One TLS connection in memory (a BIO pair), both sides handshaken; the client has then read
+// what the server sent after its handshake (TLS 1.3's tickets). `resume`: a session the client
+// offers. Null sides when the handshake failed.
+std::pair<SslPtr, SslPtr> Connect(SSL_CTX* server_ctx, SSL_CTX* client_ctx, SSL_SESSION* resume) {
+  SslPtr server(SSL_new(server_ctx), &SSL_free), client(SSL_new(client_ctx), &SSL_free);
+  BIO *server_bio = nullptr, *client_bio = nullptr;
+  REQUIRE(BIO_new_bio_pair(&server_bio, 0, &client_bio, 0) == 1);
+  SSL_set_bio(server.get(), server_bio, server_bio);
+  SSL_set_bio(client.get(), client_bio, client_bio);
+  SSL_set_accept_state(server.get());
+  SSL_set_connect_state(client.get());
+  if (resume != nullptr) REQUIRE(SSL_set_session(client.get(), resume) == 1);
+  bool server_done = false, client_done = false;
+  for (int round = 0; round < 20 && !(server_done && client_done); ++round) {
+    if (!client_done) client_done = SSL_do_handshake(client.get()) == 1;
+    if (!server_done) server_done = SSL_do_handshake(server.get()) == 1;
+  }
+  ERR_clear_error();
+  if (!server_done || !client_done) return {SslPtr(nullptr, &SSL_free), SslPtr(nullptr, &SSL_free)};
+  char byte = 0;
+  size_t got = 0;
+  CHECK(SSL_read_ex(client.get(), &byte, 1, &got) == 0);  // Tickets only; no data.
+  ERR_clear_error();
+  return {std::move(server), std::move(client)};
 }
 
 }  // namespace
@@ -151,6 +181,65 @@ TEST_CASE("the serving certificate is reloaded on change and a bad one is refuse
   Copy(crt_a, crt);
   CHECK(cert.ReloadIfChanged(&error) == ServingCertificate::Change::kReloaded);
   CHECK(cert.reloads() == 2);
+}
+
+TEST_CASE("a session with a client certificate resumes and keeps its user, in TLS 1.2 and 1.3",
+          "[tls]") {
+  const auto [serving_crt, serving_key] = test::WriteSelfSigned("kf-resume-serving");
+  // The client's certificate is its own CA: --client-ca-file names it.
+  const auto [client_crt, client_key] = test::WriteSelfSigned("kf-resume-alice");
+  for (const int version : {TLS1_2_VERSION, TLS1_3_VERSION}) {
+    INFO("TLS version " << std::hex << version);
+    CtxPtr server_ctx(SSL_CTX_new(TLS_server_method()), &SSL_CTX_free);
+    CtxPtr client_ctx(SSL_CTX_new(TLS_client_method()), &SSL_CTX_free);
+    REQUIRE(SSL_CTX_use_certificate_chain_file(server_ctx.get(), serving_crt.c_str()) == 1);
+    REQUIRE(SSL_CTX_use_PrivateKey_file(server_ctx.get(), serving_key.c_str(), SSL_FILETYPE_PEM) ==
+            1);
+    REQUIRE(RequestClientCertificates(server_ctx.get(), ClientCertConfig{client_crt, "", {}}).ok());
+    REQUIRE(SSL_CTX_set_max_proto_version(client_ctx.get(), version) == 1);
+    REQUIRE(SSL_CTX_use_certificate_chain_file(client_ctx.get(), client_crt.c_str()) == 1);
+    REQUIRE(SSL_CTX_use_PrivateKey_file(client_ctx.get(), client_key.c_str(), SSL_FILETYPE_PEM) ==
+            1);
+
+    // As before EnableSessionResumption: OpenSSL refuses the resumption outright.
+    {
+      auto [server, client] = Connect(server_ctx.get(), client_ctx.get(), nullptr);
+      REQUIRE(client);
+      std::unique_ptr<SSL_SESSION, decltype(&SSL_SESSION_free)> session(
+          SSL_get1_session(client.get()), &SSL_SESSION_free);
+      REQUIRE(session);
+      CHECK_FALSE(Connect(server_ctx.get(), client_ctx.get(), session.get()).first);
+    }
+
+    REQUIRE(EnableSessionResumption(server_ctx.get(), {client_crt, ""}, {}).ok());
+    auto [server, client] = Connect(server_ctx.get(), client_ctx.get(), nullptr);
+    REQUIRE(server);
+    CHECK(SSL_version(server.get()) == version);
+    CHECK_FALSE(SSL_session_reused(server.get()));
+    const ClientCertificate first = ReadClientCertificate(server.get());
+    REQUIRE(first.authenticates());
+    CHECK(first.user.username == "kf-resume-alice");
+    std::unique_ptr<SSL_SESSION, decltype(&SSL_SESSION_free)> session(
+        SSL_get1_session(client.get()), &SSL_SESSION_free);
+    REQUIRE(session);
+
+    auto [resumed, resumed_client] = Connect(server_ctx.get(), client_ctx.get(), session.get());
+    REQUIRE(resumed);
+    CHECK(SSL_session_reused(resumed.get()));
+    // The resumed connection is the same user, its certificate verified again.
+    const ClientCertificate again = ReadClientCertificate(resumed.get());
+    CHECK(again.authenticates());
+    CHECK(again.user == first.user);
+
+    // Other client-certificate settings: the session is not resumed (a full handshake).
+    REQUIRE(EnableSessionResumption(server_ctx.get(), {client_crt, ""}, {"front-proxy"}).ok());
+    auto [fresh, fresh_client] = Connect(server_ctx.get(), client_ctx.get(), session.get());
+    REQUIRE(fresh);
+    CHECK_FALSE(SSL_session_reused(fresh.get()));
+    CHECK(ReadClientCertificate(fresh.get()).user == first.user);
+  }
+  CtxPtr ctx(SSL_CTX_new(TLS_server_method()), &SSL_CTX_free);
+  CHECK_FALSE(EnableSessionResumption(ctx.get(), {"/nonexistent"}, {}).ok());
 }
 
 }  // namespace kf

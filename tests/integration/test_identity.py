@@ -733,3 +733,21 @@ def test_a_review_without_an_answer_is_answered_429_not_passed_through(cluster, 
     finally:
         assert p.stop() == 0
         relay.stop()
+
+
+def test_metrics_on_the_api_listener_are_authorized_as_the_apiserver_authorizes_its_own(world):
+    """/metrics on the TLS listener: anonymous callers, users RBAC does not allow and made-up
+    tokens get the apiserver's own answer, byte for byte (before, kube-fanout's metrics were
+    served to anyone); a user RBAC allows gets kube-fanout's metrics."""
+    cluster = world.cluster
+    anonymous = Caller(cluster, "anonymous")
+    alice = Caller(cluster, "alice", token=cluster.token("alice"))
+    nobody = Caller(cluster, "made-up token", token="kf-not-a-real-token")
+    admin = Caller(cluster, "admin", token=cluster.token("admin"))
+    for caller, status in ((anonymous, 403), (alice, 403), (nobody, 401)):
+        _, body = world.same_bytes(caller, "GET", "/metrics", status)  # Bodies checked equal.
+        assert b"kube_fanout_" not in body
+    status, body = admin.call(world.proxy.secure_port, "GET", "/metrics")
+    assert status == 200 and b"kube_fanout_requests_total" in body
+    # Health stays open to all, as the apiserver's (system:public-info-viewer).
+    assert anonymous.call(world.proxy.secure_port, "GET", "/healthz") == (200, b"ok")

@@ -13,11 +13,20 @@
   Retry-After, counted; exempt clients are not counted.
 - Requests refused before routing (400, 431, a TLS handshake that fails, a head that never
   ends) are counted by reason.
+- Passthrough watches and tunnels past --max-passthrough-watches or its per-identity bound:
+  429 TooManyRequests with Retry-After, counted; exempt clients are not counted.
+- A request head has one deadline, 30 s, however it is trickled in: from the end of the TLS
+  handshake for a connection's first request, from its first byte on a kept-alive connection.
+- resourceVersion is read as Go's strconv.ParseUint: what the apiserver refuses (a sign, a
+  space) gets its own answer (400 to a LIST, 500 to a GET or WATCH), not served from the cache.
 """
 import json
 import resource
 import socket
+import ssl
+import threading
 import time
+import urllib.parse
 
 import pytest
 
@@ -165,6 +174,38 @@ def _watch(cluster, port, path, identity):
     return conn, conn.getresponse()
 
 
+# kube-fanout's answer past a bound on open watches (as admission's 429).
+TOO_MANY_REQUESTS = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                     "message": "Too many requests, please try again later.",
+                     "reason": "TooManyRequests", "details": {"retryAfterSeconds": 1},
+                     "code": 429}
+
+
+def _metrics(cluster, proxy):
+    return cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
+
+
+def _refused_429(conn, resp):
+    """The body of a 429 with Retry-After: 1; closes the connection."""
+    body = json.loads(resp.read())
+    conn.close()
+    assert resp.status == 429, body
+    assert resp.getheader("Retry-After") == "1"
+    return body
+
+
+def _close_and_watch_again(cluster, proxy, path, held, metrics, gauge):
+    """Closes alice's first watch of `held`; once `gauge` shows two open, her new one is served."""
+    held.pop(0).close()
+    deadline = time.monotonic() + scaled(10)
+    while metric_values(metrics(), gauge)[""] != 2:
+        assert time.monotonic() < deadline, "the closed watch still holds its slot"
+        time.sleep(0.1)
+    conn, resp = _watch(cluster, proxy.secure_port, path, "alice")
+    assert resp.status == 200
+    held.append(conn)
+
+
 def test_watches_past_max_watchers_get_429_and_are_counted(cluster, tmp_path, namespace):
     cluster.kubectl("create", "role", "cm-reader", "--verb=get,list,watch",
                     "--resource=configmaps", "-n", namespace)
@@ -174,16 +215,8 @@ def test_watches_past_max_watchers_get_429_and_are_counted(cluster, tmp_path, na
         "--cache-resources=configmaps", "--max-watchers=3", "--max-watchers-per-user=2"])
     path = f"/api/v1/namespaces/{namespace}/configmaps?watch=1&resourceVersion=0"
     held = []
-
-    def metrics():
-        return cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
-
-    def refused(conn, resp):
-        body = json.loads(resp.read())
-        conn.close()
-        assert resp.status == 429, body
-        assert resp.getheader("Retry-After") == "1"
-        return body
+    metrics = lambda: _metrics(cluster, proxy)  # noqa: E731
+    refused = _refused_429
 
     try:
         # Two of alice's watches, then her third is past her own bound.
@@ -197,29 +230,21 @@ def test_watches_past_max_watchers_get_429_and_are_counted(cluster, tmp_path, na
         assert resp.status == 200
         held.append(conn)
         total = refused(*_watch(cluster, proxy.secure_port, path, "bob"))
-        expected = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                    "message": "Too many requests, please try again later.",
-                    "reason": "TooManyRequests", "details": {"retryAfterSeconds": 1},
-                    "code": 429}
-        assert per_user == expected and total == expected
+        assert per_user == TOO_MANY_REQUESTS and total == TOO_MANY_REQUESTS
         # The exempt level (system:masters) is not counted, nor refused.
         conn, resp = _watch(cluster, proxy.secure_port, path, "admin")
         assert resp.status == 200
         held.append(conn)
         text = metrics()
         assert metric_values(text, "kube_fanout_watches_refused_total") == {
-            '{reason="max_watchers"}': 1, '{reason="max_watchers_per_user"}': 1}
+            '{reason="max_watchers"}': 1, '{reason="max_watchers_per_user"}': 1,
+            '{reason="max_passthrough_watches"}': 0,
+            '{reason="max_passthrough_watches_per_user"}': 0}
         assert metric_values(text, "kube_fanout_cached_watches_open")[""] == 3
         assert metric_values(text, "kube_fanout_watchers")['{resource="configmaps"}'] == 4
         # One of alice's ends: she may watch again once kube-fanout has seen it go.
-        held.pop(0).close()
-        deadline = time.monotonic() + scaled(10)
-        while metric_values(metrics(), "kube_fanout_cached_watches_open")[""] != 2:
-            assert time.monotonic() < deadline, "the closed watch still holds its slot"
-            time.sleep(0.1)
-        conn, resp = _watch(cluster, proxy.secure_port, path, "alice")
-        assert resp.status == 200
-        held.append(conn)
+        _close_and_watch_again(cluster, proxy, path, held, metrics,
+                               "kube_fanout_cached_watches_open")
     finally:
         for conn in held:
             conn.close()
@@ -317,3 +342,149 @@ def test_stalled_watchers_past_the_total_queue_bound_are_cut_and_readers_go_on(
         for s in stalled:
             s.close()
         assert proxy.stop() == 0
+
+
+def test_passthrough_watches_and_tunnels_past_their_bounds_get_429(cluster, tmp_path, namespace):
+    """Secrets are not cached: their watches pass through, each on an upstream connection of its
+    own. Before, none was counted and no bound applied."""
+    cluster.kubectl("create", "role", "secret-reader", "--verb=get,list,watch",
+                    "--resource=secrets", "-n", namespace)
+    cluster.kubectl("create", "rolebinding", "secret-readers", "--role=secret-reader",
+                    "--user=kf-alice", "--user=kf-bob", "-n", namespace)
+    proxy = Proxy.start(cluster, tmp_path, extra_args=[
+        "--cache-resources=configmaps", "--max-passthrough-watches=3",
+        "--max-passthrough-watches-per-user=2"])
+    path = f"/api/v1/namespaces/{namespace}/secrets?watch=1"
+    held = []
+    metrics = lambda: _metrics(cluster, proxy)  # noqa: E731
+
+    def refused(conn, resp):
+        assert _refused_429(conn, resp) == TOO_MANY_REQUESTS
+
+    def exec_as(identity):
+        """An exec upgrade (a tunnel's route), refused or passed on to the apiserver."""
+        conn = cluster.connection(proxy.secure_port, timeout=scaled(15))
+        conn.request("POST", f"/api/v1/namespaces/{namespace}/pods/none/exec?command=true",
+                     headers={"Authorization": f"Bearer {cluster.token(identity)}",
+                              "Connection": "Upgrade", "Upgrade": "SPDY/3.1",
+                              "X-Stream-Protocol-Version": "v4.channel.k8s.io"})
+        return conn, conn.getresponse()
+
+    try:
+        for _ in range(2):
+            conn, resp = _watch(cluster, proxy.secure_port, path, "alice")
+            assert resp.status == 200
+            held.append(conn)
+        assert metric_values(metrics(), "kube_fanout_passthrough_watches_open")[""] == 2
+        refused(*_watch(cluster, proxy.secure_port, path, "alice"))
+        refused(*exec_as("alice"))  # A tunnel counts as a watch does.
+        conn, resp = _watch(cluster, proxy.secure_port, path, "bob")
+        assert resp.status == 200
+        held.append(conn)
+        refused(*_watch(cluster, proxy.secure_port, path, "bob"))  # Past the total.
+        # The exempt level (system:masters) is neither counted nor refused.
+        conn, resp = _watch(cluster, proxy.secure_port, path, "admin")
+        assert resp.status == 200
+        held.append(conn)
+        text = metrics()
+        assert metric_values(text, "kube_fanout_passthrough_watches_open")[""] == 3
+        refusals = metric_values(text, "kube_fanout_watches_refused_total")
+        assert refusals['{reason="max_passthrough_watches"}'] == 1
+        assert refusals['{reason="max_passthrough_watches_per_user"}'] == 2
+        # One of alice's ends: her next watch is served once kube-fanout has seen it go.
+        _close_and_watch_again(cluster, proxy, path, held, metrics,
+                               "kube_fanout_passthrough_watches_open")
+    finally:
+        for conn in held:
+            conn.close()
+        assert proxy.stop() == 0
+
+
+def _trickle_until_closed(tls, head, interval):
+    """Sends `head` a byte every `interval` s until the peer closes; the time of the close."""
+    tls.settimeout(interval)
+    for byte in head:
+        try:
+            tls.sendall(bytes([byte]))
+            if tls.recv(1) == b"":
+                return time.monotonic()
+        except (socket.timeout, TimeoutError):
+            continue
+        except (ConnectionError, ssl.SSLError, OSError):
+            return time.monotonic()
+    return None
+
+
+def test_a_trickled_head_over_tls_is_cut_30s_after_it_may_start(cluster, tmp_path):
+    """One deadline for a whole head, not re-armed by the bytes that come: before, a first head
+    over TLS had 90 s (the idle timeout)."""
+    proxy = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources="])
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nUser-Agent: " + b"t" * 200 + b"\r\n\r\n"
+    results = {}
+
+    def connect():
+        ctx = ssl.create_default_context(cafile=cluster.env["KF_CA_FILE"])
+        ctx.set_alpn_protocols(["http/1.1"])
+        raw = socket.create_connection(("127.0.0.1", proxy.secure_port), timeout=scaled(10))
+        return ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+
+    def first_head():
+        tls = connect()
+        ready = time.monotonic()  # The handshake is done.
+        time.sleep(10)            # Silent first: the head's time runs from the handshake.
+        closed = _trickle_until_closed(tls, head, 1.0)
+        results["first"] = None if closed is None else closed - ready
+        tls.close()
+
+    def kept_alive_head():
+        tls = connect()
+        tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert tls.recv(65536).startswith(b"HTTP/1.1 200")
+        time.sleep(5)  # Idle between requests: the 90 s idle timeout, not the head's.
+        began = time.monotonic()
+        closed = _trickle_until_closed(tls, head, 1.0)
+        results["kept_alive"] = None if closed is None else closed - began
+        tls.close()
+
+    try:
+        threads = [threading.Thread(target=f) for f in (first_head, kept_alive_head)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        print(f"heads cut after: {results}")
+        assert results["first"] is not None and 28 <= results["first"] <= scaled(34)
+        assert results["kept_alive"] is not None and 28 <= results["kept_alive"] <= scaled(34)
+        text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
+        refused = metric_values(text, "kube_fanout_requests_refused_total")
+        assert refused['{reason="header_timeout"}'] == 2
+    finally:
+        assert proxy.stop() == 0
+
+
+# (Not 2^64-1: both answer 504 "Too large resource version", each naming its own cache's RV.)
+RESOURCE_VERSIONS = ["+1", " 1", "1 ", "01", "00", "0x1", "1e3", "", "18446744073709551616",
+                     "-1", "1_0", "\t1"]
+
+
+@pytest.mark.parametrize("verb", ["get", "list", "watch"])
+def test_resource_versions_are_read_as_the_apiserver_reads_them(cluster, cached_proxy, namespace,
+                                                                  verb):
+    """Each resourceVersion, asked of a cached kind (ConfigMaps) directly and through
+    kube-fanout: the same status, and for refusals the same body. Before, "+1", " 1" and "1 "
+    were served from the cache where the apiserver refuses them (400 to a LIST, 500 to a GET or
+    a WATCH)."""
+    cluster.kubectl("create", "configmap", "rv", "-n", namespace)
+    base = f"/api/v1/namespaces/{namespace}/configmaps"
+    path = {"get": f"{base}/rv?", "list": f"{base}?", "watch": f"{base}?watch=1&timeoutSeconds=1&"}
+    table = []
+    for rv in RESOURCE_VERSIONS:
+        target = path[verb] + "resourceVersion=" + urllib.parse.quote(rv, safe="")
+        direct = cluster.request("GET", target, timeout=scaled(20))
+        through = cluster.request("GET", target, port=cached_proxy.secure_port, timeout=scaled(20))
+        table.append((repr(rv), direct.status, through.status))
+        assert through.status == direct.status, (verb, rv, direct.body, through.body)
+        if direct.status != 200:
+            assert through.body == direct.body, (verb, rv)
+    print("\n".join(f"{verb} resourceVersion={rv}: apiserver {d}, kube-fanout {t}"
+                    for rv, d, t in table))

@@ -1,6 +1,7 @@
 """kube-fanout shielding the apiserver: admission (429 with Retry-After, fairness between users,
 config reload), polling served from the cache, reconnect storms, the Event spam filter and the
-separate Events upstream. Upstream costs are read from the apiserver's own /metrics."""
+separate Events upstream. Upstream costs are read from the apiserver's own /metrics. The Event
+spam filter reads protobuf Event bodies (kubelet's default) as it reads JSON ones."""
 import asyncio
 import concurrent.futures
 import json
@@ -273,16 +274,21 @@ def test_a_reconnect_storm_is_served_from_the_window(cluster, cached_proxy, pods
         assert upstream.get("LIST", 0) == 0 and upstream.get("WATCH", 0) <= own
 
 
+def json_core_event(namespace, name, source, pod):
+    """A core/v1 Event about pod `pod` from `source` on node-0, in JSON."""
+    return json.dumps({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace},
+        "involvedObject": {"kind": "Pod", "namespace": namespace, "name": pod,
+                           "apiVersion": "v1"},
+        "reason": "BackOff", "message": "Back-off restarting failed container",
+        "source": {"component": source, "host": "node-0"}, "type": "Warning"})
+
+
 def test_event_storm_from_one_source_is_filtered_while_another_passes(cluster, cached_proxy,
                                                                        pods_ns):
     def event(source, i):
-        return json.dumps({
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{source}-{i}", "namespace": pods_ns},
-            "involvedObject": {"kind": "Pod", "namespace": pods_ns, "name": "p0",
-                               "apiVersion": "v1"},
-            "reason": "BackOff", "message": "Back-off restarting failed container",
-            "source": {"component": source, "host": "node-0"}, "type": "Warning"})
+        return json_core_event(pods_ns, f"{source}-{i}", source, "p0")
 
     path = f"/api/v1/namespaces/{pods_ns}/events"
     hdrs = {"Content-Type": "application/json"}
@@ -299,6 +305,58 @@ def test_event_storm_from_one_source_is_filtered_while_another_passes(cluster, c
     assert sum(e["source"]["component"] == "spammy" for e in stored) == 25
     metrics = cluster.request("GET", "/metrics", port=cached_proxy.port, tls=False).body.decode()
     assert metric_values(metrics, "kube_fanout_event_spam_rejected_total")[""] >= 15
+
+
+def _proto_field(number, payload):
+    """A protobuf bytes field (tag, length, payload): what k8s.io/api's messages are made of."""
+    def varint(n):
+        out = bytearray()
+        while True:
+            out.append((n & 0x7f) | (0x80 if n > 0x7f else 0))
+            n >>= 7
+            if not n:
+                return bytes(out)
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def proto_core_event(namespace, name, source, pod):
+    """A core/v1 Event as kubelet sends it (Content-Type application/vnd.kubernetes.protobuf):
+    the apiserver's envelope around the Event's message (core/v1 generated.proto numbers)."""
+    f = _proto_field
+    meta = f(1, name.encode()) + f(3, namespace.encode())
+    ref = f(1, b"Pod") + f(2, namespace.encode()) + f(3, pod.encode()) + f(5, b"v1")
+    event = (f(1, meta) + f(2, ref) + f(3, b"BackOff") +
+             f(4, b"Back-off restarting failed container") +
+             f(5, f(1, source.encode()) + f(2, b"node-0")) + f(9, b"Warning"))
+    unknown = f(1, f(1, b"v1") + f(2, b"Event")) + f(2, event) + f(3, b"") + f(4, b"")
+    return b"k8s\0" + unknown
+
+
+def test_protobuf_events_are_filtered_as_json_ones(cluster, cached_proxy, namespace):
+    """30 Events about one object from one source, in protobuf and in JSON: the 26th on are
+    refused alike (before, all 30 protobuf Events were accepted)."""
+    path = f"/api/v1/namespaces/{namespace}/events"
+    json_codes, proto_codes = [], []
+    for i in range(30):
+        body = json_core_event(namespace, f"json-{i}", "json-spammy", "p-json")
+        json_codes.append(cluster.request("POST", path, port=cached_proxy.port, tls=False,
+                                          body=body,
+                                          headers={"Content-Type": "application/json"}).status)
+        proto = cluster.request(
+            "POST", path, port=cached_proxy.port, tls=False,
+            body=proto_core_event(namespace, f"proto-{i}", "proto-spammy", "p-proto"),
+            headers={"Content-Type": "application/vnd.kubernetes.protobuf"})
+        proto_codes.append(proto.status)
+        if proto.status == 429:
+            assert int(proto.headers["retry-after"]) == 300
+            assert json.loads(proto.body)["reason"] == "TooManyRequests"
+    assert json_codes == [201] * 25 + [429] * 5
+    assert proto_codes == json_codes
+    stored = json.loads(cluster.request("GET", path).body)["items"]
+    # The protobuf Events the apiserver took are what was sent (the encoding is right).
+    sent = [e for e in stored if e["source"]["component"] == "proto-spammy"]
+    assert len(sent) == 25
+    assert {e["involvedObject"]["name"] for e in sent} == {"p-proto"}
 
 
 def test_events_go_to_their_own_upstream(cluster, tmp_path, pods_ns):

@@ -9,7 +9,10 @@
   made before keeps working; a bad new file leaves the last good certificate in place, with a
   log line and a metric.
 - A loud warning for an upstream that is not verified or not encrypted.
+- TLS 1.2 and 1.3 sessions with a client certificate resume (openssl s_client -sess_out, then
+  -sess_in), as the apiserver's do, and the resumed connection is the same user.
 """
+import json
 import shutil
 import socket
 import ssl
@@ -17,6 +20,7 @@ import subprocess
 import time
 
 from kfrig import BINARY, Proxy, free_port, metric_values, scaled
+from test_identity import issue_cert
 
 OPENSSL = shutil.which("openssl")
 
@@ -184,3 +188,48 @@ def test_an_unverified_or_plain_http_upstream_is_warned_about_loudly(cluster, tm
                 assert len(warnings) == 1 and warning in warnings[0], proxy.log_tail()
         finally:
             assert proxy.stop() == 0
+
+
+def _review_through_s_client(port, cert, key, ca, version, sess_flag, sess_file):
+    """A SelfSubjectReview over one `openssl s_client` connection: (reused, username)."""
+    body = '{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}'
+    request = ("POST /apis/authentication.k8s.io/v1/selfsubjectreviews HTTP/1.1\r\n"
+               "Host: localhost\r\nContent-Type: application/json\r\nAccept: application/json\r\n"
+               f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n{body}")
+    out = subprocess.run(
+        [OPENSSL, "s_client", "-connect", f"127.0.0.1:{port}", "-servername", "localhost",
+         "-cert", cert, "-key", key, "-CAfile", ca, version, sess_flag, sess_file, "-ign_eof",
+         "-alpn", "http/1.1"],
+        input=request, capture_output=True, text=True, timeout=scaled(20))
+    text = out.stdout + out.stderr
+    lines = [line for line in text.splitlines() if line.startswith(("New, ", "Reused, "))]
+    assert lines, text
+    start = out.stdout.find('{"kind":"SelfSubjectReview"')
+    assert start >= 0, text
+    review, _ = json.JSONDecoder().raw_decode(out.stdout[start:])
+    return lines[0].startswith("Reused, "), review["status"]["userInfo"]["username"]
+
+
+def test_a_client_certificate_session_resumes_and_is_still_that_user(cluster, tmp_path):
+    """TLS 1.2 and 1.3 resumption with a client certificate, as the apiserver resumes: before,
+    the resumed handshake failed with an internal_error alert once --client-ca-file was set."""
+    env = cluster.env
+    cert, key = issue_cert(cluster, "kf-resume", "kf-resume-user")
+    proxy = Proxy.start(cluster, tmp_path, extra_args=[
+        "--cache-resources=", f"--client-ca-file={env['KF_CA_FILE']}",
+        f"--proxy-client-cert-file={env['KF_FRONT_PROXY_CLIENT_CERT']}",
+        f"--proxy-client-key-file={env['KF_FRONT_PROXY_CLIENT_KEY']}"])
+    try:
+        for version in ("-tls1_2", "-tls1_3"):
+            for name, port in (("apiserver", cluster.port), ("kube-fanout", proxy.secure_port)):
+                session = tmp_path / f"{name}{version}.pem"
+                first = _review_through_s_client(port, cert, key, env["KF_CA_FILE"], version,
+                                                 "-sess_out", str(session))
+                assert session.stat().st_size > 0
+                again = _review_through_s_client(port, cert, key, env["KF_CA_FILE"], version,
+                                                 "-sess_in", str(session))
+                print(f"{name} {version}: {first} then {again}")
+                assert first == (False, "kf-resume-user"), (name, version)
+                assert again == (True, "kf-resume-user"), (name, version)
+    finally:
+        assert proxy.stop() == 0

@@ -2,6 +2,9 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/kube_proto.h"
+#include "common/protowire.h"
+
 namespace kf::ratelimit {
 namespace {
 
@@ -14,6 +17,105 @@ std::string CoreEvent(const std::string& component, const std::string& pod) {
          R"(","uid":"u1","apiVersion":"v1"},"reason":"BackOff","message":"m",)"
          R"("source":{"component":")" +
          component + R"(","host":"node-1"},"type":"Warning"})";
+}
+
+// The same core/v1 Event as CoreEvent, as kubelet sends it: protobuf in the apiserver's
+// envelope (k8s.io/api core/v1 generated.proto field numbers).
+std::string ProtoRef(const std::string& pod) {
+  std::string ref;
+  AppendBytesField(&ref, 1, "Pod");
+  AppendBytesField(&ref, 2, "ns");
+  AppendBytesField(&ref, 3, pod);
+  AppendBytesField(&ref, 4, "u1");
+  AppendBytesField(&ref, 5, "v1");
+  return ref;
+}
+std::string ProtoCoreEvent(const std::string& component, const std::string& pod) {
+  std::string meta, source, event;
+  AppendBytesField(&meta, 2, "x.");  // generateName
+  AppendBytesField(&source, 1, component);
+  AppendBytesField(&source, 2, "node-1");
+  AppendBytesField(&event, 1, meta);
+  AppendBytesField(&event, 2, ProtoRef(pod));
+  AppendBytesField(&event, 3, "BackOff");
+  AppendBytesField(&event, 4, "m");
+  AppendBytesField(&event, 5, source);
+  AppendVarintField(&event, 8, 1);  // count
+  AppendBytesField(&event, 9, "Warning");
+  return WrapUnknown("v1", "Event", event);
+}
+
+constexpr auto kProto = EventSpamFilter::Encoding::kProtobuf;
+
+TEST_CASE("EventSpamFilter keys a protobuf Event as the same Event in JSON") {
+  const auto json = EventSpamFilter::SpamKey(CoreEvent("kubelet", "p"));
+  const auto proto = EventSpamFilter::SpamKey(ProtoCoreEvent("kubelet", "p"), kProto);
+  REQUIRE(json.has_value());
+  REQUIRE(proto.has_value());
+  CHECK(*proto == *json);
+  CHECK(*EventSpamFilter::SpamKey(ProtoCoreEvent("kubelet", "q"), kProto) != *proto);
+  CHECK(*EventSpamFilter::SpamKey(ProtoCoreEvent("scheduler", "p"), kProto) != *proto);
+
+  // events.k8s.io/v1: reportingController 4, reportingInstance 5, regarding 8.
+  std::string v1;
+  AppendBytesField(&v1, 4, "kubelet");
+  AppendBytesField(&v1, 5, "node-1");
+  AppendBytesField(&v1, 8, ProtoRef("p"));
+  const auto events_json = EventSpamFilter::SpamKey(
+      R"({"kind":"Event","apiVersion":"events.k8s.io/v1","reportingController":"kubelet",)"
+      R"("reportingInstance":"node-1","regarding":{"kind":"Pod","namespace":"ns","name":"p",)"
+      R"("uid":"u1","apiVersion":"v1"}})");
+  const auto events_proto =
+      EventSpamFilter::SpamKey(WrapUnknown("events.k8s.io/v1", "Event", v1), kProto);
+  REQUIRE(events_proto.has_value());
+  CHECK(*events_proto == *events_json);
+
+  // As Go's decoder: a repeated string's last value wins, a repeated message's parts merge.
+  std::string twice;
+  AppendBytesField(&twice, 5, "ignored");
+  AppendBytesField(&twice, 5, "node-1");
+  std::string first_ref, second_ref;
+  AppendBytesField(&first_ref, 1, "Pod");
+  AppendBytesField(&first_ref, 2, "ns");
+  AppendBytesField(&first_ref, 3, "other");
+  AppendBytesField(&second_ref, 3, "p");
+  AppendBytesField(&second_ref, 4, "u1");
+  AppendBytesField(&second_ref, 5, "v1");
+  AppendBytesField(&twice, 4, "kubelet");
+  AppendBytesField(&twice, 8, first_ref);
+  AppendBytesField(&twice, 8, second_ref);
+  CHECK(EventSpamFilter::SpamKey(WrapUnknown("events.k8s.io/v1", "Event", twice), kProto) ==
+        events_json);
+}
+
+TEST_CASE("EventSpamFilter reads no key from protobuf that is not an Event or does not parse") {
+  const std::string event = ProtoCoreEvent("kubelet", "p");
+  CHECK_FALSE(EventSpamFilter::SpamKey(WrapUnknown("v1", "Pod", "")).has_value());
+  CHECK_FALSE(EventSpamFilter::SpamKey(WrapUnknown("v1", "Pod", ""), kProto).has_value());
+  CHECK_FALSE(EventSpamFilter::SpamKey(event).has_value());  // Protobuf read as JSON.
+  CHECK_FALSE(EventSpamFilter::SpamKey(CoreEvent("kubelet", "p"), kProto).has_value());
+  CHECK_FALSE(EventSpamFilter::SpamKey("", kProto).has_value());
+  // Every truncation: no key or a key, never a crash (the reader is bounded by the bytes).
+  for (size_t n = 0; n < event.size(); ++n)
+    (void)EventSpamFilter::SpamKey(event.substr(0, n), kProto);
+  // A length past the end inside the Event: malformed.
+  std::string bad;
+  AppendTag(&bad, 2, WireType::kBytes);
+  AppendVarint(&bad, 1000);
+  bad += "Pod";
+  CHECK_FALSE(EventSpamFilter::SpamKey(WrapUnknown("v1", "Event", bad), kProto).has_value());
+}
+
+TEST_CASE(
+    "EventSpamFilter refuses the 26th protobuf Event about one object, as the 26th JSON one") {
+  EventSpamFilter f({});
+  const auto t = std::chrono::steady_clock::now();
+  for (int i = 0; i < 25; ++i) CHECK(f.Allow("node-1", ProtoCoreEvent("kubelet", "p"), t, kProto));
+  CHECK_FALSE(f.Allow("node-1", ProtoCoreEvent("kubelet", "p"), t, kProto));
+  // The same bucket whichever the encoding.
+  CHECK_FALSE(f.Allow("node-1", CoreEvent("kubelet", "p"), t));
+  CHECK(f.Allow("node-1", ProtoCoreEvent("kubelet", "q"), t, kProto));
+  CHECK(f.rejected() == 2);
 }
 
 TEST_CASE("EventSpamFilter keys core and events.k8s.io Events by source and object") {

@@ -64,6 +64,19 @@ TEST_CASE("Cacheable answers only the reads whose form the cache serves exactly"
        "allowWatchBookmarks=true",
        false},
       {"GET", "/api/v1/namespaces/ns/pods/p?resourceVersionMatch=NotOlderThan", false},
+      // resourceVersion as Go's strconv.ParseUint reads it: a sign or a space is the
+      // apiserver's 400, in a LIST, a GET and a WATCH alike ('+' in a query is a space).
+      {"GET", "/api/v1/pods?resourceVersion=%2B1", false},
+      {"GET", "/api/v1/pods?resourceVersion=+1", false},
+      {"GET", "/api/v1/pods?resourceVersion=1+", false},
+      {"GET", "/api/v1/namespaces/ns/pods/p?resourceVersion=%2B1", false},
+      {"GET", "/api/v1/pods?watch=1&resourceVersion=%201", false},
+      {"GET", "/api/v1/pods?watch=1&resourceVersion=18446744073709551616", false},
+      {"GET", "/api/v1/pods?watch=1&resourceVersion=01", true},
+      {"GET", "/api/v1/pods?resourceVersion=18446744073709551615", true},
+      {"GET", "/api/v1/pods?limit=+5", false},   // " 5" once unescaped.
+      {"GET", "/api/v1/pods?limit=%2B5", true},  // strconv.ParseInt takes a sign.
+      {"GET", "/api/v1/pods?watch=1&timeoutSeconds=5%20", false},
   };
   for (const CacheableRow& row : rows) {
     INFO(row.method << " " << row.target << " accept=" << row.accept << " " << row.extra_field);

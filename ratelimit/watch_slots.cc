@@ -1,4 +1,4 @@
-#include "serve/watch_slots.h"
+#include "ratelimit/watch_slots.h"
 
 #include "common/strings.h"
 

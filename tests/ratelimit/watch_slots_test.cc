@@ -1,4 +1,4 @@
-#include "serve/watch_slots.h"
+#include "ratelimit/watch_slots.h"
 
 #include <catch2/catch.hpp>
 #include <optional>
