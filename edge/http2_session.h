@@ -12,9 +12,15 @@
 //                 (SendBatchedWrites) writes itself while the writer is idle on plain TCP
 //   IdleLoop  ── no stream for the idle timeout: GOAWAY, close (as Go's http2.Server)
 //
-// Settings and limits are those kube-apiserver gives Go's http2.Server (Http2Limits). A
-// graceful stop sends GOAWAY: open streams finish (watches end between events), new ones are
-// refused, and the connection closes when the last stream ends.
+// Settings and limits are those kube-apiserver gives Go's http2.Server (Http2Limits), plus
+// kube-fanout's own bounds on what an unauthenticated client can hold or cause: a stream exists
+// (listed, counted, served) only from END_HEADERS, after the read that ended its head, so a
+// stream reset in the same read starts nothing; a header block has a deadline and a
+// CONTINUATION limit; heads held per connection are bounded; resets are rate limited; a
+// client's reset cancels its handler's upstream call (StopSignal::Cancel); GET and HEAD bodies
+// are consumed and dropped. No exception crosses nghttp2's callbacks (Guarded). A graceful stop
+// sends GOAWAY: open streams finish (watches end between events), new ones are refused, and the
+// connection closes when the last stream ends.
 //
 // Created and run by HttpSession (which owns the socket, and ends it after Run); lives on one
 // worker thread; kept alive by Run, by each stream's coroutine and by each watch's handlers
