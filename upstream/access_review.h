@@ -72,9 +72,8 @@ class AccessReview {
 
   // kAllowed when the apiserver says `user` may `verb` the non-resource URL `path` (RBAC's
   // nonResourceURLs: what the apiserver asks before it serves its own /metrics).
-  asio::awaitable<Access> AllowedPath(UpstreamPool& own_pool, Vouched::By by,
-                                      const UserInfo& user, std::string_view verb,
-                                      std::string_view path);
+  asio::awaitable<Access> AllowedPath(UpstreamPool& own_pool, Vouched::By by, const UserInfo& user,
+                                      std::string_view verb, std::string_view path);
 
   // The SubjectAccessReview body.
   static std::string ReviewBody(const UserInfo& user, const AccessAttributes& attrs);
