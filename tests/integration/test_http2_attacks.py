@@ -217,8 +217,9 @@ def test_a_field_longer_than_a_head_holds_is_431_on_its_stream_only(cluster, att
 def test_an_x_forwarded_for_kube_fanout_extends_past_a_field_takes_down_no_connection(
         cluster, attacked):
     """A client X-Forwarded-For of 65,530 bytes, which kube-fanout extends with the client's
-    address past what a field holds: whatever that stream gets, the connection's next request
-    and its watch go on and the streams gauge comes back to 0 (the apiserver answers 200)."""
+    address (and bounds to 8 KiB, oldest hops dropped: docs/limits.md): whatever that stream
+    gets, the connection's next request and its watch go on and the streams gauge comes back to
+    0 (the apiserver answers 200)."""
     token = cluster.token("admin")
     c = H2Client(attacked.secure_port, cluster.ssl_context())
     watch = c.request("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=0", token)
