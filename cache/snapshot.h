@@ -12,7 +12,7 @@
 // Integers little-endian; str = u64 size + bytes. A reader checks every size against what is
 // left, so no input makes it read past the end or allocate more than the file's size.
 //
-// Pure functions, no I/O: files are sync/snapshot_store.h's.
+// Pure functions, no I/O: files are proxy/sync/snapshot_store.h's.
 #ifndef KUBE_FANOUT_CACHE_SNAPSHOT_H_
 #define KUBE_FANOUT_CACHE_SNAPSHOT_H_
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/batched_sends.h"
-#include "tests/edge/test_support.h"
+#include "tests/proxy/edge/test_support.h"
 
 namespace kf {
 namespace {

@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "edge/client_cert.h"
-#include "upstream/upstream_pool.h"
+#include "proxy/edge/client_cert.h"
+#include "proxy/upstream/upstream_pool.h"
 
 // These tests' check is ThreadSanitizer's (ctest --preset tsan): without the cache filled when
 // the context is made, the second thread reads the CA's subject key identifier that the first

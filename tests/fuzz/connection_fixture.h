@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "common/log.h"
-#include "edge/pipeline.h"
+#include "proxy/edge/pipeline.h"
 
 namespace kf::fuzz {
 

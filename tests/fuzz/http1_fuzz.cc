@@ -1,7 +1,7 @@
 // libFuzzer target: the bytes of an HTTP/1.1 connection as kube-fanout's server reads them
-// (edge/http_session.h). The input is everything the client sends on one connection, then it
+// (proxy/edge/http_session.h). The input is everything the client sends on one connection, then it
 // half-closes: one or more pipelined requests, Content-Length or chunked bodies, or garbage.
-// The session's own code reads it: RequestParser (edge/request_parser.h, Beast's parser with
+// The session's own code reads it: RequestParser (proxy/edge/request_parser.h, Beast's parser with
 // kube-fanout's header and field limits), Http1Body (the body through the same parser) and the
 // session's loop over pipelined requests and its 400/431 answers; every request's body is read
 // in small pieces (so chunk boundaries and need_buffer fall anywhere) and answered.
@@ -23,11 +23,11 @@
 #include <string>
 
 #include "common/any_stream.h"
-#include "edge/http_session.h"
-#include "edge/pipeline.h"
-#include "edge/request.h"
-#include "edge/response.h"
-#include "edge/session_set.h"
+#include "proxy/edge/http_session.h"
+#include "proxy/edge/pipeline.h"
+#include "proxy/edge/request.h"
+#include "proxy/edge/response.h"
+#include "proxy/edge/session_set.h"
 #include "tests/fuzz/connection_fixture.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// libFuzzer target: the bytes of an HTTP/2 connection (edge/http2_session.h, nghttp2's server
+// libFuzzer target: the bytes of an HTTP/2 connection (proxy/edge/http2_session.h, nghttp2's server
 // session and kube-fanout's callbacks). The input is what the client sent after its preface;
 // then the client half-closes. Two readings of the input:
 //  - first byte below 0x80: the bytes as they are (frames the fuzzer makes itself);
@@ -29,10 +29,10 @@
 #include <vector>
 
 #include "common/any_stream.h"
-#include "edge/http2_session.h"
-#include "edge/pipeline.h"
-#include "edge/request.h"
-#include "edge/response.h"
+#include "proxy/edge/http2_session.h"
+#include "proxy/edge/pipeline.h"
+#include "proxy/edge/request.h"
+#include "proxy/edge/response.h"
 #include "tests/fuzz/connection_fixture.h"
 
 namespace {

@@ -25,10 +25,10 @@
 #include <string_view>
 #include <vector>
 
-#include "edge/client_cert.h"
-#include "edge/field_syntax.h"
-#include "passthrough/upstream_request.h"
-#include "upstream/vouched.h"
+#include "proxy/edge/client_cert.h"
+#include "proxy/edge/field_syntax.h"
+#include "proxy/passthrough/upstream_request.h"
+#include "proxy/upstream/vouched.h"
 
 namespace {
 

@@ -321,7 +321,7 @@ def test_paginated_lists_from_cache_match_the_apiserver_page_by_page(cluster, ca
 def test_lists_of_a_cache_of_a_thousand_objects_match_the_apiserver(cluster, cached_proxy,
                                                                     namespace_factory):
     # From 1,000 objects on, a cache's lists are built in the list pool, off the I/O threads
-    # (serve/list_pool.h): the same bytes as the apiserver's, selected and paged too.
+    # (proxy/serve/list_pool.h): the same bytes as the apiserver's, selected and paged too.
     ns = namespace_factory()
     items = [{"apiVersion": "v1", "kind": "ConfigMap",
               "metadata": {"name": f"many{i:04d}", "namespace": ns,

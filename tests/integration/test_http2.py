@@ -477,7 +477,7 @@ def test_large_cached_answers_are_gzipped_as_the_apiserver_does(cluster, cached_
 
 def test_a_large_list_asked_again_at_the_same_rv_shares_its_gzip_bytes(cluster, cached_proxy,
                                                                             big_ns):
-    """A large LIST is compressed once per list and resourceVersion (serve/gzip_cache.h): asked
+    """A large LIST is compressed once per list and resourceVersion (proxy/serve/gzip_cache.h): asked
     again while the resource has not changed, it gets the very bytes of the first answer."""
     def counts():
         text = cluster.request("GET", "/metrics", port=cached_proxy.port, tls=False).body.decode()

@@ -21,7 +21,7 @@ WRITE_VERBS = {"POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY", "C
 # Reviews kube-fanout POSTs to authenticate and authorize the clients it serves from the cache.
 AUTH_RESOURCES = {"tokenreviews", "subjectaccessreviews", "selfsubjectaccessreviews",
                   "localsubjectaccessreviews", "selfsubjectrulesreviews", "selfsubjectreviews"}
-# kube-fanout's own default set (sync/cached_resources.cc), for an empty --cache-resources.
+# kube-fanout's own default set (proxy/sync/cached_resources.cc), for an empty --cache-resources.
 DEFAULT_CACHED = ["pods", "nodes", "services", "namespaces", "configmaps", "endpointslices",
                   "events", "csidrivers", "runtimeclasses", "servicecidrs"]
 LATENCY_ORDER = ["pods", "nodes", "endpointslices", "services", "configmaps"]

@@ -1,0 +1,38 @@
+// Representation: which encoding a client gets, and what the apiserver itself must render. The
+// cache holds each object as the apiserver's compact JSON and, for built-in resources, as its
+// protobuf message; anything else (YAML, Table or PartialObjectMetadata conversion,
+// pretty-printed JSON, another user's view through impersonation) only the apiserver can
+// answer exactly. The one place this is decided. Stateless.
+#ifndef KUBE_FANOUT_EDGE_REPRESENTATION_H_
+#define KUBE_FANOUT_EDGE_REPRESENTATION_H_
+
+#include <boost/beast/http/fields.hpp>
+#include <string_view>
+
+#include "proxy/edge/request_info.h"
+
+namespace kf {
+
+// The apiserver pretty-prints JSON for these user agents (curl, Wget, browsers) and on ?pretty.
+bool PrettyUserAgent(std::string_view ua);
+
+// True when the answer must come from the apiserver's own encoders whatever the media type:
+// conversions (as=Table), impersonation.
+bool ApiserverRendersAnswer(const RequestInfo& info, const boost::beast::http::fields& headers);
+
+enum class MediaChoice {
+  kJson,
+  kProtobuf,
+  kApiserver,  // YAML, pretty JSON, nothing acceptable, ...: the apiserver's own answer.
+};
+// The media type the apiserver's negotiation (NegotiateOutputMediaType) would pick for this
+// Accept header, among the serializers of a resource that has protobuf (`has_protobuf`: the
+// built-in ones) or not: clauses by q (highest first, ties in header order, wildcards after
+// concrete types), the first one a serializer matches wins. No Accept, */* and application/*
+// mean JSON. JSON is then only the cache's when not pretty-printed (curl, browsers, ?pretty).
+MediaChoice NegotiateMedia(const RequestInfo& info, const boost::beast::http::fields& headers,
+                           bool has_protobuf);
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_EDGE_REPRESENTATION_H_

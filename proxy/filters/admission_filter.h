@@ -1,0 +1,34 @@
+// AdmissionFilter: ratelimit::Admission's verdict for a request (fair queues per priority
+// level, token buckets for polling flows). Refused: 429 with Retry-After, as the apiserver's
+// APF answers. Admitted: the seat is held while the request runs (a watch holds it only while
+// it starts, as APF counts watches), and the priority level is noted for later steps.
+//
+// Shared by every worker; Admission is thread-safe.
+#ifndef KUBE_FANOUT_FILTERS_ADMISSION_FILTER_H_
+#define KUBE_FANOUT_FILTERS_ADMISSION_FILTER_H_
+
+#include "proxy/edge/filter.h"
+#include "ratelimit/admission.h"
+
+namespace kf {
+
+class AdmissionFilter : public Filter {
+ public:
+  explicit AdmissionFilter(ratelimit::Admission& admission) : admission_(admission) {}
+
+  asio::awaitable<void> Serve(Exchange& x, const Next& next) override;
+
+  // What admission classifies a request by.
+  static ratelimit::RequestAttributes Attributes(const Exchange& x);
+
+ private:
+  asio::awaitable<ratelimit::Decision> Decide(const ratelimit::RequestAttributes& a);
+  // False: refused (answered). Admitted: `seat` holds the request's seat (none for a watch).
+  asio::awaitable<bool> Admit(Exchange& x, ratelimit::Seat* seat);
+
+  ratelimit::Admission& admission_;
+};
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_FILTERS_ADMISSION_FILTER_H_

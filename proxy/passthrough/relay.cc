@@ -1,0 +1,318 @@
+#include "proxy/passthrough/relay.h"
+
+#include <array>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/http/read.hpp>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "proxy/edge/hop_by_hop.h"
+#include "proxy/edge/request_parser.h"
+#include "proxy/passthrough/tunnel.h"
+#include "proxy/passthrough/upstream_request.h"
+#include "proxy/passthrough/watch_framing.h"
+#include "proxy/upstream/vouched.h"
+
+namespace kf {
+namespace {
+
+namespace http = beast::http;
+constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+constexpr auto kResponseHeaderTimeout = std::chrono::seconds(60);
+constexpr auto kBodyIdleTimeout = std::chrono::seconds(120);
+// Longer than any watch the apiserver keeps open (its default limit is under an hour); TCP
+// keep-alive notices a dead peer before then.
+constexpr auto kWatchIdleTimeout = std::chrono::minutes(70);
+// On a graceful stop, how long the rest of an event already under way may take to arrive.
+constexpr auto kStopFinishEventTimeout = std::chrono::seconds(5);
+
+// One call upstream: the connection, what was read past the response head, the parser.
+struct UpstreamCall {
+  UpstreamPool::Lease lease;
+  beast::flat_buffer buffer;
+  std::optional<BoundedParser<false, http::buffer_body>> parser;
+  bool request_sent = false;  // Else the upstream answered before taking the whole body.
+  AnyStream& stream() { return *lease.stream; }
+  const http::response<http::buffer_body>& head() { return parser->get(); }
+};
+
+asio::awaitable<beast::error_code> ReadHead(UpstreamCall& call, bool head_request) {
+  call.buffer.clear();
+  call.parser.emplace();
+  call.parser->body_limit(boost::none);
+  call.parser->header_limit(1024 * 1024);
+  if (head_request) call.parser->skip(true);
+  call.stream().tcp().expires_after(kResponseHeaderTimeout);
+  auto [ec, n] =
+      co_await http::async_read_header(call.stream(), call.buffer, *call.parser, use_nothrow);
+  co_return ec;
+}
+
+// Sends the request and reads the response head. A reused keep-alive connection may have been
+// closed by the upstream while idle; a request without a body is then sent once more on a
+// fresh connection (nothing of it was consumed). False: no answer; x.error says why, or
+// *refused when the head could not be written at all (upstream_request.h).
+asio::awaitable<bool> Open(Exchange& x, UpstreamPool& pool, bool upgrade,
+                           const RequestHeaderNames& names, const Identity* as_user,
+                           UpstreamCall& call, absl::Status* refused) {
+  const bool has_body = !x.request.body.done();
+  for (int attempt = 0;; ++attempt) {
+    // A client that reset its stream (before or while a connection was found) asks nothing.
+    if (x.stop.cancelled) {
+      x.error = "client reset the stream";
+      co_return false;
+    }
+    auto acquired = co_await pool.Acquire(/*allow_reuse=*/attempt == 0 && !upgrade);
+    if (!acquired.ok()) {
+      x.error = std::string(acquired.status().message());
+      co_return false;
+    }
+    call.lease = *std::move(acquired);
+    if (x.stop.cancelled) continue;  // The check above ends it; the lease is dropped.
+    const UpstreamEndpoint& endpoint = pool.endpoint(call.lease.endpoint);
+    x.upstream = endpoint.Url();
+    auto head = UpstreamRequestHead(x.request, endpoint, upgrade, names, as_user);
+    if (!head.ok()) {
+      // Nothing was written: the lease goes back unused.
+      pool.Release(std::move(call.lease));
+      *refused = head.status();
+      co_return false;
+    }
+    auto& req = *head;
+    bool body_write_failed = false;
+    beast::error_code ec = co_await SendRequest(x.request, call.stream(), req, &body_write_failed);
+    call.request_sent = !ec;
+    if (!ec || (body_write_failed && !upgrade)) {
+      ec = co_await ReadHead(call, x.request.method == http::verb::head);
+    }
+    if (!ec) co_return true;
+    if (call.lease.reused) pool.FailedInUse();
+    if (!(call.lease.reused && !has_body && !x.stopping() && !x.stop.cancelled)) {
+      x.error = absl::StrCat("upstream ", x.upstream, ": ", ec.message());
+      co_return false;
+    }
+  }
+}
+
+// The response body, piece by piece.
+struct BodyPump {
+  Exchange& x;
+  UpstreamCall& call;
+  bool watch;
+  WatchFraming framing{WatchFraming::Format::kUnframed};
+  bool upstream_clean = true;  // The upstream connection may be reused.
+  bool failed = false;         // The relay ended early; the client connection must close.
+
+  std::chrono::seconds ReadTimeout() const {
+    if (!watch) return kBodyIdleTimeout;
+    return x.stopping() ? kStopFinishEventTimeout : kWatchIdleTimeout;
+  }
+  bool StopHere() const { return x.stopping() && watch && framing.AtBoundary(); }
+};
+
+asio::awaitable<void> PumpBody(BodyPump& b) {
+  auto& rp = *b.call.parser;
+  std::array<char, kRelayPiece> buf;
+  while (!rp.is_done()) {
+    if (b.StopHere()) {
+      b.upstream_clean = false;  // The rest of the upstream stream is abandoned.
+      break;
+    }
+    rp.get().body().data = buf.data();
+    rp.get().body().size = buf.size();
+    b.call.stream().tcp().expires_after(b.ReadTimeout());
+    auto [rec, rn] =
+        co_await http::async_read_some(b.call.stream(), b.call.buffer, rp, use_nothrow);
+    if (rec && rec != http::error::need_buffer) {
+      if (b.StopHere()) {
+        b.upstream_clean = false;
+        break;
+      }
+      // The upstream failed mid-body: the client sees its stream cut, as it would have. Or
+      // the client reset its stream, which closed the upstream connection (Serve).
+      b.x.error = b.x.stop.cancelled ? std::string("client reset the stream")
+                                     : absl::StrCat("upstream ", b.x.upstream, ": ", rec.message());
+      b.failed = true;
+      co_return;
+    }
+    std::string_view piece(buf.data(), buf.size() - rp.get().body().size);
+    if (piece.empty()) continue;
+    if (b.x.stopping() && b.watch) {
+      if (const size_t end = b.framing.PrefixToBoundary(piece); end != std::string_view::npos) {
+        piece = piece.substr(0, end);
+        b.upstream_clean = false;
+      }
+    }
+    const std::array<asio::const_buffer, 1> out{asio::buffer(piece)};
+    if (auto ec = co_await b.x.response->WriteBody(out)) {
+      b.x.error = absl::StrCat("client: ", ec.message());
+      b.failed = true;
+      co_return;
+    }
+    b.framing.Consume(piece);
+    if (!b.upstream_clean) break;
+  }
+  if (auto ec = co_await b.x.response->End()) {
+    b.x.error = absl::StrCat("client: ", ec.message());
+    b.failed = true;
+  }
+}
+
+// Completes when the client ends its side, after cancelling the upstream stream.
+asio::awaitable<void> CancelWhenClientLeaves(Response& response, AnyStream& up, bool* left) {
+  const bool gone = co_await response.ClientGone();
+  if (gone) {
+    *left = true;
+    up.Cancel();
+  }
+}
+
+asio::awaitable<void> RelayBody(BodyPump& b) {
+  if (!b.watch) {
+    co_await PumpBody(b);
+    co_return;
+  }
+  // On a graceful stop a watch ends between two events: at once when the stream is at an
+  // event boundary (the pending upstream read is cancelled), else after forwarding the rest
+  // of the event in flight.
+  AnyStream& up = b.call.stream();
+  b.x.stop.hook = [&b, &up] {
+    if (b.framing.AtBoundary()) up.Cancel();
+  };
+  absl::Cleanup clear_hook = [&b] { b.x.stop.hook = nullptr; };
+  b.framing = WatchFraming(WatchFraming::ForContentType(b.call.head()[http::field::content_type]));
+  // A quiet watch whose client went away must not hold its upstream watch open until the next
+  // event happens to fail the write: notice the client's end and cancel.
+  using namespace asio::experimental::awaitable_operators;
+  bool client_left = false;
+  co_await (PumpBody(b) || CancelWhenClientLeaves(*b.x.response, up, &client_left));
+  if (client_left) b.x.error = "client closed";
+}
+
+bool ResponseHasBody(int status, bool head) {
+  return !head && status >= 200 && status != 204 && status != 304;
+}
+
+// The upstream's answer, relayed: head at once (a watch's client learns at once that it is
+// open), then the body as it comes. The upstream connection goes back to the pool when the
+// exchange ended cleanly.
+asio::awaitable<void> RelayResponse(Exchange& x, UpstreamPool& pool, UpstreamCall& call) {
+  const auto& upres = call.head();
+  ResponseHead head;
+  head.status = static_cast<int>(upres.result_int());
+  head.reason = std::string(upres.reason());
+  CopyEndToEndFields(upres.base(), head.fields);
+  if (auto length = call.parser->content_length()) {
+    head.framing = ResponseHead::Framing::kLength;
+    head.length = *length;
+  } else {
+    head.framing = ResponseHead::Framing::kStreamed;
+  }
+  if (auto ec = co_await x.response->WriteHead(std::move(head))) {
+    x.error = absl::StrCat("client: ", ec.message());
+    co_return;
+  }
+  const bool head_request = x.request.method == http::verb::head;
+  BodyPump b{x, call, x.request.info.verb == "watch"};
+  if (ResponseHasBody(static_cast<int>(upres.result_int()), head_request) &&
+      !call.parser->is_done()) {
+    co_await RelayBody(b);
+  } else if (auto ec = co_await x.response->End()) {
+    x.error = absl::StrCat("client: ", ec.message());
+    b.failed = true;
+  }
+  if (!b.failed && b.upstream_clean && call.request_sent && call.parser->is_done() &&
+      upres.keep_alive()) {
+    call.stream().tcp().expires_never();
+    pool.Release(std::move(call.lease));
+  }
+}
+
+asio::awaitable<void> SwitchProtocols(Exchange& x, UpstreamCall& call) {
+  const auto& upres = call.head();
+  ResponseHead head;
+  head.status = 101;
+  head.reason = std::string(upres.reason());
+  CopyEndToEndFields(upres.base(), head.fields);
+  head.fields.set(http::field::connection, "Upgrade");
+  head.fields.set(http::field::upgrade, upres[http::field::upgrade]);
+  if (auto ec = co_await x.response->WriteHead(std::move(head))) {
+    x.error = absl::StrCat("client: ", ec.message());
+    co_return;
+  }
+  if (auto client = x.response->TakeUpgraded()) {
+    co_await Tunnel(*std::move(client), call.stream(), call.buffer);
+  }
+}
+
+}  // namespace
+
+asio::awaitable<bool> Relay::Serve(Exchange& x) {
+  // A user the connection vouches for (a front proxy's fields, a client certificate's) goes
+  // through kube-fanout's own front proxy, named in its request-header fields.
+  const Vouched vouched = Vouch(x.request, names_);
+  if (vouched.by == Vouched::By::kRejectedCertificate) {
+    // The apiserver's answer to a certificate its x509 authenticator refuses, with nothing
+    // else to authenticate the request (an error there is not anonymous); also to an identity
+    // that could not be carried upstream unchanged (vouched.h).
+    const KubeStatus unauthorized{401, "Unauthorized", "Unauthorized"};
+    co_await x.Reject(unauthorized, vouched.why);
+    co_return true;
+  }
+  const bool as_cert = vouched.asserted();
+  const bool events = x.request.info.IsEvents();
+  UpstreamPool* pool = as_cert ? (events ? pools_.events_front_pool : pools_.front_pool)
+                               : (events ? pools_.events_pool : pools_.pool);
+  const bool upgrade = x.route == Route::kTunnel;
+  UpstreamCall call;
+  // A client that resets its stream ends the upstream call with it: the apiserver sees its
+  // connection close and stops the request (rapid resets must not become upstream work).
+  x.stop.cancel_hook = [&call] {
+    beast::error_code ignored;
+    if (call.lease.stream) call.stream().tcp().socket().close(ignored);
+  };
+  absl::Cleanup clear_cancel_hook = [&x] { x.stop.cancel_hook = nullptr; };
+  if (pool == nullptr) pool = events ? pools_.events_pool : pools_.pool;  // No front proxy set.
+  absl::Status refused;
+  const bool opened =
+      co_await Open(x, *pool, upgrade, names_, as_cert ? &vouched.user : nullptr, call, &refused);
+  if (!refused.ok()) {
+    // A head that would carry bytes HTTP forbids is never written: the client's own (400
+    // BadRequest, as the apiserver's server refuses such a head), or an identity that could not
+    // be asserted (500: vouched identities are checked before this).
+    // Named: a temporary bound to Reject's reference inside co_await is what GCC 12 may free
+    // twice.
+    const KubeStatus status = ToKubeStatus(refused);
+    co_await x.Reject(status, std::string(refused.message()));
+    co_return true;
+  }
+  if (!opened && x.request.body.timed_out()) {
+    // The client's body did not come within the request timeout: the apiserver, reading the
+    // same body, answers this when its own request timeout passes.
+    x.response->CloseAfter();
+    const KubeStatus status = RequestTimeoutStatus();
+    x.error = "request body not sent in time";
+    co_await WriteStatus(*x.response, status);
+    co_return true;
+  }
+  if (!opened) {
+    // Nothing reached the client yet: say why, as a Status, and end the connection (its
+    // request body may be half read).
+    x.response->CloseAfter();
+    KubeStatus status{503, "ServiceUnavailable",
+                      absl::StrCat("kube-fanout could not reach the upstream apiserver: ", x.error),
+                      1};
+    co_await WriteStatus(*x.response, status);
+    co_return true;
+  }
+  if (upgrade && call.head().result_int() == 101) {
+    co_await SwitchProtocols(x, call);
+  } else {
+    co_await RelayResponse(x, *pool, call);
+  }
+  co_return true;
+}
+
+}  // namespace kf

@@ -1,0 +1,631 @@
+#include "proxy/serve/watch_stream.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <random>
+#include <vector>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/go_strconv.h"
+#include "common/kept_room.h"
+#include "common/kube_proto.h"
+#include "common/strings.h"
+#include "proxy/serve/consistent_read.h"
+
+namespace kf {
+namespace {
+
+namespace http = beast::http;
+using Clock = std::chrono::steady_clock;
+
+struct WatchRun;
+// Delivers what a parked watch has queued without resuming its loop; false: the loop must run.
+// A write queued in the thread's batch of sends (Response::TryWriteBodyOrQueue) is done too: its
+// result comes to `done` (AfterDirectWrite).
+bool DeliverNow(WatchRun& w, Response::WriteDone& done);
+// What a direct write's result leaves to do; false: the loop must run.
+bool AfterDirectWrite(WatchRun& w, Response::TryWrite result);
+
+// Wakes a waiting watch loop from the session's thread, without lost wakeups. Named to the
+// cache by a slot of the thread's Wakeups, held as long as it lives (on that thread).
+struct Wakeup final : Wakeable, Response::WriteDone {
+  Wakeup(const asio::any_io_executor& e, Response& r, Wakeups& w)
+      : timer(e), response(r), wakeups(w), ref(w.Register(this)) {}
+  ~Wakeup() override { wakeups.Unregister(ref); }
+  Wakeup(const Wakeup&) = delete;
+  Wakeup& operator=(const Wakeup&) = delete;
+  asio::steady_timer timer;
+  Response& response;
+  Wakeups& wakeups;
+  const NotifySink::Ref ref;
+  std::shared_ptr<CacheWatcher> watcher;  // Set once registered.
+  bool woken = false;
+  // The loop, while it waits on `timer` with nothing written or held (OpenWatch::Run).
+  WatchRun* parked = nullptr;
+  // The client's end (Response::WatchClient): the callback ran; it said the client left
+  // before the watch stopped watching.
+  bool client_told = false;
+  bool client_gone = false;
+  bool client_unwatched = false;  // StopWatchingClient was called.
+
+  // Events for a parked watch go out from here when the connection takes them at once (the
+  // usual case: no coroutine resumed, no timer re-armed per delivery). Otherwise the loop runs.
+  // A watcher cut for slowness also aborts a write stuck on its client, so the connection is
+  // dropped at once.
+  void Wake() override {
+    if (parked != nullptr && !client_gone && DeliverNow(*parked, *this)) return;
+    RunLoop();
+  }
+  void RunLoop() {
+    woken = true;
+    timer.cancel();
+    if (watcher && watcher->closed()) response.Cancel();
+  }
+  // A write DeliverNow queued is done (before its burst ended: the loop is still parked).
+  void Written(Response::TryWrite result) override {
+    if (parked != nullptr && AfterDirectWrite(*parked, result)) return;
+    RunLoop();
+  }
+
+  // What DeliverNow reads first: the loop's state, the response, the watcher's queue.
+  void Prefetch() const override {
+    if (parked == nullptr) return;
+    const char* run = reinterpret_cast<const char*>(parked);
+    __builtin_prefetch(run);
+    __builtin_prefetch(run + 64);
+    __builtin_prefetch(run + 128);
+    __builtin_prefetch(run + 192);
+    response.Prefetch();
+    if (watcher) watcher->Prefetch();
+  }
+  void PrefetchDeep() const override;
+};
+
+// What the writes made straight from wake-ups counted, added to the shared counters at the end
+// of each drain (Wakeups::set_after_drain) rather than as two atomic additions per delivery on
+// a line every worker thread writes.
+struct DirectWriteTally {
+  CacheServeStats* stats = nullptr;
+  uint64_t bytes = 0;
+  uint64_t writes = 0;
+};
+thread_local DirectWriteTally direct_tally;
+
+void AddTallyToStats() {
+  DirectWriteTally& t = direct_tally;
+  if (t.stats == nullptr || (t.bytes == 0 && t.writes == 0)) return;
+  t.stats->bytes_written.fetch_add(t.bytes, std::memory_order_relaxed);
+  t.stats->watch_writes_direct.fetch_add(t.writes, std::memory_order_relaxed);
+  t.bytes = t.writes = 0;
+}
+
+void CountDirectWrite(CacheServeStats& stats, size_t bytes) {
+  DirectWriteTally& t = direct_tally;
+  if (t.stats != &stats) {
+    AddTallyToStats();
+    t.stats = &stats;
+  }
+  t.bytes += bytes;
+  if (bytes > 0) ++t.writes;
+}
+
+struct WatchParams {
+  Cacher::Start start = Cacher::Start::kInitialState;
+  uint64_t rv = 0;
+  bool bookmarks = false;
+  bool initial_events_end = false;
+  bool progress_request = false;  // kProgressRequestHeader: a bookmark once proven current.
+  Clock::time_point deadline;
+};
+
+// A progress request's proof: the cache brought up to its upstream's current RV (as for a
+// consistent read), run beside the watch.
+struct ProgressProof {
+  bool done = false;
+  bool proven = false;
+};
+
+// As the apiserver's cacher schedules bookmarks (cache_watcher.go, nextBookmarkTime): every
+// interval, and 2 s before the watch's deadline so the client can resume from a fresh RV.
+struct BookmarkClock {
+  std::chrono::milliseconds interval;
+  Clock::time_point deadline;
+  Clock::time_point next;
+  Clock::time_point After(Clock::time_point now) const {
+    auto at = now + interval;
+    const auto before_deadline = deadline - std::chrono::seconds(2);
+    if (before_deadline > now && before_deadline < at) at = before_deadline;
+    return at;
+  }
+};
+
+ResponseHead WatchHead(Encoding encoding) {
+  ResponseHead head;
+  head.fields.set(http::field::cache_control, "no-cache, private");
+  head.fields.set(http::field::content_type, encoding == Encoding::kProtobuf
+                                                 ? kProtobufWatchContentType
+                                                 : std::string_view("application/json"));
+  head.framing = ResponseHead::Framing::kStreamed;
+  return head;
+}
+
+// Where the watch starts, as the apiserver's watch cache decides; nullopt: declined, or refused
+// (`*refused` set: answered) when its state could not be made fresh in time.
+asio::awaitable<std::optional<WatchParams>> Plan(Exchange& x, Cacher& cacher, Reflector& reflector,
+                                                 CacheServeStats& stats, bool* refused) {
+  const Query& q = x.request.info.query;
+  WatchParams p;
+  p.bookmarks = q.First("allowWatchBookmarks").has_value() &&
+                ParseGoBool(*q.First("allowWatchBookmarks")) == true;
+  const auto rv = q.First("resourceVersion");
+  int64_t timeout_seconds = 0;
+  if (auto t = q.First("timeoutSeconds")) (void)absl::SimpleAtoi(ToAbsl(*t), &timeout_seconds);
+  p.deadline = WatchDeadline(Clock::now(), timeout_seconds);
+  p.progress_request = p.bookmarks && x.request.headers.find(std::string(kProgressRequestHeader)) !=
+                                          x.request.headers.end();
+  if (q.Has("sendInitialEvents") || !rv || rv->empty()) {
+    // WatchList, or "get state and start at most recent": the state must be at least the
+    // requested RV (the upstream's current one for ""); a WatchList's end is a bookmark.
+    const Freshness fresh = co_await RequiredVersion(cacher, reflector, rv);
+    if (fresh.verdict == Freshness::Verdict::kPassThrough) co_return std::nullopt;
+    if (fresh.verdict != Freshness::Verdict::kServe) {
+      co_await RefuseUnfresh(x, fresh, stats);
+      *refused = true;
+      co_return std::nullopt;
+    }
+    p.initial_events_end = q.Has("sendInitialEvents");
+  } else if (*rv != "0") {
+    p.rv = ParseGoUint(*rv).value_or(0);  // Cacheable: it parses.
+    p.start = Cacher::Start::kAfterVersion;
+  }
+  co_return p;
+}
+
+// Like the apiserver: HTTP 200, one ERROR event carrying the 410 Status, then the end.
+asio::awaitable<void> WriteExpired(Exchange& x, const absl::Status& status, Encoding encoding) {
+  const KubeStatus expired{410, "Expired", std::string(status.message()), std::nullopt};
+  const std::string event =
+      encoding == Encoding::kProtobuf
+          ? WatchFrame("ERROR", EncodeStatusProto(expired))
+          : absl::StrCat("{\"type\":\"ERROR\",\"object\":", EncodeStatusJson(expired), "}\n");
+  const std::array<asio::const_buffer, 1> body{asio::buffer(event)};
+  const beast::error_code ec = co_await WriteAnswer(*x.response, WatchHead(encoding), body);
+  if (ec) x.error = ec.message();
+}
+
+struct WatchRun {
+  // What the watch writes to and is stopped by, both the transport's (they outlive the Exchange
+  // of a detached watch: Detached).
+  Response& response;
+  const StopSignal& stop;
+  std::string error;  // Why it ended early, for the log (Detached::error).
+  Cacher& cacher;
+  std::shared_ptr<CacheWatcher> watcher;
+  std::shared_ptr<Wakeup> wake;
+  WatchParams params;
+  BookmarkClock bookmarks;
+  CacheServeStats& stats;
+  uint64_t last_rv = 0;
+  bool first = true;
+  std::shared_ptr<ProgressProof> proof;  // Set for a progress request until its bookmark.
+  CacheWatcher::Batch batch;             // Reused: its vector's capacity goes back to the queue.
+  // The batch taken and framed (TakeBatch) and not yet written, or held part-written by
+  // Response::TryWriteBody (then `held`): the loop writes it before taking more.
+  bool taken = false;
+  bool held = false;
+  std::shared_ptr<const std::string> bookmark;
+  std::vector<asio::const_buffer> bufs;  // Its room kept for a few pieces only (BatchWritten).
+  size_t bytes = 0;
+  bool failed = false;                   // A write without the loop failed (`error` says why).
+  const Reflector* reflector = nullptr;  // The cache's: what its upstream sends (DueBookmark).
+};
+
+void Wakeup::PrefetchDeep() const {
+  if (parked == nullptr) return;
+  response.PrefetchTransport();
+  __builtin_prefetch(parked->bufs.data());
+}
+
+// The bookmark due now, if one is. `cache_rv` is the cache's RV read before the batch just
+// written was taken: every event at or below it for this watcher was in that batch (the cache
+// queues an event and advances its RV under one lock), so a bookmark at it never overtakes one.
+std::shared_ptr<const std::string> DueBookmark(WatchRun& w, Clock::time_point now,
+                                               uint64_t cache_rv) {
+  const WatchParams& p = w.params;
+  std::shared_ptr<const std::string> bookmark;
+  if (w.first && p.initial_events_end) {
+    bookmark = w.cacher.BookmarkFrame(w.watcher->start_rv, /*initial_events_end=*/true);
+    w.last_rv = std::max(w.last_rv, w.watcher->start_rv);
+  } else if (w.proof && w.proof->done) {
+    // Proven current (or not: then the scheduled bookmarks follow as usual).
+    if (w.proof->proven) {
+      w.last_rv = std::max(w.last_rv, cache_rv);
+      bookmark = w.cacher.BookmarkFrame(w.last_rv);
+    }
+    w.proof.reset();
+  } else if (p.bookmarks && now >= w.bookmarks.next) {
+    // None for a resource the upstream sends none for (no watch cache there: the apiserver
+    // watches etcd for it, which sends none); a tier below then tells it apart as well.
+    if (w.reflector == nullptr || w.reflector->upstream_bookmarks() != UpstreamBookmarks::kNone) {
+      w.last_rv = std::max(w.last_rv, cache_rv);
+      bookmark = w.cacher.BookmarkFrame(w.last_rv);
+    }
+    w.bookmarks.next = w.bookmarks.After(now);
+  }
+  w.first = false;
+  return bookmark;
+}
+
+// Takes what the watcher has queued (and a bookmark when one is due) as one body piece: w.bufs,
+// w.bytes. No I/O.
+void TakeBatch(WatchRun& w, Clock::time_point now) {
+  const uint64_t cache_rv = w.cacher.resource_version();  // Before the Take: see DueBookmark.
+  w.watcher->Take(&w.batch);
+  if (w.batch.last_rv > 0) w.last_rv = w.batch.last_rv;
+  w.bookmark = DueBookmark(w, now, cache_rv);
+  w.bufs.clear();
+  for (const Piece& piece : w.batch.pieces) {
+    w.bufs.emplace_back(piece.bytes.data(), piece.bytes.size());
+  }
+  if (w.bookmark) w.bufs.push_back(asio::buffer(*w.bookmark));
+  w.bytes = asio::buffer_size(w.bufs);
+  w.taken = true;
+}
+
+// After the taken batch was written: lets its frames go (an idle watch keeps no event alive,
+// nor a burst's room). False: the watch is over.
+bool BatchWritten(WatchRun& w, bool direct) {
+  if (direct) {
+    CountDirectWrite(w.stats, w.bytes);
+  } else {
+    w.stats.bytes_written += w.bytes;
+  }
+  const bool closed = w.batch.closed;
+  const bool too_slow = closed && w.batch.close_cause == CacheWatcher::CloseCause::kTooSlow;
+  CacheWatcher::Release(&w.batch);
+  w.bookmark.reset();
+  ClearKeepingRoom(w.bufs, CacheWatcher::kKeptPieces + 1);  // The pieces and a bookmark.
+  w.bytes = 0;
+  w.taken = w.held = false;
+  if (too_slow) {
+    // The client is not reading: no polite end can reach it. Drop the connection; the client
+    // re-watches from the last RV it received.
+    w.error = "watcher too slow";
+    return false;
+  }
+  return !closed;
+}
+
+bool DeliverNow(WatchRun& w, Response::WriteDone& done) {
+  if (w.taken || w.failed || !w.response.can_write_now() || w.stop.requested) return false;
+  const auto now = Clock::now();
+  if (now >= w.params.deadline || w.watcher->closed()) return false;
+  TakeBatch(w, now);
+  if (w.batch.closed) return false;  // The loop writes it and ends the answer.
+  return AfterDirectWrite(w, w.response.TryWriteBodyOrQueue(w.bufs, done));
+}
+
+bool AfterDirectWrite(WatchRun& w, Response::TryWrite result) {
+  switch (result) {
+    case Response::TryWrite::kQueued:
+      return true;  // Told later (Wakeup::Written); the batch stays taken until then.
+    case Response::TryWrite::kWritten:
+      return BatchWritten(w, /*direct=*/true);
+    case Response::TryWrite::kHeld:
+      w.held = true;
+      return false;
+    case Response::TryWrite::kFailed:
+      w.failed = true;
+      w.error = "write failed";
+      return false;
+    case Response::TryWrite::kUnsupported:
+      return false;
+  }
+  return false;
+}
+
+// Writes what the watcher has queued (and a bookmark when one is due) as one body piece, or
+// the rest of what DeliverNow took. False: the watch is over (closed by the cache, or the
+// write failed).
+asio::awaitable<bool> WriteBatch(WatchRun& w, Clock::time_point now) {
+  if (w.failed) co_return false;
+  if (!w.taken) TakeBatch(w, now);
+  if (w.bytes > 0) {
+    beast::error_code ec;
+    if (w.held) {
+      ec = co_await w.response.FinishWrite();
+    } else {
+      ec = co_await w.response.WriteBody(w.bufs);
+    }
+    if (ec) {
+      w.error = ec.message();
+      co_return false;
+    }
+    ++w.stats.watch_writes_loop;
+  }
+  co_return BatchWritten(w, /*direct=*/false);
+}
+
+// Registers the watcher, notified through this thread's Wakeups as `wake`'s slot (the cache
+// hands each event's wake-ups to the thread at once; they run on this session's thread).
+absl::StatusOr<std::shared_ptr<CacheWatcher>> Register(Cacher& cacher, WatchFilter filter,
+                                                       const WatchParams& p, const Wakeup& wake,
+                                                       const WatchOptions& options) {
+  Cacher::WatchRequest request{std::move(filter), p.start, p.rv, options.max_queue_bytes};
+  request.sink = &wake.wakeups;
+  request.sink_ref = wake.ref;
+  request.total_budget = options.total_queue;
+  return cacher.Watch(std::move(request));
+}
+
+// A watch once set up (ServeWatch): what its loop and its end need, on the heap, run by the
+// transport after the request's coroutine frames have ended (Exchange::detached).
+class OpenWatch final : public Detached {
+ public:
+  OpenWatch(Exchange& x, Cacher& cacher, Reflector& reflector, const std::shared_ptr<Wakeup>& wake,
+            const WatchParams& params, const WatchOptions& options, CacheServeStats& stats,
+            const asio::any_io_executor& executor, WatchSlots::Slot* slot)
+      : slot_(slot != nullptr ? std::move(*slot) : WatchSlots::Slot()),
+        stop_(x.stop),
+        run_{*x.response,
+             x.stop,
+             {},
+             cacher,
+             wake->watcher,
+             wake,
+             params,
+             BookmarkClock{options.bookmark_interval, params.deadline, {}},
+             stats} {
+    ++stats.open_watches;
+    run_.reflector = &reflector;
+    x.stop.hook = [weak = std::weak_ptr<Wakeup>(wake)] {
+      if (auto w = weak.lock()) {
+        w->woken = true;
+        w->timer.cancel();
+      }
+    };
+    run_.last_rv = std::max(run_.watcher->start_rv, params.rv);
+    run_.bookmarks.next = run_.bookmarks.After(Clock::now());
+    if (params.progress_request) {
+      run_.proof = std::make_shared<ProgressProof>();
+      asio::co_spawn(
+          executor,
+          [](Cacher& c, Reflector& r, std::shared_ptr<ProgressProof> proof,
+             std::weak_ptr<Wakeup> weak) -> asio::awaitable<void> {
+            const Freshness current = co_await RequiredVersion(c, r, std::string_view());
+            proof->proven = current.verdict == Freshness::Verdict::kServe;
+            proof->done = true;
+            if (auto w = weak.lock()) {
+              w->Wake();
+              FlushWatchWriteTally();
+            }
+          }(cacher, reflector, run_.proof, wake),
+          asio::detached);
+    }
+    // The client's end is watched beside the loop without a second coroutine: it wakes the
+    // loop, which then stops, and aborts a write under way.
+    x.response->WatchClient(executor, [wake](bool gone) {
+      wake->client_told = true;
+      if (gone && !wake->client_unwatched) {
+        wake->client_gone = true;
+        wake->response.Cancel();
+      }
+      wake->timer.cancel();
+    });
+  }
+  OpenWatch(const OpenWatch&) = delete;
+  OpenWatch& operator=(const OpenWatch&) = delete;
+
+  ~OpenWatch() override {
+    run_.wake->parked = nullptr;  // (Destroyed parked only when the io_context is.)
+    stop_.hook = nullptr;
+    --run_.stats.open_watches;
+    run_.cacher.RemoveWatcher(run_.watcher.get());
+  }
+
+  // Its head could not be written: it only waits for the client's end to be unwatched.
+  void HeadFailed() { head_failed_ = true; }
+
+  // The watch runs in short coroutines, one per burst of writes (Active), and between them
+  // only a callback on its timer waits (Park): an idle watch keeps no coroutine frame.
+  void Start(std::shared_ptr<void> keep, std::function<void()> done) override {
+    done_ = std::move(done);
+    if (head_failed_) {
+      end_answer_ = false;
+      Finish(std::move(keep));
+      return;
+    }
+    Spawn(std::move(keep));
+  }
+
+  // The same bursts and parking as Start's, in the caller's coroutine (Pipeline::Serve's): no
+  // spawn per burst.
+  asio::awaitable<void> Run() override {
+    WatchRun& w = run_;
+    if (head_failed_) end_answer_ = false;
+    bool park = !head_failed_;
+    while (park) {
+      park = co_await Active();
+      if (!park) break;
+      if (!w.wake->woken) {
+        w.wake->timer.expires_at(ParkUntil());
+        w.wake->parked = &w;
+        co_await w.wake->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+        w.wake->parked = nullptr;
+      }
+      w.wake->woken = false;
+    }
+    co_await End();
+  }
+
+  const std::string& error() const override { return run_.error; }
+
+ private:
+  // Writes what is queued until nothing is. True: park (wait for a wake-up or the timer);
+  // false: the watch is over (end_answer_ says whether the answer is to be ended politely).
+  asio::awaitable<bool> Active() {
+    WatchRun& w = run_;
+    for (;;) {
+      if (w.wake->client_gone) {
+        end_answer_ = false;  // Nobody to write to, nor to end the answer for.
+        co_return false;
+      }
+      const auto now = Clock::now();
+      // A batch a wake-up took (DeliverNow) and left to this loop: events queued after that
+      // take were told by a wake-up that found the batch still taken, and whose `woken` the
+      // loop's start cleared (the parked timer's handler, Run). So the queue is looked at again
+      // after it, whatever `woken` says; else those events would wait for good (the watcher
+      // tells once until the next take).
+      const bool taken_before = w.taken;
+      const bool more = co_await WriteBatch(w, now);
+      if (!more) {
+        end_answer_ = w.error.empty();
+        co_return false;
+      }
+      if (w.stop.requested || now >= w.params.deadline) co_return false;
+      if (!w.wake->woken && !taken_before) co_return true;
+      w.wake->woken = false;
+    }
+  }
+
+  // A parked watch's timer: its deadline, or its next bookmark.
+  Clock::time_point ParkUntil() const {
+    const WatchParams& p = run_.params;
+    return p.bookmarks ? std::min(p.deadline, run_.bookmarks.next) : p.deadline;
+  }
+
+  // The watch's thread: its wake-up's timer's (not a copy of its own, 56 bytes a watch).
+  asio::any_io_executor executor() const { return run_.wake->timer.get_executor(); }
+
+  // `keep` goes from handler to handler (never a member: the owner would keep itself).
+  void Spawn(std::shared_ptr<void> keep) {
+    asio::co_spawn(executor(), Active(),
+                   [this, keep = std::move(keep)](const std::exception_ptr& e, bool park) mutable {
+                     if (e == nullptr && park) {
+                       Park(std::move(keep));
+                     } else {
+                       if (e != nullptr) end_answer_ = false;
+                       Finish(std::move(keep));
+                     }
+                   });
+  }
+
+  // Until the deadline or the next bookmark; a wake-up delivers from Wakeup::Wake (DeliverNow)
+  // or cancels the timer, and the callback runs a burst.
+  void Park(std::shared_ptr<void> keep) {
+    WatchRun& w = run_;
+    if (w.wake->woken) {
+      // Woken between the burst's end and this handler (no timer was waiting to be cancelled).
+      w.wake->woken = false;
+      Spawn(std::move(keep));
+      return;
+    }
+    w.wake->timer.expires_at(ParkUntil());
+    w.wake->parked = &w;
+    w.wake->timer.async_wait(
+        [this, keep = std::move(keep)](const beast::error_code& /*ec*/) mutable {
+          run_.wake->parked = nullptr;
+          run_.wake->woken = false;
+          Spawn(std::move(keep));
+        });
+  }
+
+  // The answer's end (unless the client left or a write failed), then the wait for the
+  // client's end to be unwatched; then `done`.
+  void Finish(std::shared_ptr<void> keep) {
+    asio::co_spawn(executor(), End(),
+                   [this, keep = std::move(keep)](const std::exception_ptr& /*e*/) {
+                     const std::function<void()> done = std::move(done_);
+                     done();  // Last: it may destroy this.
+                   });
+  }
+
+  asio::awaitable<void> End() {
+    if (end_answer_) co_await run_.response.End();
+    Wakeup& wake = *run_.wake;
+    if (!wake.client_told) {
+      wake.client_unwatched = true;
+      run_.response.StopWatchingClient();
+      while (!wake.client_told) {
+        wake.timer.expires_at(Clock::time_point::max());
+        co_await wake.timer.async_wait(asio::as_tuple(asio::use_awaitable));
+      }
+    }
+    if (wake.client_gone) run_.error = "client closed";
+  }
+
+  WatchSlots::Slot slot_;  // Held while the watch is open (WatchSlots).
+  StopSignal& stop_;
+  bool head_failed_ = false;
+  bool end_answer_ = true;
+  std::function<void()> done_;
+  WatchRun run_;
+};
+
+}  // namespace
+
+void FlushWatchWriteTally() {
+  SendBatchedWrites();  // What the burst's direct writes left per connection (HTTP/2).
+  AddTallyToStats();
+}
+
+Clock::time_point WatchDeadline(Clock::time_point now, int64_t timeout_seconds) {
+  // The apiserver computes time.Duration(timeoutSeconds) * time.Second, which wraps in int64
+  // nanoseconds; zero (given or wrapped) means its default, a random duration in
+  // [MinRequestTimeout, 2*MinRequestTimeout); a wrapped negative one has already passed.
+  const auto ns = static_cast<int64_t>(static_cast<uint64_t>(timeout_seconds) * 1000000000ull);
+  if (ns == 0) {
+    std::mt19937 rng(std::random_device{}());
+    return now + std::chrono::seconds(std::uniform_int_distribution<int64_t>(1800, 3599)(rng));
+  }
+  if (ns < 0) return now;
+  // Past a century nobody can tell the difference; nearer the limit the clock would overflow.
+  constexpr int64_t kCentury = int64_t{100} * 365 * 24 * 3600 * 1000000000;
+  return now + std::chrono::nanoseconds(std::min(ns, kCentury));
+}
+
+asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflector,
+                                 const WatchFilter& filter, Wakeups& wakeups,
+                                 CacheServeStats& stats, const WatchOptions& options,
+                                 const Cacher* witness, WatchSlots::Slot* slot) {
+  bool refused = false;
+  auto params = co_await Plan(x, cacher, reflector, stats, &refused);
+  if (!params) co_return refused;
+  ++stats.watches;
+  auto wake = std::make_shared<Wakeup>(co_await asio::this_coro::executor, *x.response, wakeups);
+  auto watcher = Register(cacher, filter, *params, *wake, options);
+  if (!watcher.ok() && absl::IsOutOfRange(watcher.status()) && witness != nullptr &&
+      params->start == Cacher::Start::kAfterVersion) {
+    // Too old for this cache's window; the apiserver's longer one would have served it. The
+    // other cache shows whether anything this watch would see happened in between.
+    const uint64_t window_start = cacher.window_start_rv();
+    if (window_start > params->rv && witness->NothingFor(filter, params->rv, window_start)) {
+      params->rv = window_start;
+      watcher = Register(cacher, filter, *params, *wake, options);
+      if (watcher.ok()) ++stats.watches_vouched;
+    }
+  }
+  if (!watcher.ok()) {
+    co_await WriteExpired(x, watcher.status(), cacher.encoding());
+    co_return true;
+  }
+  wake->watcher = *watcher;
+  // (Named first: GCC 12 miscompiles a co_await's result bound to a reference parameter.)
+  const asio::any_io_executor executor = co_await asio::this_coro::executor;
+  auto open = std::make_unique<OpenWatch>(x, cacher, reflector, wake, *params, options, stats,
+                                          executor, slot);
+  // Written here, so the detached watch never reads the request (Detached).
+  const beast::error_code head_failed =
+      co_await x.response->WriteHead(WatchHead(cacher.encoding()));
+  if (head_failed) open->HeadFailed();
+  x.detached = std::move(open);
+  co_return true;
+}
+
+}  // namespace kf

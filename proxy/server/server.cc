@@ -1,0 +1,687 @@
+#include "proxy/server/server.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <csignal>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/batched_sends.h"
+#include "common/json.h"
+#include "common/strings.h"
+#include "proxy/edge/client_cert.h"
+#include "proxy/edge/http2_session.h"
+#include "proxy/edge/http_session.h"
+#include "proxy/server/metrics.h"
+#include "proxy/upstream/upstream_client.h"
+#include "rapidjson/document.h"
+
+namespace kf {
+namespace {
+
+constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+
+template <class Socket>
+std::string RemoteOf(const Socket& socket) {
+  beast::error_code ec;
+  auto ep = socket.remote_endpoint(ec);
+  if (ec) return "unknown";
+  const auto addr = ep.address();
+  return addr.is_v6() ? absl::StrCat("[", addr.to_string(), "]:", ep.port())
+                      : absl::StrCat(addr.to_string(), ":", ep.port());
+}
+
+}  // namespace
+
+Server::Server(ProxyOptions options, UpstreamConfig upstream, const Logger& log)
+    : options_(std::move(options)), upstream_(std::move(upstream)), log_(log) {}
+
+Server::~Server() {
+  for (auto& w : workers_) w->StopNow();
+  for (auto& w : workers_) w->Join();
+}
+
+absl::Status Server::Listen(const std::string& address, asio::ip::tcp::acceptor& acceptor,
+                            uint16_t* port) {
+  auto hp = HostPort::Parse(address);
+  if (!hp.ok()) return hp.status();
+  beast::error_code ec;
+  const auto ip = asio::ip::make_address(hp->host, ec);
+  if (ec)
+    return absl::InvalidArgumentError(
+        absl::StrCat("listen address \"", hp->host, "\": ", ec.message()));
+  const asio::ip::tcp::endpoint ep(ip, hp->port);
+  acceptor.open(ep.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(ep, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("listen on ", address, ": ", ec.message()));
+  *port = acceptor.local_endpoint().port();
+  return absl::OkStatus();
+}
+
+absl::Status Server::Start() {
+  // Everything that can fail is checked before anything is served.
+  for (auto step : {&Server::MakeUpstreamTls, &Server::MakeEventsUpstream, &Server::MakeCache,
+                    &Server::MakeAdmission, &Server::MakeServerTls, &Server::ListenAll}) {
+    if (absl::Status s = (this->*step)(); !s.ok()) return s;
+  }
+  if (options_.coalesce_reads) coalescer_ = std::make_unique<Coalescer>();
+  if (options_.event_spam_filter) {
+    event_filter_ =
+        std::make_unique<ratelimit::EventSpamFilter>(ratelimit::EventSpamFilter::Options{});
+  }
+  BuildSharedStages();
+  UseIoUring();
+  if (absl::Status s = StartWorkers(); !s.ok()) return s;
+  LogServing();
+  WarnInsecureUpstream();
+  return absl::OkStatus();
+}
+
+absl::Status Server::MakeUpstreamTls() {
+  auto passthrough = MakePassthroughTlsContext(upstream_);
+  if (!passthrough.ok()) return passthrough.status();
+  passthrough_tls_ = *std::move(passthrough);
+  auto own = MakeOwnTlsContext(upstream_);
+  if (!own.ok()) return own.status();
+  own_tls_ = *std::move(own);
+  own_credentials_ = std::make_unique<OwnCredentials>(upstream_);
+  if (!options_.proxy_client_cert_file.empty()) {
+    UpstreamConfig front = upstream_;
+    auto cert = ReadFile(options_.proxy_client_cert_file);
+    if (!cert.ok()) return cert.status();
+    auto key = ReadFile(options_.proxy_client_key_file);
+    if (!key.ok()) return key.status();
+    front.client_cert_pem = *std::move(cert);
+    front.client_key_pem = *std::move(key);
+    auto tls = MakeOwnTlsContext(front);
+    if (!tls.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--proxy-client-cert-file: ", tls.status().message()));
+    }
+    front_proxy_tls_ = *std::move(tls);
+  }
+  const auto set = [](std::vector<std::string>& to, const std::vector<std::string>& flag) {
+    if (!flag.empty()) to = flag;
+  };
+  set(request_header_.username, options_.requestheader_username_headers);
+  set(request_header_.group, options_.requestheader_group_headers);
+  set(request_header_.uid, options_.requestheader_uid_headers);
+  set(request_header_.extra_prefix, options_.requestheader_extra_headers_prefix);
+  return absl::OkStatus();
+}
+
+absl::Status Server::MakeEventsUpstream() {
+  if (!options_.events_upstreams.empty()) {
+    UpstreamConfig events = upstream_;
+    events.endpoints.clear();
+    for (const std::string& url : options_.events_upstreams) {
+      auto ep = UpstreamEndpoint::Parse(url);
+      if (!ep.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--events-upstream ", url, ": ", ep.status().message()));
+      }
+      events.endpoints.push_back(*std::move(ep));
+    }
+    events.source = "--events-upstream";
+    events_upstream_ = std::move(events);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Server::MakeCache() {
+  std::vector<ResourceSpec> specs;
+  for (const std::string& r :
+       options_.cache_resources_set ? options_.cache_resources : DefaultCachedResources()) {
+    auto spec = ResourceSpec::Parse(r);
+    if (!spec.ok()) return spec.status();
+    specs.push_back(*std::move(spec));
+  }
+  if (!specs.empty()) {
+    EventRingLimits limits;
+    limits.max_bytes = options_.watch_cache_window_bytes;
+    cache_ = std::make_unique<CachedResources>(std::move(specs), limits, log_);
+    cache_->SetWatchIdleTimeout(
+        std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.upstream_watch_idle_timeout)));
+    if (!options_.cache_snapshot_dir.empty()) UseSnapshots();
+    health_.Add("cache-sync", {HealthChecks::Endpoint::kReadyz}, [this] {
+      return cache_->AllSynced() ? absl::OkStatus() : absl::UnavailableError("caches not synced");
+    });
+  }
+  return absl::OkStatus();
+}
+
+void Server::UseSnapshots() {
+  SnapshotOptions snap;
+  snap.dir = options_.cache_snapshot_dir;
+  snap.max_bytes = options_.cache_snapshot_max_bytes;
+  snap.interval = std::chrono::seconds(absl::ToInt64Seconds(options_.cache_snapshot_interval));
+  snap.max_age = std::chrono::seconds(absl::ToInt64Seconds(options_.cache_snapshot_max_age));
+  snap.include_secrets = options_.cache_snapshot_secrets;
+  // A snapshot belongs to the upstream it was taken from (its endpoints, in order).
+  const auto identity = [](const UpstreamConfig& c) {
+    std::string id;
+    for (const UpstreamEndpoint& ep : c.endpoints)
+      absl::StrAppend(&id, id.empty() ? "" : ",", ep.Url());
+    return id;
+  };
+  cache_->UseSnapshots(std::make_unique<SnapshotStore>(std::move(snap), log_), identity(upstream_),
+                       identity(events_upstream_ ? *events_upstream_ : upstream_));
+}
+
+absl::Status Server::MakeAdmission() {
+  if (options_.enable_admission) {
+    ratelimit::Config config = ratelimit::DefaultConfig();
+    if (!options_.admission_config.empty()) {
+      std::ifstream in(options_.admission_config);
+      std::stringstream text;
+      text << in.rdbuf();
+      if (!in) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--admission-config ", options_.admission_config, ": cannot read"));
+      }
+      auto parsed = ratelimit::ParseConfig(text.str());
+      if (!parsed.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--admission-config ", options_.admission_config, ": ", parsed.status().message()));
+      }
+      config = *std::move(parsed);
+      admission_config_text_ = text.str();
+    }
+    admission_ = std::make_unique<ratelimit::Admission>(std::move(config));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Server::MakeServerTls() {
+  if (!options_.secure_listen.empty()) {
+    server_tls_ = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+    server_tls_->set_options(asio::ssl::context::default_workarounds |
+                             asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3);
+    if (auto s = ConfigureServerTls(server_tls_->native_handle(), options_.tls_cipher_suites,
+                                    options_.tls_min_version);
+        !s.ok()) {
+      return s;
+    }
+    serving_cert_ =
+        std::make_unique<ServingCertificate>(options_.tls_cert_file, options_.tls_private_key_file);
+    if (auto s = serving_cert_->Load(); !s.ok()) return s;
+    serving_cert_->Install(server_tls_->native_handle());
+    if (!options_.client_ca_file.empty() || !options_.requestheader_client_ca_file.empty()) {
+      ClientCertConfig certs{options_.client_ca_file, options_.requestheader_client_ca_file,
+                             options_.requestheader_allowed_names};
+      if (auto s = RequestClientCertificates(server_tls_->native_handle(), certs); !s.ok()) {
+        return s;
+      }
+    }
+    if (auto s = EnableSessionResumption(
+            server_tls_->native_handle(),
+            {options_.client_ca_file, options_.requestheader_client_ca_file},
+            options_.requestheader_allowed_names);
+        !s.ok()) {
+      return s;
+    }
+    OfferHttp2(*server_tls_);  // ALPN: h2, then http/1.1.
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Server::ListenAll() {
+  // Headroom kept below the descriptor limit for the connections already open (their upstream
+  // connections, files): 5% of the limit, at least 64, at most 4096.
+  if (rlimit nofile{}; getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY) {
+    const auto limit = static_cast<int64_t>(nofile.rlim_cur);
+    fd_refuse_at_ = static_cast<int>(
+        std::max<int64_t>(limit - std::clamp<int64_t>(limit / 20, 64, 4096), limit / 2));
+  }
+  if (!options_.listen.empty()) {
+    if (auto s = Listen(options_.listen, plain_acceptor_, &listen_port_); !s.ok()) return s;
+  }
+  if (!options_.secure_listen.empty()) {
+    if (auto s = Listen(options_.secure_listen, tls_acceptor_, &secure_listen_port_); !s.ok())
+      return s;
+  }
+  if (!options_.metrics_listen.empty()) {
+    if (auto s = Listen(options_.metrics_listen, metrics_acceptor_, &metrics_listen_port_); !s.ok())
+      return s;
+  }
+
+  return absl::OkStatus();
+}
+
+absl::Status Server::StartWorkers() {
+  const unsigned threads = options_.threads > 0 ? static_cast<unsigned>(options_.threads)
+                                                : std::max(1u, std::thread::hardware_concurrency());
+  const auto seconds = [](absl::Duration d) {
+    return std::chrono::seconds(absl::ToInt64Seconds(d));
+  };
+  WorkerUpstream up;
+  up.upstream = &upstream_;
+  up.events = events_upstream_ ? &*events_upstream_ : nullptr;
+  up.passthrough_tls = passthrough_tls_.get();
+  up.own_tls = own_tls_.get();
+  up.front_proxy_tls = front_proxy_tls_.get();
+  up.dial_timeout =
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.upstream_dial_timeout));
+  up.own_authorization = [creds = own_credentials_.get()] { return creds->Header(); };
+  // The review budget is the process's, shared out among the session threads.
+  const double review_qps = options_.authentication_token_review_qps / threads;
+  up.authentication = {seconds(options_.authentication_cache_ttl),
+                       seconds(options_.authentication_cache_unauthorized_ttl),
+                       static_cast<size_t>(options_.authentication_cache_max_entries), review_qps,
+                       std::max(1.0, 2 * review_qps)};
+  up.authorization = {seconds(options_.authorization_cache_authorized_ttl),
+                      seconds(options_.authorization_cache_unauthorized_ttl),
+                      static_cast<size_t>(options_.authorization_cache_max_entries)};
+  up.authentication_stats = &authentication_stats_;
+  up.authorization_stats = &authorization_stats_;
+  up.pool_stats = &upstream_pool_stats_;
+  up.request_header = &request_header_;
+  for (unsigned i = 0; i < threads; ++i) workers_.push_back(std::make_unique<Worker>(up));
+  session_workers_ = workers_.size();
+  const SharedStages shared = Stages();
+  for (auto& w : workers_) w->BuildPipeline(shared, log_, route_stats_);
+  if (cache_) workers_.push_back(std::make_unique<Worker>(up));
+  for (auto& w : workers_) w->Start();
+  if (cache_) {
+    // Reflectors live on their own thread, with its pool of kube-fanout's own connections.
+    cache_->Start(workers_.back()->ioc(), workers_.back()->own_pool(),
+                  workers_.back()->events_own_pool(),
+                  [creds = own_credentials_.get()] { return creds->Header(); });
+  }
+  // Only the cache and admission ask the apiserver about clients.
+  if (cache_ || admission_) {
+    asio::co_spawn(workers_.back()->ioc(), CheckDelegation(workers_.back()->own_pool()),
+                   asio::detached);
+  } else {
+    delegation_checked_ = true;
+  }
+  if (admission_) asio::co_spawn(main_ioc_, AdmissionLoop(), asio::detached);
+  if (serving_cert_) asio::co_spawn(main_ioc_, ServingCertificateLoop(), asio::detached);
+  if (plain_acceptor_.is_open()) {
+    asio::co_spawn(main_ioc_, AcceptLoop(plain_acceptor_, false), asio::detached);
+  }
+  if (tls_acceptor_.is_open()) {
+    asio::co_spawn(main_ioc_, AcceptLoop(tls_acceptor_, true), asio::detached);
+  }
+  if (metrics_acceptor_.is_open()) {
+    PipelineStages stages;
+    stages.routes.is_local = &LocalHandler::Serves;
+    stages.local = local_.get();
+    stages.relay = &not_found_;
+    metrics_pipeline_ = std::make_unique<Pipeline>(std::move(stages), log_, route_stats_);
+    asio::co_spawn(main_ioc_, AcceptLoop(metrics_acceptor_, false, metrics_pipeline_.get()),
+                   asio::detached);
+  }
+  return absl::OkStatus();
+}
+
+void Server::UseIoUring() {
+  if (!options_.io_uring) return;
+  if (const absl::Status s = BatchedSends::Probe(); !s.ok()) {
+    // Expected under containerd's and Docker's default seccomp profiles: not a warning.
+    log_.Info("io_uring unavailable: watch events go out one write per socket",
+              {{"error", std::string(s.message())}});
+    return;
+  }
+  BatchedSends::Enable(true);
+  io_uring_ = true;
+}
+
+void Server::LogServing() const {
+  std::string upstreams;
+  for (const auto& ep : upstream_.endpoints)
+    absl::StrAppend(&upstreams, upstreams.empty() ? "" : ",", ep.Url());
+  log_.Info(
+      "serving",
+      {{"listen",
+        options_.listen.empty() ? "" : absl::StrCat(options_.listen, " (port ", listen_port_, ")")},
+       {"secure_listen",
+        options_.secure_listen.empty()
+            ? ""
+            : absl::StrCat(options_.secure_listen, " (port ", secure_listen_port_, ")")},
+       {"metrics_listen",
+        options_.metrics_listen.empty()
+            ? ""
+            : absl::StrCat(options_.metrics_listen, " (port ", metrics_listen_port_, ")")},
+       {"upstream", upstreams},
+       {"upstream_source", upstream_.source},
+       {"threads", static_cast<int64_t>(session_workers_)},
+       {"io_uring", io_uring_}});
+}
+
+void Server::BuildSharedStages() {
+  local_ = std::make_unique<LocalHandler>(health_, [this] { return RenderAllMetrics(); });
+  if (admission_) admission_filter_ = std::make_unique<AdmissionFilter>(*admission_);
+  if (coalescer_)
+    coalescing_filter_ = std::make_unique<CoalescingFilter>(*coalescer_, request_header_);
+  if (options_.max_passthrough_in_flight > 0) {
+    in_flight_cap_ = std::make_unique<InFlightCap>(options_.max_passthrough_in_flight);
+  }
+  if (event_filter_) event_spam_gate_ = std::make_unique<EventSpamGate>(*event_filter_);
+  long_running_cap_ = std::make_unique<LongRunningCap>(passthrough_slots_);
+  if (options_.list_threads > 0) {
+    list_pool_ = std::make_unique<ListPool>(static_cast<size_t>(options_.list_threads));
+  }
+}
+
+SharedStages Server::Stages() {
+  SharedStages s;
+  s.local = local_.get();
+  s.admission = admission_filter_.get();
+  s.expect_continue = &continue_filter_;
+  s.coalescing = coalescing_filter_.get();
+  s.in_flight = in_flight_cap_.get();
+  s.long_running = long_running_cap_.get();
+  s.event_spam = event_spam_gate_.get();
+  s.cache = cache_.get();
+  s.cache_stats = &cache_stats_;
+  s.watch.max_queue_bytes = static_cast<size_t>(options_.watcher_max_queue_bytes);
+  s.watch.total_queue = &watch_queue_budget_;
+  s.watch.slots = &watch_slots_;
+  s.watch.bookmark_interval =
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.watch_bookmark_interval));
+  s.watch.consistent_passthrough_interval = std::chrono::milliseconds(
+      absl::ToInt64Milliseconds(options_.consistent_read_passthrough_interval));
+  s.watch.list_pool = list_pool_.get();
+  s.watch.list_gzip = &list_gzip_;
+  return s;
+}
+
+std::string Server::RenderAllMetrics() const {
+  std::string out =
+      RenderMetrics(cache_.get(), cache_stats_, route_stats_, active_sessions_.load());
+  if (admission_) {
+    out += RenderAdmissionMetrics(*admission_, in_flight_cap_ ? in_flight_cap_->in_flight() : 0,
+                                  in_flight_cap_ ? in_flight_cap_->rejected() : 0);
+  }
+  out += RenderFilterMetrics(coalescer_.get(), event_filter_.get());
+  out += RenderReviewMetrics(authentication_stats_, authorization_stats_);
+  if (serving_cert_) {
+    out += RenderServingCertificateMetrics(
+        serving_cert_->reloads(), serving_cert_->reload_failures(), serving_cert_->not_after());
+  }
+  out += RenderWatchLimitMetrics(watch_queue_budget_, watch_slots_, passthrough_slots_);
+  out += RenderListGzipMetrics(list_gzip_.GetStats());
+  out += RenderUpstreamPoolMetrics(upstream_pool_stats_);
+  out += RenderConnectionsRefusedMetrics(connections_refused_[0].load(),
+                                         connections_refused_[1].load(), accept_paused_.load());
+  out += RenderProcessMetrics();
+  return out;
+}
+
+asio::awaitable<void> Server::CheckDelegation(UpstreamPool& own_pool) {
+  // (group, resource): the reviews that identify clients and authorize their cached reads.
+  static constexpr std::pair<std::string_view, std::string_view> kReviews[] = {
+      {"authentication.k8s.io", "tokenreviews"}, {"authorization.k8s.io", "subjectaccessreviews"}};
+  for (const auto& [group, resource] : kReviews) {
+    std::string body =
+        absl::StrCat(R"({"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview",)",
+                     R"("spec":{"resourceAttributes":{"verb":"create","group":")", ToAbsl(group),
+                     R"(","resource":")", ToAbsl(resource), R"("}}})");
+    auto res = co_await UpstreamCall(
+        own_pool, http::verb::post, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        own_credentials_->Header(), std::move(body), std::chrono::seconds(5));
+    rapidjson::Document doc;
+    const bool answered = res.ok() && res->status == 201 && ParseJson(res->body, doc).ok() &&
+                          doc.IsObject() && doc.HasMember("status") && doc["status"].IsObject();
+    if (!answered) {
+      log_.Warning("could not check kube-fanout's own permissions",
+                   {{"resource", resource},
+                    {"error", res.ok() ? absl::StrCat("HTTP ", res->status)
+                                       : std::string(res.status().message())}});
+      continue;
+    }
+    const auto& st = doc["status"];
+    if (!st.HasMember("allowed") || !st["allowed"].IsBool() || !st["allowed"].GetBool()) {
+      log_.Warning(
+          "kube-fanout's own identity may not create this review: clients cannot be identified, "
+          "and every cached read passes through to the apiserver; bind the "
+          "system:auth-delegator ClusterRole to it (docs/identity.md)",
+          {{"resource", absl::StrCat(ToAbsl(resource), ".", ToAbsl(group))}});
+    }
+  }
+  delegation_checked_ = true;
+}
+
+Worker& Server::NextWorker() {
+  // The worker with the fewest connections: watches live long, so accept order alone can pile
+  // one kind of watcher onto one thread.
+  Worker* best = workers_[0].get();
+  for (size_t i = 1; i < session_workers_; ++i) {
+    if (workers_[i]->sessions().connections() < best->sessions().connections()) {
+      best = workers_[i].get();
+    }
+  }
+  best->sessions().AddConnection();
+  return *best;
+}
+
+asio::awaitable<void> Server::AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool tls,
+                                         Pipeline* only) {
+  asio::steady_timer backoff(main_ioc_);
+  while (acceptor.is_open()) {
+    if (tls) {
+      // Every worker has kMaxHandshakesPending connections whose session has not started: let
+      // the kernel hold the next clients for a moment (its listen queue costs this process
+      // nothing).
+      const bool full = std::all_of(
+          workers_.begin(), workers_.begin() + static_cast<std::ptrdiff_t>(session_workers_),
+          [](const std::unique_ptr<Worker>& w) {
+            return w->handshakes_pending().load() >= Worker::kMaxHandshakesPending;
+          });
+      if (full) {
+        accept_paused_.fetch_add(1, std::memory_order_relaxed);
+        backoff.expires_after(std::chrono::milliseconds(20));
+        co_await backoff.async_wait(use_nothrow);
+        continue;
+      }
+    }
+    Worker& worker = only != nullptr ? *workers_[0] : NextWorker();
+    if (only != nullptr) worker.sessions().AddConnection();
+    auto [ec, socket] = co_await acceptor.async_accept(worker.ioc(), use_nothrow);
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+    if (ec) {
+      // Out of descriptors and the like: say so, pause briefly, keep serving.
+      worker.sessions().RemoveConnection();
+      connections_refused_[1].fetch_add(1, std::memory_order_relaxed);
+      log_.Warning("accept failed", {{"error", ec.message()}});
+      backoff.expires_after(std::chrono::milliseconds(100));
+      co_await backoff.async_wait(use_nothrow);
+      continue;
+    }
+    // Descriptors are handed out lowest first, so this one's number is a floor on those open:
+    // past the headroom, refuse the connection at once (existing ones keep theirs, and the
+    // upstream connections they need) rather than run out mid-request.
+    if (socket.native_handle() >= fd_refuse_at_) {
+      worker.sessions().RemoveConnection();
+      beast::error_code ignored;
+      socket.close(ignored);
+      if (connections_refused_[0].fetch_add(1, std::memory_order_relaxed) % 1000 == 0) {
+        log_.Warning("file descriptors nearly exhausted; refusing new connections",
+                     {{"open_fds_at_least", static_cast<int64_t>(fd_refuse_at_)},
+                      {"refused_so_far", static_cast<int64_t>(connections_refused_[0].load())}});
+      }
+      continue;
+    }
+    beast::error_code ignored;
+    socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+    std::string remote = RemoteOf(socket);  // NOLINT
+    const auto accepted = std::chrono::steady_clock::now();
+    if (tls) worker.handshakes_pending().fetch_add(1, std::memory_order_relaxed);
+    // The session is created on its worker's thread, where it will live.
+    Pipeline& pipeline =
+        only != nullptr ? *only : (tls ? worker.tls_pipeline() : worker.pipeline());
+    asio::post(worker.ioc(), [this, &worker, &pipeline, tls, accepted, remote = std::move(remote),
+                              socket = std::move(socket)]() mutable {
+      beast::tcp_stream tcp(std::move(socket));
+      auto stream = tls ? std::make_unique<AnyStream>(std::make_unique<TlsServerStream>(
+                              std::move(tcp), server_tls_->native_handle()))
+                        : std::make_unique<AnyStream>(std::move(tcp));
+      auto session = std::make_shared<HttpSession>(std::move(stream), std::move(remote), pipeline,
+                                                   worker.sessions(), active_sessions_, log_);
+      if (shutting_down_) {  // The session's end uncounts the connection.
+        if (tls) worker.handshakes_pending().fetch_sub(1, std::memory_order_relaxed);
+        return;
+      }
+      Http2Limits h2;
+      if (options_.http2_max_streams_per_connection > 0) {
+        h2.max_concurrent_streams = options_.http2_max_streams_per_connection;
+      }
+      h2.header_block_timeout = absl::ToChronoMilliseconds(options_.http2_header_block_timeout);
+      h2.max_continuations = options_.http2_max_continuations;
+      h2.max_header_bytes_per_connection = options_.http2_max_header_bytes_per_connection;
+      h2.stream_reset_burst = options_.http2_stream_reset_burst;
+      h2.stream_reset_rate = options_.http2_stream_reset_rate;
+      session->SetHttp2Limits(h2);
+      if (tls) {
+        session->SetHandshakeGate(accepted, Worker::kHandshakeQueueWait,
+                                  &worker.handshakes_pending());
+      }
+      session->Start(worker.ioc().get_executor());
+    });
+  }
+}
+
+int Server::Run() {
+  asio::signal_set signals(main_ioc_, SIGTERM, SIGINT);
+  signals.async_wait([this](beast::error_code ec, int signal) {
+    if (!ec) BeginShutdown(signal);
+  });
+  main_ioc_.run();
+  for (auto& w : workers_) w->Join();
+  log_.Info("stopped");
+  return 0;
+}
+
+void Server::BeginShutdown(int signal) {
+  shutting_down_ = true;
+  health_.SetShuttingDown();
+  log_.Info("shutting down",
+            {{"signal", signal},
+             {"grace_period_s", absl::ToDoubleSeconds(options_.shutdown_grace_period)},
+             {"open_connections", active_sessions_.load()}});
+  beast::error_code ignored;
+  plain_acceptor_.close(ignored);
+  tls_acceptor_.close(ignored);
+  metrics_acceptor_.close(ignored);
+  if (cache_) cache_->Stop();
+  for (auto& w : workers_) {
+    asio::post(w->ioc(), [worker = w.get()] { worker->sessions().StopAll(); });
+  }
+  asio::co_spawn(main_ioc_, Drain(), asio::detached);
+}
+
+asio::awaitable<void> Server::AdmissionLoop() {
+  asio::steady_timer timer(main_ioc_);
+  auto last_check = std::chrono::steady_clock::now();
+  while (!shutting_down_) {
+    timer.expires_after(std::chrono::milliseconds(100));
+    co_await timer.async_wait(use_nothrow);
+    admission_->ExpireQueued();
+    if (options_.admission_config.empty() ||
+        std::chrono::steady_clock::now() - last_check < std::chrono::seconds(2)) {
+      continue;
+    }
+    last_check = std::chrono::steady_clock::now();
+    // Re-read on change (a ConfigMap volume updates by swapping a symlink, so compare content).
+    std::ifstream in(options_.admission_config);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in || text.str() == admission_config_text_) continue;
+    admission_config_text_ = text.str();
+    auto parsed = ratelimit::ParseConfig(admission_config_text_);
+    if (!parsed.ok()) {
+      log_.Error(
+          "admission config rejected; keeping the previous one",
+          {{"file", options_.admission_config}, {"error", std::string(parsed.status().message())}});
+      continue;
+    }
+    admission_->Reconfigure(*std::move(parsed));
+    log_.Info("admission config reloaded", {{"file", options_.admission_config}});
+  }
+}
+
+asio::awaitable<void> Server::ServingCertificateLoop() {
+  asio::steady_timer timer(main_ioc_);
+  while (!shutting_down_) {
+    timer.expires_after(std::chrono::seconds(1));
+    co_await timer.async_wait(use_nothrow);
+    std::string error;
+    switch (serving_cert_->ReloadIfChanged(&error)) {
+      case ServingCertificate::Change::kNone:
+        break;
+      case ServingCertificate::Change::kReloaded:
+        log_.Info(
+            "serving certificate reloaded; new connections get it",
+            {{"cert_file", options_.tls_cert_file}, {"not_after", serving_cert_->not_after()}});
+        break;
+      case ServingCertificate::Change::kRejected:
+        log_.Error("serving certificate rejected; keeping the previous one",
+                   {{"cert_file", options_.tls_cert_file},
+                    {"key_file", options_.tls_private_key_file},
+                    {"error", error}});
+        break;
+    }
+  }
+}
+
+void Server::WarnInsecureUpstream() const {
+  for (const UpstreamConfig* config :
+       {&upstream_, events_upstream_ ? &*events_upstream_ : nullptr}) {
+    if (config == nullptr) continue;
+    for (const auto& ep : config->endpoints) {
+      if (!ep.tls) {
+        log_.Warning(
+            "INSECURE UPSTREAM: plain HTTP; clients' bearer tokens and every object cross the "
+            "network unencrypted and the apiserver is not authenticated",
+            {{"upstream", ep.Url()}});
+      } else if (config->insecure_skip_tls_verify) {
+        log_.Warning(
+            "INSECURE UPSTREAM: its certificate is not verified (insecure-skip-tls-verify); "
+            "anyone on the path can impersonate the apiserver and read clients' bearer tokens",
+            {{"upstream", ep.Url()}});
+      }
+    }
+  }
+}
+
+asio::awaitable<void> Server::Drain() {
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.shutdown_grace_period));
+  asio::steady_timer timer(main_ioc_);
+  while (active_sessions_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    timer.expires_after(std::chrono::milliseconds(20));
+    co_await timer.async_wait(use_nothrow);
+    // Sessions accepted during the signal race are stopped too.
+    for (auto& w : workers_) {
+      asio::post(w->ioc(), [worker = w.get()] { worker->sessions().StopAll(); });
+    }
+  }
+  const int64_t left = active_sessions_.load();
+  if (left > 0)
+    log_.Warning("grace period over, closing connections", {{"open_connections", left}});
+  for (auto& w : workers_) {
+    // A permission check still waiting for an apiserver that does not answer is abandoned.
+    if (left > 0 || (w == workers_.back() && !delegation_checked_)) {
+      w->StopNow();
+    } else {
+      w->Release();
+    }
+  }
+}
+
+}  // namespace kf

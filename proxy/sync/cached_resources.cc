@@ -1,0 +1,277 @@
+#include "proxy/sync/cached_resources.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/json.h"
+#include "common/strings.h"
+#include "proxy/upstream/upstream_client.h"
+#include "rapidjson/document.h"
+
+namespace kf {
+
+absl::StatusOr<ResourceSpec> ResourceSpec::Parse(std::string_view text) {
+  ResourceSpec s;
+  std::string_view rest = text;
+  const size_t slash = rest.find('/');
+  if (slash != std::string_view::npos) {
+    s.version = std::string(rest.substr(slash + 1));
+    rest = rest.substr(0, slash);
+  }
+  const size_t dot = rest.find('.');
+  s.resource = std::string(rest.substr(0, dot));
+  if (dot != std::string_view::npos) s.group = std::string(rest.substr(dot + 1));
+  if (s.version.empty()) {
+    if (!s.group.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("cached resource \"", ToAbsl(text),
+                                                     "\" needs a version: RESOURCE.GROUP/VERSION"));
+    }
+    s.version = "v1";
+  }
+  if (s.resource.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("bad cached resource \"", ToAbsl(text), "\""));
+  }
+  return s;
+}
+
+std::vector<std::string> DefaultCachedResources() {
+  return {"pods", "nodes", "services", "namespaces", "configmaps",
+          "endpointslices.discovery.k8s.io/v1", "events", "events.events.k8s.io/v1",
+          // The rest of what kubelet (CSI drivers, RuntimeClasses) and kube-proxy (ServiceCIDRs)
+          // watch in v1.36, so that a node behind kube-fanout holds no watch at the apiserver.
+          "csidrivers.storage.k8s.io/v1", "runtimeclasses.node.k8s.io/v1",
+          "servicecidrs.networking.k8s.io/v1"};
+}
+
+CachedResources::CachedResources(std::vector<ResourceSpec> specs, EventRingLimits limits,
+                                 const Logger& log)
+    : specs_(std::move(specs)), limits_(limits), log_(log) {}
+
+void CachedResources::UseSnapshots(std::unique_ptr<SnapshotStore> store, std::string upstream,
+                                   std::string events_upstream) {
+  snapshots_ = std::move(store);
+  snapshot_upstream_ = std::move(upstream);
+  snapshot_events_upstream_ = std::move(events_upstream);
+}
+
+void CachedResources::Start(asio::io_context& ioc, UpstreamPool& pool, UpstreamPool& events_pool,
+                            std::function<std::string()> credentials) {
+  // Snapshots are read before any upstream contact.
+  restored_.resize(specs_.size());
+  restored_proto_.resize(specs_.size());
+  if (snapshots_ && snapshots_->Open()) {
+    for (size_t i = 0; i < specs_.size(); ++i) {
+      const ResourceSpec& s = specs_[i];
+      const bool events = RequestInfo::IsEventsResource(s.group, s.resource);
+      const std::string& upstream = events ? snapshot_events_upstream_ : snapshot_upstream_;
+      restored_[i] = snapshots_->Load(s.group, s.version, s.resource, upstream);
+      restored_proto_[i] =
+          snapshots_->Load(s.group, s.version, s.resource, upstream, Encoding::kProtobuf);
+    }
+  }
+  ioc_ = &ioc;
+  events_pool_ = &events_pool;
+  asio::co_spawn(ioc, DiscoverAndRun(pool, std::move(credentials)), asio::detached);
+}
+
+void CachedResources::Stop() {
+  if (ioc_ == nullptr) return;
+  stopping_ = true;
+  asio::post(*ioc_, [this] {
+    for (auto& e : entries_) {
+      e->reflector->Stop();
+      if (e->proto_reflector) e->proto_reflector->Stop();
+    }
+  });
+  for (auto& e : entries_) {
+    e->cacher->CloseAll();
+    if (e->proto_cacher) e->proto_cacher->CloseAll();
+  }
+  if (snapshots_) snapshots_->Stop();
+}
+
+namespace {
+constexpr auto kMaxWait = std::chrono::milliseconds(5000);
+}  // namespace
+
+std::unique_ptr<CachedResources::Entry> CachedResources::MakeEntry(
+    const ResourceType& type, UpstreamPool& pool, std::function<std::string()> cred,
+    const asio::any_io_executor& executor) const {
+  auto e = std::make_unique<Entry>();
+  e->cacher =
+      std::make_unique<Cacher>(type, limits_, [] { return std::chrono::steady_clock::now(); });
+  e->reflector =
+      std::make_unique<Reflector>(*e->cacher, pool, cred, log_, executor, watch_idle_timeout_);
+  if (!type.list_items_have_type_meta && type.Fields().ProtoPathsKnown()) {
+    e->proto_cacher = std::make_unique<Cacher>(
+        type, limits_, [] { return std::chrono::steady_clock::now(); }, Encoding::kProtobuf);
+    e->proto_reflector = std::make_unique<Reflector>(*e->proto_cacher, pool, std::move(cred), log_,
+                                                     executor, watch_idle_timeout_);
+  }
+  return e;
+}
+
+void CachedResources::RestoreProtobuf(Entry& e,
+                                      std::optional<SnapshotStore::Loaded>& restored) const {
+  if (!restored) return;
+  SnapshotStore::Loaded loaded = *std::move(restored);
+  restored.reset();
+  const ResourceType& want = e.cacher->type();
+  absl::Status s = absl::FailedPreconditionError("the resource has no protobuf cache");
+  if (e.proto_cacher &&
+      (loaded.type.kind != want.kind || loaded.type.namespaced != want.namespaced)) {
+    s = absl::FailedPreconditionError("its kind or scope differs from the JSON cache's");
+  } else if (e.proto_cacher) {
+    s = e.proto_cacher->ImportState(std::move(loaded.state));
+  }
+  if (!s.ok()) {
+    log_.Warning("cache snapshot not usable", {{"resource", want.GroupResource()},
+                                               {"encoding", "protobuf"},
+                                               {"error", ToStd(s.message())}});
+    return;
+  }
+  // In use before the restart: runs from the start, as the JSON cache does.
+  e.proto_started.store(true);
+}
+
+asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
+                                                      std::function<std::string()> cred) {
+  const asio::any_io_executor executor = co_await asio::this_coro::executor;
+  std::vector<std::unique_ptr<Entry>> entries;
+  std::vector<SnapshotStore::Target> targets;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    const ResourceSpec& spec = specs_[i];
+    const bool events = RequestInfo::IsEventsResource(spec.group, spec.resource);
+    if (restored_[i]) {
+      // Warm: the snapshot knows the type; its state serves until the watch catches up.
+      UpstreamPool& own = events ? *events_pool_ : pool;
+      entries.push_back(MakeEntry(restored_[i]->type, own, cred, executor));
+      if (absl::Status s = entries.back()->cacher->ImportState(std::move(restored_[i]->state));
+          !s.ok()) {
+        log_.Warning("cache snapshot not usable", {{"resource", restored_[i]->type.GroupResource()},
+                                                   {"error", ToStd(s.message())}});
+        entries.back() = MakeEntry(restored_[i]->type, own, cred, executor);
+      }
+      restored_[i].reset();
+      RestoreProtobuf(*entries.back(), restored_proto_[i]);
+      AddSnapshotTargets(*entries.back(), events, &targets);
+      continue;
+    }
+    const std::string path = spec.group.empty()
+                                 ? absl::StrCat("/api/", spec.version)
+                                 : absl::StrCat("/apis/", spec.group, "/", spec.version);
+    absl::StatusOr<UpstreamResponse> res = absl::UnavailableError("");
+    // An unreachable upstream is waited for (readyz stays failing meanwhile); only an answer
+    // that the resource is not served excludes it.
+    for (auto wait = std::chrono::milliseconds(250);; wait = std::min(wait * 2, kMaxWait)) {
+      res = co_await UpstreamCall(pool, http::verb::get, path, cred());
+      if (res.ok() && res->status < 500 && res->status != 429) break;
+      if (ioc_ == nullptr || stopping_) co_return;
+      asio::steady_timer t(co_await asio::this_coro::executor);
+      t.expires_after(wait);
+      co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+    ResourceType type{spec.group, spec.version, spec.resource, "", true, !spec.group.empty()};
+    bool found = false;
+    if (res.ok() && res->status == 200) {
+      rapidjson::Document doc;
+      if (ParseJson(res->body, doc).ok() && doc.IsObject() && doc.HasMember("resources") &&
+          doc["resources"].IsArray()) {
+        for (const auto& r : doc["resources"].GetArray()) {
+          if (!r.IsObject() || !r.HasMember("name") || r["name"].GetString() != spec.resource) {
+            continue;
+          }
+          type.kind = r["kind"].GetString();
+          type.namespaced = r["namespaced"].GetBool();
+          found = true;
+        }
+      }
+    }
+    // Built-in groups encode list items without type fields; custom resources keep them.
+    static const char* kBuiltinGroups[] = {"",
+                                           "apps",
+                                           "batch",
+                                           "discovery.k8s.io",
+                                           "events.k8s.io",
+                                           "networking.k8s.io",
+                                           "policy",
+                                           "rbac.authorization.k8s.io",
+                                           "storage.k8s.io",
+                                           "coordination.k8s.io",
+                                           "autoscaling",
+                                           "node.k8s.io",
+                                           "scheduling.k8s.io",
+                                           "admissionregistration.k8s.io",
+                                           "certificates.k8s.io",
+                                           "resource.k8s.io"};
+    type.list_items_have_type_meta = true;
+    for (const char* g : kBuiltinGroups) {
+      if (type.group == g) type.list_items_have_type_meta = false;
+    }
+    if (!found) {
+      log_.Error("cached resource not served by the upstream; passing it through",
+                 {{"resource", absl::StrCat(spec.resource, ".", spec.group, "/", spec.version)}});
+      continue;
+    }
+    // Events list and watch from the events upstream when there is one.
+    entries.push_back(MakeEntry(type, events ? *events_pool_ : pool, cred, executor));
+    RestoreProtobuf(*entries.back(), restored_proto_[i]);
+    AddSnapshotTargets(*entries.back(), events, &targets);
+  }
+  entries_ = std::move(entries);
+  started_.store(true);
+  if (snapshots_) snapshots_->Start(std::move(targets));
+  for (auto& e : entries_) {
+    asio::co_spawn(executor, e->reflector->Run(), asio::detached);
+    if (e->proto_started.load())
+      asio::co_spawn(executor, e->proto_reflector->Run(), asio::detached);
+  }
+}
+
+void CachedResources::AddSnapshotTargets(const Entry& e, bool events,
+                                         std::vector<SnapshotStore::Target>* targets) const {
+  const std::string& upstream = events ? snapshot_events_upstream_ : snapshot_upstream_;
+  targets->push_back({e.cacher.get(), upstream});
+  // Written once it has synced (ExportState is empty before): a protobuf cache nobody started
+  // costs nothing.
+  if (e.proto_cacher) targets->push_back({e.proto_cacher.get(), upstream});
+}
+
+const CachedResources::Entry* CachedResources::Find(const RequestInfo& info) const {
+  if (!started_.load()) return nullptr;
+  for (const auto& e : entries_) {
+    const ResourceType& t = e->cacher->type();
+    if (t.resource == info.resource && t.group == info.api_group && t.version == info.api_version) {
+      return e.get();
+    }
+  }
+  return nullptr;
+}
+
+Cacher* CachedResources::UseProtobuf(const Entry& entry) const {
+  if (!entry.proto_cacher) return nullptr;
+  if (!entry.proto_started.exchange(true) && !stopping_.load()) {
+    log_.Info("protobuf cache starting", {{"resource", entry.cacher->type().GroupResource()}});
+    Reflector* reflector = entry.proto_reflector.get();
+    asio::post(*ioc_,
+               [reflector, ioc = ioc_] { asio::co_spawn(*ioc, reflector->Run(), asio::detached); });
+  }
+  return entry.proto_cacher.get();
+}
+
+bool CachedResources::AllSynced() const {
+  if (!started_.load()) return false;
+  for (const auto& e : entries_) {
+    if (!e->cacher->synced()) return false;
+  }
+  return true;
+}
+
+}  // namespace kf

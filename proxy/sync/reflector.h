@@ -1,0 +1,170 @@
+// Reflector: the one upstream LIST + WATCH of one cached resource. Lists (paginated, consistent)
+// into the Cacher, then watches from the list's resourceVersion with bookmarks on; a watch that
+// drops or times out resumes from the cache's RV without relisting; only a 410 relists, and the
+// Cacher turns the difference into events so downstream watches continue. Backs off with
+// jitter between failures; endpoint failover is the pool's and keeps the RV.
+//
+// Also what consistent reads need (see ProbeUpstreamVersion, RequestProgress): the upstream's
+// current RV, and a way to make a quiet resource's cache prove it has reached it.
+//
+// Runs as coroutines on one io thread (its executor); uses kube-fanout's own credentials.
+#ifndef KUBE_FANOUT_SYNC_REFLECTOR_H_
+#define KUBE_FANOUT_SYNC_REFLECTOR_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cache/cacher.h"
+#include "common/log.h"
+#include "proxy/upstream/upstream_client.h"
+
+namespace kf {
+
+// Whether the upstream can prove this cache current (RequestProgress): whether it sends
+// bookmarks on this resource's watches. The apiserver's watch cache does. A resource it serves
+// from etcd never gets one (Events by default: the apiserver's --watch-cache-sizes gives them
+// no watch cache), so a quiet one can never be proven current and its reads are the
+// apiserver's, as they are when the apiserver serves them itself.
+enum class UpstreamBookmarks {
+  kUnknown,  // Not yet told apart: no proof was needed yet, or the cache caught up by events.
+  kSent,     // A progress watch's bookmark brought the cache to an RV the upstream had reached.
+  kNone,     // A progress watch opened from behind such an RV ended without any bookmark.
+};
+std::string_view UpstreamBookmarksName(UpstreamBookmarks b);
+
+struct ReflectorStats {
+  std::atomic<uint64_t> events{0};
+  std::atomic<uint64_t> watches{0};  // Upstream watch requests made.
+  std::atomic<uint64_t> relists{0};  // LISTs after the first.
+  std::atomic<uint64_t> errors{0};
+  // Watches dropped after --upstream-watch-idle-timeout without a byte (then resumed).
+  std::atomic<uint64_t> idle_timeouts{0};
+  // Failures answered with a Retry-After that the next attempt waited for.
+  std::atomic<uint64_t> retry_afters{0};
+  std::atomic<uint64_t> rv_probes{0};         // Coalesced current-RV probes (LIST limit=1).
+  std::atomic<uint64_t> progress_watches{0};  // Short watches opened to prove progress.
+  // Consistent reads sent to the apiserver at once, within the budget (TakeConsistentPassthrough).
+  std::atomic<uint64_t> consistent_passthroughs{0};
+  std::atomic<UpstreamBookmarks> upstream_bookmarks{UpstreamBookmarks::kUnknown};
+};
+
+// The apiserver sends a watch that allows bookmarks one about every minute, however quiet the
+// resource: a longer silence means the watch is dead (a half-open connection, a stuck proxy).
+inline constexpr std::chrono::milliseconds kDefaultWatchIdleTimeout = std::chrono::minutes(2);
+
+class Reflector {
+ public:
+  // `credentials` returns the Authorization header for kube-fanout's own requests.
+  // `watch_idle_timeout`: how long the main watch may stay silent before it is dropped and
+  // resumed from the cache's RV.
+  Reflector(Cacher& cacher, UpstreamPool& pool, std::function<std::string()> credentials,
+            const Logger& log, asio::any_io_executor executor,
+            std::chrono::milliseconds watch_idle_timeout = kDefaultWatchIdleTimeout);
+
+  asio::awaitable<void> Run();
+  void Stop();  // On the reflector's thread.
+
+  // --- Consistent reads; callable from any thread ------------------------------------------
+  // Calls `done` (on the reflector's thread) with the upstream's current resourceVersion, read
+  // by a probe (a LIST with limit=1, a consistent read) that started after this call, or
+  // nullopt if the probe failed. Callers share probes: one at a time, at most one per
+  // kProbeSpacing, each answering everyone who asked before it started.
+  void ProbeUpstreamVersion(std::function<void(std::optional<uint64_t>)> done);
+  // Makes the cache reach `rv` within about two seconds even if the resource is quiet, for up
+  // to `for_how_long`: the main watch only carries this resource's events and a bookmark a
+  // minute, so a short second watch is opened from the cache's RV; the apiserver sends its
+  // events, then a bookmark 2 s before its deadline (timeoutSeconds=3 → after about 1 s), at
+  // its current RV. Every event up to that bookmark arrived on that stream, in order, so the
+  // cache may advance to it. Events both watches deliver are applied once (by RV).
+  // `upstream_has_it`: `rv` is the upstream's own (a probe's), so a watch of a resource with a
+  // watch cache carries a bookmark at `rv` or later; ending without one tells kNone.
+  void RequestProgress(uint64_t rv, std::chrono::milliseconds for_how_long,
+                       bool upstream_has_it = false);
+  // What the upstream's progress watches of this resource have shown; any thread. Told apart
+  // by the first consistent read whose proof ends either way (no request is made just to
+  // tell: the upstream pays for none a cache does not need). Not from the main watch's
+  // bookmarks: a kube-fanout upstream sends those from its cache whatever its own upstream is.
+  // kSent stays; kNone stays until a proof succeeds (none is tried while it holds: its reads
+  // go to the upstream).
+  UpstreamBookmarks upstream_bookmarks() const {
+    return stats_.upstream_bookmarks.load(std::memory_order_relaxed);
+  }
+  // One consistent read (LIST or GET without resourceVersion) per `interval` may go to the
+  // apiserver at once instead of waiting for the proof above (which, on a quiet resource, waits
+  // for the apiserver's bookmark timer: 1-2 s). True: this read is the one (it costs the
+  // apiserver what it would cost direct). False (interval 0, spent, not synced): prove and serve
+  // from the cache, as every read did before.
+  bool TakeConsistentPassthrough(std::chrono::milliseconds interval);
+
+  const ReflectorStats& stats() const { return stats_; }
+  // True while the upstream's last answer to this cache's LIST was a refusal that retrying
+  // will not change soon (401, 403, 404, 406: kube-fanout may not list it, or the upstream does
+  // not serve it in this encoding): the cache cannot be counted on to sync, so its requests
+  // are the apiserver's to answer. Any thread.
+  bool list_refused() const { return list_refused_.load(std::memory_order_relaxed); }
+  // How long since Run() started (zero before): while the cache has not synced, how long it
+  // has been initializing. Any thread.
+  std::chrono::steady_clock::duration running_for() const;
+  // The collection path, e.g. "/apis/discovery.k8s.io/v1/endpointslices".
+  std::string CollectionPath() const;
+
+ private:
+  enum class WatchEnd { kEnded, kExpired, kFailed };
+  asio::awaitable<absl::Status> ListAll();
+  asio::awaitable<WatchEnd> WatchOnce();
+  asio::awaitable<void> ProbeBookmarkTemplate();
+  asio::awaitable<void> Backoff();
+  asio::awaitable<void> ProbeLoop();
+  asio::awaitable<void> ProgressLoop();
+  asio::awaitable<bool> ProgressWatch();
+  void SetUpstreamBookmarks(UpstreamBookmarks b);
+  // Applies one upstream watch line to the cache; kExpired/kFailed end the stream.
+  enum class LineResult { kEvent, kBookmark, kExpired, kFailed };
+  LineResult ApplyLine(std::string_view line);
+  LineResult ApplyProtoEvent(std::string_view message);
+  // The cache holds protobuf: every request but the RV probe asks for protobuf.
+  bool protobuf() const;
+  std::string_view Accept() const;
+
+  Cacher& cacher_;
+  UpstreamPool& pool_;
+  std::function<std::string()> credentials_;
+  const Logger& log_;
+  ReflectorStats stats_;
+  std::mt19937_64 rng_{std::random_device{}()};
+  std::chrono::milliseconds backoff_{0};
+  // The last refusal's Retry-After, for the next Backoff.
+  std::optional<std::chrono::seconds> retry_after_;
+  std::chrono::milliseconds watch_idle_timeout_;
+  bool stopped_ = false;
+  UpstreamWatch* active_ = nullptr;
+  UpstreamWatch* progress_active_ = nullptr;
+  bool listed_once_ = false;
+  // A bookmark came on one of this resource's watches: the upstream bookmarks it, so a watch
+  // silent past the idle timeout is dead rather than quiet.
+  bool bookmarks_seen_ = false;
+  std::atomic<bool> list_refused_{false};
+  std::atomic<int64_t> run_started_ns_{0};  // steady_clock, set by Run().
+
+  // Consistent-read state; on the reflector's thread only.
+  asio::any_io_executor exec_;
+  std::vector<std::function<void(std::optional<uint64_t>)>> probe_waiters_;
+  bool probe_running_ = false;
+  std::chrono::steady_clock::time_point last_probe_start_{};
+  uint64_t progress_target_ = 0;
+  uint64_t progress_upstream_target_ = 0;  // The highest target the upstream had reached.
+  std::chrono::steady_clock::time_point progress_until_{};
+  bool progress_running_ = false;
+  // TakeConsistentPassthrough's budget: when the next may go (steady clock, ns); any thread.
+  std::atomic<int64_t> next_consistent_passthrough_{0};
+};
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_SYNC_REFLECTOR_H_

@@ -1,0 +1,101 @@
+// AccessReview: may this user read that from the cache? Cached data is served only to those the
+// apiserver would serve it to. kube-fanout asks the apiserver with a SubjectAccessReview
+// (authorization.k8s.io/v1, made with its own credentials: system:auth-delegator) for the user
+// the request authenticated as (identity.h) and the request's attributes as the apiserver's
+// authorizer sees them: verb, group, version, resource, namespace, name, and for list and watch
+// the request's field and label selectors (the Node authorizer lets a kubelet list only its own
+// pods, by spec.nodeName). Answers are cached per user and attributes, as the apiserver's
+// webhook authorizer caches (--authorization-webhook-cache-authorized-ttl / -unauthorized-ttl),
+// so N agents of one user cost one review per distinct request shape. The key holds how the user
+// was vouched for too (token, certificate, front proxy): answers never cross trust levels. A denied
+// review, or one the apiserver refused kube-fanout (401, 403: no system:auth-delegator), sends the
+// request through to the apiserver, which gives its own exact answer (403, ...). A review that got
+// no answer in time (review_call.h: the upstream unreachable or overloaded, past its 10 s, too many
+// waiting) is unavailable: the cached read is answered 429 (proxy/serve/cache_handler.h), so an
+// overload of kube-fanout does not become one of the apiserver. No failure serves from the
+// cache.
+//
+// One per worker thread; not thread-safe. Bounded.
+#ifndef KUBE_FANOUT_UPSTREAM_ACCESS_REVIEW_H_
+#define KUBE_FANOUT_UPSTREAM_ACCESS_REVIEW_H_
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "common/expiring_cache.h"
+#include "common/single_flight.h"
+#include "proxy/edge/request_info.h"
+#include "proxy/upstream/identity.h"
+#include "proxy/upstream/review_call.h"
+#include "proxy/upstream/review_stats.h"
+#include "proxy/upstream/upstream_pool.h"
+
+namespace kf {
+
+// What a review asks about: the authorizer's resource attributes, or its non-resource ones
+// (`path` set: verb and path only, as for /metrics).
+struct AccessAttributes {
+  std::string verb, group, version, resource, namespace_, name;
+  std::string field_selector, label_selector;  // Raw, as the request's query gave them.
+  std::string path;                            // A non-resource request's URL path.
+
+  // The request's attributes (selectors for list and watch only, as the apiserver's).
+  static AccessAttributes Of(const RequestInfo& info);
+  // The same verb on the whole resource: every namespace and name, no selectors.
+  AccessAttributes WholeResource() const;
+  bool IsWholeResource() const;
+};
+
+// A review's answer for a cached read.
+enum class Access {
+  kAllowed,
+  kDenied,       // Denied, or the review refused kube-fanout: the apiserver answers.
+  kUnavailable,  // No answer in time: the client is answered 429.
+};
+
+class AccessReview {
+ public:
+  // `slots`: bounds the reviews this thread has on their way to the apiserver.
+  AccessReview(CacheSettings settings, ReviewStats& stats, ReviewSlots& slots,
+               std::function<std::string()> own_authorization)
+      : settings_(settings),
+        stats_(stats),
+        slots_(slots),
+        own_authorization_(std::move(own_authorization)),
+        entries_(settings.max_entries) {}
+
+  // kAllowed when the apiserver says `user` (vouched for `by`: Authentication::by) may do
+  // `info`'s verb on what it names. `own_pool` is a pool of kube-fanout's own connections.
+  asio::awaitable<Access> Allowed(UpstreamPool& own_pool, Vouched::By by, const UserInfo& user,
+                                  const RequestInfo& info);
+
+  // kAllowed when the apiserver says `user` may `verb` the non-resource URL `path` (RBAC's
+  // nonResourceURLs: what the apiserver asks before it serves its own /metrics).
+  asio::awaitable<Access> AllowedPath(UpstreamPool& own_pool, Vouched::By by, const UserInfo& user,
+                                      std::string_view verb, std::string_view path);
+
+  // The SubjectAccessReview body.
+  static std::string ReviewBody(const UserInfo& user, const AccessAttributes& attrs);
+
+  // What an answer is cached under: the identity as vouched and how (vouched.h's IdentityKey),
+  // then every attribute, length-prefixed. Equal only for equal inputs.
+  static std::string CacheKey(Vouched::By by, const UserInfo& user, const AccessAttributes& attrs);
+
+ private:
+  asio::awaitable<Access> Check(UpstreamPool& pool, Vouched::By by, const UserInfo& user,
+                                const AccessAttributes& attrs);
+  asio::awaitable<Access> Review(UpstreamPool& pool, const UserInfo& user,
+                                 const AccessAttributes& attrs, const std::string& key);
+
+  CacheSettings settings_;
+  ReviewStats& stats_;
+  ReviewSlots& slots_;
+  std::function<std::string()> own_authorization_;
+  ExpiringCache<bool> entries_;
+  SingleFlight<Access> flights_;  // Reviews on their way, shared by identical ones.
+};
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_UPSTREAM_ACCESS_REVIEW_H_

@@ -1,0 +1,93 @@
+// UpstreamPool: connections from one io thread to the upstream apiserver endpoints, for
+// passthrough. Dials (TCP, then TLS verified against the configured CA, without any client
+// certificate: passthrough must never present kube-fanout's identity), keeps a few idle
+// keep-alive connections for reuse, and fails over between endpoints in order, remembering the
+// last one that answered.
+//
+// One per io_context; touched only from that context's thread (no locks).
+#ifndef KUBE_FANOUT_UPSTREAM_UPSTREAM_POOL_H_
+#define KUBE_FANOUT_UPSTREAM_UPSTREAM_POOL_H_
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/any_stream.h"
+#include "proxy/upstream/upstream_config.h"
+
+namespace kf {
+
+// Pooled connections found closed by their upstream, counted for /metrics (shared by every
+// worker's pools; any thread).
+struct UpstreamPoolStats {
+  // An idle connection taken for a request was found closed (or reset, or sent bytes nobody
+  // asked for) and a new one was used instead: the request never met the dead connection.
+  std::atomic<uint64_t> stale_idle{0};
+  // A reused connection failed under a request (its close raced the check): a request without
+  // a body was sent again on a new connection; a passed-through one with a body failed (503).
+  std::atomic<uint64_t> stale_in_use{0};
+};
+
+class UpstreamPool {
+ public:
+  struct Lease {
+    std::unique_ptr<AnyStream> stream;
+    size_t endpoint = 0;
+    bool reused = false;  // Came from the idle list: the peer may have closed it meanwhile.
+  };
+
+  // `tls` must outlive the pool and must hold no client certificate; `stats` (may be null)
+  // too.
+  UpstreamPool(asio::io_context& ioc, const UpstreamConfig& config, asio::ssl::context& tls,
+               std::chrono::milliseconds dial_timeout, UpstreamPoolStats* stats = nullptr);
+
+  // An idle connection when `allow_reuse` and one is fresh and still open, else a new one;
+  // tries every endpoint once, starting with the last good one. Unavailable when none answers.
+  // An idle connection the upstream closed meanwhile (a FIN, a reset, or bytes it sent while
+  // nothing was asked, such as a TLS close_notify) is dropped before any request is written
+  // to it, as Go's transport does.
+  asio::awaitable<absl::StatusOr<Lease>> Acquire(bool allow_reuse);
+
+  // Returns a connection whose last exchange ended cleanly (keep-alive) to the idle list.
+  void Release(Lease lease);
+
+  // A reused lease failed under its request (counted in stats.stale_in_use).
+  void FailedInUse() const {
+    if (stats_ != nullptr) stats_->stale_in_use.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  const UpstreamEndpoint& endpoint(size_t i) const { return config_.endpoints[i]; }
+
+ private:
+  struct Idle {
+    std::unique_ptr<AnyStream> stream;
+    std::chrono::steady_clock::time_point since;
+  };
+  asio::awaitable<absl::StatusOr<std::unique_ptr<AnyStream>>> Dial(const UpstreamEndpoint& ep);
+
+  asio::io_context& ioc_;
+  const UpstreamConfig& config_;
+  asio::ssl::context& tls_;
+  std::chrono::milliseconds dial_timeout_;
+  UpstreamPoolStats* stats_;
+  std::vector<std::deque<Idle>> idle_;  // Per endpoint, bounded by kMaxIdlePerEndpoint.
+  size_t preferred_ = 0;
+};
+
+// The TLS client context for passthrough: trust from `config` (CA or system roots, or none when
+// insecure), TLS 1.2+, and deliberately no client certificate.
+absl::StatusOr<std::unique_ptr<asio::ssl::context>> MakePassthroughTlsContext(
+    const UpstreamConfig& config);
+
+// The TLS client context for kube-fanout's own requests: the same trust, plus its client
+// certificate when the configuration has one.
+absl::StatusOr<std::unique_ptr<asio::ssl::context>> MakeOwnTlsContext(const UpstreamConfig& config);
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_UPSTREAM_UPSTREAM_POOL_H_
