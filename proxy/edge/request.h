@@ -1,6 +1,6 @@
 // Request: one client request as every stage after the transport sees it: the head (method,
 // target, fields), its description parsed once (RequestInfo), where it came from, and its body
-// as a source to read from. HTTP/1.1 today, HTTP/2 next: nothing here names the transport.
+// as a source to read from. HTTP/1.1 and HTTP/2 alike: nothing here names the transport.
 //
 // Owned by the session for the request's life; used on the session's thread only.
 #ifndef KUBE_FANOUT_EDGE_REQUEST_H_

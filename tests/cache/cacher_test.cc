@@ -76,7 +76,7 @@ TEST_CASE(
   // Each notify (run without the cache's lock) ends the other watch, as a session on another
   // thread may at that moment: it removes that watcher and drops the last reference it holds.
   // Whichever runs first, the other's notify then runs on a watcher only the dispatch holds
-  // (before the fix, a freed one: ASan reports it, a plain build may crash).
+  // (were it not held, a freed one: ASan reports it, a plain build may crash).
   Cacher cacher{PodsType(), EventRingLimits{}, [] { return std::chrono::steady_clock::now(); }};
   cacher.Replace({}, 10);
   std::shared_ptr<CacheWatcher> w[2];

@@ -41,7 +41,7 @@ TEST_CASE("DecodeContinue reads tokens from the cache and from etcd") {
 }
 
 TEST_CASE("DecodeContinue reads invalid UTF-8 in start as U+FFFD, as encoding/json") {
-  // Found by continue_token_fuzz: the raw bytes did not survive EncodeContinue (docs/fuzzing.md).
+  // A continue_token_fuzz input: raw bytes would not survive EncodeContinue (docs/fuzzing.md).
   std::string token;
   absl::WebSafeBase64Escape("{\"v\":\"meta.k8s.io/v1\",\"rv\":209,\"start\":\"/a\xe8(\"}", &token);
   auto t = DecodeContinue(token);

@@ -38,7 +38,7 @@ TEST_CASE("ParseListPage accepts an empty list and rejects what is not a list") 
 }
 
 TEST_CASE("ItemToEventForm stays JSON for an empty item and for kinds that need escaping") {
-  // Found by upstream_list_fuzz: "{}" became {"kind":"Pod","apiVersion":"v1",} (docs/fuzzing.md).
+  // An upstream_list_fuzz input: "{}" must not become {"kind":"Pod","apiVersion":"v1",}.
   CHECK(ItemToEventForm("{}", "Pod", "v1") == R"({"kind":"Pod","apiVersion":"v1"})");
   CHECK(ItemToEventForm("{ }", "Pod", "v1") == R"({"kind":"Pod","apiVersion":"v1" })");
   CHECK(ItemToEventForm(R"({"a":1})", "P\"d", "v1") ==
@@ -66,16 +66,16 @@ TEST_CASE("ParseWatchLine finds the object's raw bytes and the event's RV") {
 }
 
 TEST_CASE("ParseWatchLine and ParseListPage reject a NUL byte instead of stopping at it") {
-  // Found by watch_line_fuzz: RapidJSON ended the document at the NUL, and the object's raw
-  // bytes then ran on to the end of the line.
+  // A watch_line_fuzz input: RapidJSON ends the document at a NUL, and the object's raw bytes
+  // would run on to the end of the line.
   using namespace std::string_literals;
   CHECK_FALSE(ParseWatchLine("{\"type\":\"ADDED\",\"object\":{\"a\":1}}\0junk}\n"s).ok());
   CHECK_FALSE(ParseListPage("{\"kind\":\"PodList\",\"items\":[]}\0{\"x\":1}"s).ok());
 }
 
 TEST_CASE("ParseWatchLine takes the object only from Go's layout") {
-  // Found by watch_line_fuzz: members after "object" (here a second "object") were cut into the
-  // object's raw bytes.
+  // A watch_line_fuzz input: members after "object" (here a second "object") must not be cut
+  // into the object's raw bytes.
   CHECK_FALSE(ParseWatchLine(R"({"type":"ADDED","object":{"a":1},"x":1,"object":{"b":2}})").ok());
   CHECK_FALSE(ParseWatchLine(R"({"object":{"a":1,"object":{}},"type":"ADDED"})").ok());
   auto ev = ParseWatchLine(R"({"type":"ADDED","object":{"a":{"object":1}}})");

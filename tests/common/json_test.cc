@@ -34,7 +34,7 @@ TEST_CASE("ParseJson refuses documents too deep or too large, without recursing"
 }
 
 TEST_CASE("ParseJson rejects a NUL byte rather than ending the document there") {
-  // Found by watch_line_fuzz (docs/fuzzing.md).
+  // A watch_line_fuzz input (docs/fuzzing.md).
   rapidjson::Document doc;
   CHECK_FALSE(ParseJson(std::string_view("{}\0junk", 7), doc).ok());
   CHECK_FALSE(ParseJson(std::string_view("\"a\0b\"", 5), doc).ok());

@@ -21,8 +21,8 @@ std::string WriteCa(const std::string& name) { return test::WriteSelfSigned(name
 
 }  // namespace
 
-// The roles' CA stores belong to the SSL_CTX and go with it (found by LeakSanitizer in the
-// integration suite, tests/sanitize; ctest --preset asan checks this test for leaks).
+// The roles' CA stores belong to the SSL_CTX and go with it (LeakSanitizer would report them in
+// the integration suite, tests/sanitize; ctest --preset asan checks this test for leaks).
 TEST_CASE("client certificate roles are freed with their context, also when set twice") {
   const std::string users = WriteCa("kf-client-cert-test-users");
   const std::string proxies = WriteCa("kf-client-cert-test-proxies");

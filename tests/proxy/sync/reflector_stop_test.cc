@@ -77,10 +77,10 @@ struct SlowWatchUpstream {
 
 }  // namespace
 
-// At shutdown a reflector is stopped wherever it is. Stopped while its watch was being opened
-// (the request sent, the answer not yet in), it had nothing to cancel: the watch then ran its
-// 5-10 minutes and the process's shutdown waited for it (seen in test_faults under tsan and
-// in CI: "shutting down", then nothing until the rig's SIGKILL).
+// At shutdown a reflector is stopped wherever it is. Stopped while its watch is being opened
+// (the request sent, the answer not yet in), it has nothing to cancel yet: without a check once
+// the watch is open, the watch would run its 5-10 minutes and the process's shutdown wait for it
+// ("shutting down", then nothing until the rig's SIGKILL).
 TEST_CASE("a reflector stopped while its watch opens ends as soon as the watch is open") {
   asio::io_context ioc;
   SlowWatchUpstream upstream(ioc);
