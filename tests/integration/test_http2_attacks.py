@@ -97,7 +97,7 @@ def request_block(cluster, path):
 
 def test_a_header_block_held_open_is_closed_at_its_deadline(cluster, attacked):
     """HEADERS without END_HEADERS, then nothing: no stream is counted, and each connection
-    gets GOAWAY and is closed at the deadline (before: held for good, ~1 MiB each)."""
+    gets GOAWAY and is closed at the deadline (not held for good, ~1 MiB each)."""
     block = request_block(cluster, "/api/v1/namespaces/default/configmaps")
     closed_before = metric(cluster, attacked, "kube_fanout_http2_connections_closed_total",
                            '{reason="header_block_timeout"}')
