@@ -357,7 +357,7 @@ absl::StatusOr<Cacher::Page> Cacher::ListPage(const WatchFilter& filter,
   auto s = store_.lower_bound(from);
   auto o = overlay.lower_bound(from);
   // The next object of the state at `at`, in key order (null at the end of the prefix).
-  auto next = [&]() -> const ObjectPtr* {
+  auto next = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> const ObjectPtr* {
     for (;;) {
       const ObjectPtr* obj = nullptr;
       const std::string* key = nullptr;

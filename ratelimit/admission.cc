@@ -351,7 +351,7 @@ void Admission::ExpireQueued() {
   {
     absl::MutexLock lock(&state_->mu);
     const auto now = state_->now();
-    auto expire = [&](Level& level) {
+    auto expire = [&](Level& level) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
       for (auto& q : level.queues) {
         while (!q.empty() && now - q.front().enqueued >= level.cfg.queue_wait) {
           Waiter w = std::move(q.front());
