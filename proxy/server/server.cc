@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/batched_sends.h"
 #include "common/json.h"
 #include "common/strings.h"
@@ -142,19 +143,18 @@ absl::Status Server::MakeEventsUpstream() {
 }
 
 absl::Status Server::MakeCache() {
-  std::vector<ResourceSpec> specs;
-  for (const std::string& r :
-       options_.cache_resources_set ? options_.cache_resources : DefaultCachedResources()) {
-    auto spec = ResourceSpec::Parse(r);
-    if (!spec.ok()) return spec.status();
-    specs.push_back(*std::move(spec));
-  }
-  if (!specs.empty()) {
-    EventRingLimits limits;
-    limits.max_bytes = options_.watch_cache_window_bytes;
-    cache_ = std::make_unique<CachedResources>(std::move(specs), limits, log_);
+  absl::StatusOr<std::vector<ResourceSpec>> specs = ResourceSpec::ParseList(
+      options_.cache_resources_set ? options_.cache_resources : DefaultCachedResources());
+  if (!specs.ok()) return specs.status();
+  absl::StatusOr<std::vector<ResourceSpec>> proto_at_start = ResourceSpec::ParseList(
+      absl::StrSplit(options_.protobuf_cache_resources, ',', absl::SkipWhitespace()));
+  if (!proto_at_start.ok()) return proto_at_start.status();
+  if (!specs->empty()) {
+    const EventRingLimits limits{.max_bytes = options_.watch_cache_window_bytes};
+    cache_ = std::make_unique<CachedResources>(*std::move(specs), limits, log_);
     cache_->SetWatchIdleTimeout(
         std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.upstream_watch_idle_timeout)));
+    cache_->SetProtobufAtStart(*std::move(proto_at_start));
     if (!options_.cache_snapshot_dir.empty()) UseSnapshots();
     health_.Add("cache-sync", {HealthChecks::Endpoint::kReadyz}, [this] {
       return cache_->AllSynced() ? absl::OkStatus() : absl::UnavailableError("caches not synced");

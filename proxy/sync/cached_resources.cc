@@ -1,5 +1,6 @@
 #include "proxy/sync/cached_resources.h"
 
+#include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -9,6 +10,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
 #include "common/strings.h"
@@ -39,6 +41,17 @@ absl::StatusOr<ResourceSpec> ResourceSpec::Parse(std::string_view text) {
     return absl::InvalidArgumentError(absl::StrCat("bad cached resource \"", ToAbsl(text), "\""));
   }
   return s;
+}
+
+absl::StatusOr<std::vector<ResourceSpec>> ResourceSpec::ParseList(
+    const std::vector<std::string>& texts) {
+  std::vector<ResourceSpec> specs;
+  for (const std::string& text : texts) {
+    absl::StatusOr<ResourceSpec> spec = Parse(ToStd(absl::StripAsciiWhitespace(text)));
+    if (!spec.ok()) return spec.status();
+    specs.push_back(*std::move(spec));
+  }
+  return specs;
 }
 
 std::vector<std::string> DefaultCachedResources() {
@@ -228,10 +241,23 @@ asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
   entries_ = std::move(entries);
   started_.store(true);
   if (snapshots_) snapshots_->Start(std::move(targets));
+  RunAll(executor);
+}
+
+void CachedResources::RunAll(const asio::any_io_executor& executor) {
   for (auto& e : entries_) {
     asio::co_spawn(executor, e->reflector->Run(), asio::detached);
-    if (e->proto_started.load())
+    const ResourceType& t = e->cacher->type();
+    const bool at_start =
+        std::any_of(proto_at_start_.begin(), proto_at_start_.end(), [&t](const ResourceSpec& s) {
+          return s.group == t.group && s.version == t.version && s.resource == t.resource;
+        });
+    if (e->proto_reflector && at_start && !e->proto_started.exchange(true)) {
+      log_.Info("protobuf cache starting", {{"resource", t.GroupResource()}, {"why", "at start"}});
+    }
+    if (e->proto_started.load()) {
       asio::co_spawn(executor, e->proto_reflector->Run(), asio::detached);
+    }
   }
 }
 

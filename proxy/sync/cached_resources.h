@@ -26,6 +26,8 @@ struct ResourceSpec {
   std::string resource;
   // "pods" → core v1; "endpointslices.discovery.k8s.io/v1"; "deployments.apps/v1".
   static absl::StatusOr<ResourceSpec> Parse(std::string_view text);
+  // Each of `texts` (surrounding blanks ignored), in order; the first bad one's error.
+  static absl::StatusOr<std::vector<ResourceSpec>> ParseList(const std::vector<std::string>& texts);
 };
 
 // The default set: pods, nodes, services, namespaces, configmaps, endpointslices, events in both
@@ -56,6 +58,10 @@ class CachedResources {
   const SnapshotStore* snapshots() const { return snapshots_.get(); }
   // --upstream-watch-idle-timeout for every reflector (before Start).
   void SetWatchIdleTimeout(std::chrono::milliseconds t) { watch_idle_timeout_ = t; }
+  // --protobuf-cache-resources (before Start): resources whose protobuf cache starts with the
+  // JSON one, so it holds the same window of history from the start; the others' start at their
+  // first protobuf request (UseProtobuf).
+  void SetProtobufAtStart(std::vector<ResourceSpec> specs) { proto_at_start_ = std::move(specs); }
 
   // Discovers each resource's kind and scope, then runs its reflector, all on `ioc` with
   // `pool` (kube-fanout's own identity).
@@ -86,6 +92,8 @@ class CachedResources {
   void AddSnapshotTargets(const Entry& e, bool events,
                           std::vector<SnapshotStore::Target>* targets) const;
   asio::awaitable<void> DiscoverAndRun(UpstreamPool& pool, std::function<std::string()> cred);
+  // Runs every entry's reflector, and the protobuf one's where it is in use or asked for at start.
+  void RunAll(const asio::any_io_executor& executor);
 
   std::vector<ResourceSpec> specs_;
   EventRingLimits limits_;
@@ -96,6 +104,7 @@ class CachedResources {
   std::string snapshot_upstream_, snapshot_events_upstream_;
   std::vector<std::optional<SnapshotStore::Loaded>> restored_;        // Per spec; read once.
   std::vector<std::optional<SnapshotStore::Loaded>> restored_proto_;  // Protobuf caches, same.
+  std::vector<ResourceSpec> proto_at_start_;
   std::chrono::milliseconds watch_idle_timeout_ = kDefaultWatchIdleTimeout;
   std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};

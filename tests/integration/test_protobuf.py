@@ -335,12 +335,15 @@ def test_custom_resources_have_no_protobuf_as_with_the_apiserver(cluster, widget
 
 def test_a_watch_older_than_the_protobuf_cache_is_vouched_for_by_the_json_cache(
         cluster, namespace_factory, tmp_path):
-    """The protobuf cache starts with the first protobuf request, later than the JSON one (and
-    at another RV on each replica), so a client's RV can predate its window. The apiserver's
+    """A protobuf cache not in --protobuf-cache-resources starts with the first protobuf request,
+    later than the JSON one (and at another RV on each replica), so a client's RV can predate its
+    window. The apiserver's
     longer window would serve such a watch; kube-fanout does too when its JSON cache shows
     nothing the watch would see happened in between, and answers 410 when something did."""
     quiet, busy = namespace_factory(), namespace_factory()
-    proxy = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=configmaps"])
+    # Started at the first protobuf request (not with the JSON cache, as by default).
+    proxy = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=configmaps",
+                                                       "--protobuf-cache-resources="])
     try:
         listed = cluster.request("GET", f"/api/v1/namespaces/{quiet}/configmaps?resourceVersion=0",
                                  port=proxy.port, tls=False)
@@ -379,5 +382,37 @@ def test_a_watch_older_than_the_protobuf_cache_is_vouched_for_by_the_json_cache(
         assert routed(proxy, m) == "cache"
         assert len(frames) == 1 and frame_event(frames[0])[0] == "ERROR"
         assert [v for n, _, v in fields(frame_event(frames[0])[2]) if n == 6] == [410]
+    finally:
+        proxy.stop()
+
+
+def test_the_node_agents_protobuf_caches_start_with_the_json_ones(cluster, namespace, tmp_path):
+    """By default the protobuf caches of the kinds kubelet and kube-proxy watch start with the JSON
+    ones, so a protobuf watch resuming from an RV the JSON cache already had gets the events in
+    between, as from the apiserver, where a cache started at its first protobuf request answers
+    410 (the test above)."""
+    ns = namespace
+    proxy = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=configmaps,namespaces"])
+    try:
+        listed = cluster.request("GET", f"/api/v1/namespaces/{ns}/configmaps?resourceVersion=0",
+                                 port=proxy.port, tls=False)
+        assert listed.status == 200, listed.body[:300]
+        rv0 = json.loads(listed.body)["metadata"]["resourceVersion"]
+        for i in range(3):  # After rv0, before any protobuf request.
+            cluster.kubectl("create", "configmap", f"b{i}", "-n", ns, f"--from-literal=i={i}")
+        wait_cached(cluster, proxy, f"/api/v1/namespaces/{ns}/configmaps?resourceVersion=0")
+        log = proxy.log_tail(400)
+        assert "protobuf cache starting" in log and "at start" in log, log
+
+        path = f"/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion={rv0}" \
+               "&timeoutSeconds=30"
+        p, m = marked(path)
+        streams = [open_watch(cluster, None, p), open_watch(cluster, proxy.secure_port, p)]
+        direct, cached = (read_frames(r, 3, scaled(15)) for _, r in streams)
+        for conn, _ in streams:
+            conn.close()
+        assert [frame_event(f)[0] for f in direct] == ["ADDED"] * 3
+        assert cached == direct  # The events since rv0, not a 410.
+        assert routed(proxy, m) == "cache"
     finally:
         proxy.stop()
