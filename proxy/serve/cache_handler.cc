@@ -1,5 +1,10 @@
 #include "proxy/serve/cache_handler.h"
 
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+
 #include "proxy/edge/representation.h"
 #include "proxy/edge/status_response.h"
 #include "proxy/serve/cacheable.h"
@@ -28,11 +33,26 @@ asio::awaitable<void> RejectInitializing(Exchange& x, const Reflector& reflector
   co_await x.Reject(busy, "cache not synced yet");
 }
 
+// The entry of a cached resource, waiting (up to kCacheStartWait) while the cache starts (its
+// snapshots read, its resources discovered): the listeners serve from the first moment, and a
+// fleet reconnecting to a restarted replica waits for its cache instead of going to the
+// apiserver. Null when `info` is not cached, or the cache did not start in time.
+asio::awaitable<const CachedResources::Entry*> FindOnceStarted(const CachedResources& cache,
+                                                               const RequestInfo& info) {
+  const auto until = std::chrono::steady_clock::now() + kCacheStartWait;
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  while (cache.starting() && cache.Covers(info) && std::chrono::steady_clock::now() < until) {
+    timer.expires_after(std::chrono::milliseconds(50));
+    co_await timer.async_wait(asio::use_awaitable);
+  }
+  co_return cache.Find(info);
+}
+
 }  // namespace
 
 asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
   const RequestInfo& info = x.request.info;
-  const CachedResources::Entry* entry = cache_.Find(info);
+  const CachedResources::Entry* entry = co_await FindOnceStarted(cache_, info);
   if (entry == nullptr || !Cacheable(info, x.request.headers)) {
     ++stats_.declined;
     co_return false;

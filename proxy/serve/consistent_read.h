@@ -68,6 +68,10 @@ boost::asio::awaitable<void> RefuseUnfresh(Exchange& x, const Freshness& freshne
 // very storm kube-fanout is there to absorb (it did, at 10,000 agents).
 inline constexpr auto kProtobufStartWait = std::chrono::milliseconds(30000);
 
+// How long a read of a cached resource waits for the cache to start (its snapshots read: seconds
+// for a large one) before it is passed through.
+inline constexpr auto kCacheStartWait = std::chrono::milliseconds(30000);
+
 // Waits (up to `timeout`) for a cache that has just started to sync, while its reflector has
 // not failed (then at once: e.g. the upstream serves no protobuf for it).
 boost::asio::awaitable<bool> WaitSynced(Cacher& cacher, const Reflector& reflector,

@@ -76,22 +76,31 @@ void CachedResources::UseSnapshots(std::unique_ptr<SnapshotStore> store, std::st
 
 void CachedResources::Start(asio::io_context& ioc, UpstreamPool& pool, UpstreamPool& events_pool,
                             std::function<std::string()> credentials) {
-  // Snapshots are read before any upstream contact.
-  restored_.resize(specs_.size());
-  restored_proto_.resize(specs_.size());
-  if (snapshots_ && snapshots_->Open()) {
-    for (size_t i = 0; i < specs_.size(); ++i) {
-      const ResourceSpec& s = specs_[i];
-      const bool events = RequestInfo::IsEventsResource(s.group, s.resource);
-      const std::string& upstream = events ? snapshot_events_upstream_ : snapshot_upstream_;
-      restored_[i] = snapshots_->Load(s.group, s.version, s.resource, upstream);
-      restored_proto_[i] =
-          snapshots_->Load(s.group, s.version, s.resource, upstream, Encoding::kProtobuf);
-    }
-  }
   ioc_ = &ioc;
   events_pool_ = &events_pool;
   asio::co_spawn(ioc, DiscoverAndRun(pool, std::move(credentials)), asio::detached);
+}
+
+bool CachedResources::Covers(const RequestInfo& info) const {
+  return std::any_of(specs_.begin(), specs_.end(), [&info](const ResourceSpec& s) {
+    return s.resource == info.resource && s.group == info.api_group &&
+           s.version == info.api_version;
+  });
+}
+
+void CachedResources::LoadSnapshots() {
+  // Read before any upstream contact.
+  restored_.resize(specs_.size());
+  restored_proto_.resize(specs_.size());
+  if (!snapshots_ || !snapshots_->Open()) return;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    const ResourceSpec& s = specs_[i];
+    const bool events = RequestInfo::IsEventsResource(s.group, s.resource);
+    const std::string& upstream = events ? snapshot_events_upstream_ : snapshot_upstream_;
+    restored_[i] = snapshots_->Load(s.group, s.version, s.resource, upstream);
+    restored_proto_[i] =
+        snapshots_->Load(s.group, s.version, s.resource, upstream, Encoding::kProtobuf);
+  }
 }
 
 void CachedResources::Stop() {
@@ -157,6 +166,7 @@ void CachedResources::RestoreProtobuf(Entry& e,
 asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
                                                       std::function<std::string()> cred) {
   const asio::any_io_executor executor = co_await asio::this_coro::executor;
+  LoadSnapshots();
   std::vector<std::unique_ptr<Entry>> entries;
   std::vector<SnapshotStore::Target> targets;
   for (size_t i = 0; i < specs_.size(); ++i) {

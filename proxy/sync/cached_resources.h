@@ -80,6 +80,10 @@ class CachedResources {
   bool AllSynced() const;
   const std::vector<std::unique_ptr<Entry>>& entries() const { return entries_; }
   bool started() const { return started_.load(); }
+  // Started and not yet serving: its snapshots being read or its resources discovered.
+  bool starting() const { return ioc_ != nullptr && !started_.load() && !stopping_.load(); }
+  // Whether `info` names one of the resources it was asked to cache (known before it starts).
+  bool Covers(const RequestInfo& info) const;
 
  private:
   std::unique_ptr<Entry> MakeEntry(const ResourceType& type, UpstreamPool& pool,
@@ -91,6 +95,9 @@ class CachedResources {
   // The entry's caches for the snapshot writer (from the events upstream when `events`).
   void AddSnapshotTargets(const Entry& e, bool events,
                           std::vector<SnapshotStore::Target>* targets) const;
+  // The snapshots of every resource (restored_, restored_proto_), on the cache's own thread so
+  // the listeners serve meanwhile: a large one takes seconds to read.
+  void LoadSnapshots();
   asio::awaitable<void> DiscoverAndRun(UpstreamPool& pool, std::function<std::string()> cred);
   // Runs every entry's reflector, and the protobuf one's where it is in use or asked for at start.
   void RunAll(const asio::any_io_executor& executor);

@@ -162,10 +162,13 @@ def test_warm_restart_resumes_every_watcher_without_410_or_apiserver_list(
             task.cancel()
         asyncio.run(follow())
         assert late.gone == 0 and late.events == writes and late.connects == 1, late.events
-        # The snapshots were written and loaded: one per cached resource.
-        assert len(list(snapshots.glob("*.snap"))) == DEFAULT_CACHES
+        # The snapshots were written and loaded: one per cached resource, and one per protobuf
+        # cache started with it (--protobuf-cache-resources: the node agents' eight kinds).
+        files = [f.name for f in snapshots.glob("*.snap")]
+        proto = [f for f in files if f.endswith(".protobuf.snap")]
+        assert len(files) - len(proto) == DEFAULT_CACHES and len(proto) == 8, files
         loads = proxy_metric(cluster, proxy, "kube_fanout_cache_snapshot_loads_total")
-        assert loads['{result="loaded"}'] == DEFAULT_CACHES, loads
+        assert loads['{result="loaded"}'] == len(files), loads
         resumed_lines = [l for l in proxy.log_lines()
                          if "resuming the upstream watch from the snapshot" in l]
         assert len(resumed_lines) >= DEFAULT_CACHES
@@ -213,7 +216,7 @@ def test_corrupt_stale_or_wrong_version_snapshots_are_ignored_with_a_log_line(
         cluster, tmp_path):
     snapshots = tmp_path / "snapshots"
     args = [f"--cache-snapshot-dir={snapshots}", "--cache-snapshot-interval=1s",
-            "--cache-resources=configmaps,namespaces,services"]
+            "--cache-resources=configmaps,namespaces,services", "--protobuf-cache-resources="]
     proxy = Proxy.start(cluster, tmp_path, extra_args=args)
     deadline = time.monotonic() + scaled(10)
     while len(list(snapshots.glob("*.snap"))) < 3:
@@ -286,7 +289,7 @@ def test_a_snapshot_older_than_the_apiserver_window_relists_and_turns_the_differ
     holds exactly the apiserver's objects."""
     snapshots = tmp_path / "snapshots"
     args = [f"--cache-snapshot-dir={snapshots}", "--cache-snapshot-interval=1s",
-            "--cache-resources=configmaps"]
+            "--cache-resources=configmaps", "--protobuf-cache-resources="]  # JSON's alone.
     for name in ("keep", "change", "gone"):
         create_configmap(cluster, namespace, name)
     proxy = Proxy.start(cluster, tmp_path, extra_args=args)
