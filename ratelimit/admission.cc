@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <optional>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -41,7 +42,9 @@ struct State {
   std::map<std::string, std::shared_ptr<Level>> levels ABSL_GUARDED_BY(mu);
   // Levels of earlier configurations that still have queued requests.
   std::vector<std::shared_ptr<Level>> retired ABSL_GUARDED_BY(mu);
+  // Token buckets by flow key: rateLimit's, and cachedReadRateLimit's.
   absl::flat_hash_map<std::string, Bucket> buckets ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<std::string, Bucket> cached_buckets ABSL_GUARDED_BY(mu);
   absl::flat_hash_map<uint64_t, std::shared_ptr<Level>> tickets ABSL_GUARDED_BY(mu);
   uint64_t next_ticket ABSL_GUARDED_BY(mu) = 1;
   std::map<std::string, Admission::SchemaStats> schemas ABSL_GUARDED_BY(mu);
@@ -136,7 +139,7 @@ Flow ClassifyLocked(const State& s, const RequestAttributes& a) ABSL_SHARED_LOCK
     std::string dist;
     switch (f.distinguisher) {
       case Distinguisher::kByUser:
-        dist = a.Identity();
+        dist = a.bound_to.empty() ? a.Identity() : absl::StrCat(a.Identity(), " ", a.bound_to);
         break;
       case Distinguisher::kByNamespace:
         dist = a.namespace_;
@@ -192,18 +195,19 @@ void DispatchLocked(const std::shared_ptr<State>& s, const std::shared_ptr<Level
 }
 
 // Takes a token from the flow's bucket (refilled at qps up to burst). nullopt: taken; else
-// the seconds until one will be there.
-std::optional<int> TakeTokenLocked(State& s, const TokenBucketConfig& limit, const std::string& key,
-                                   Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
-  if (s.buckets.size() > kMaxBuckets) {
+// the seconds until one will be there. (The caller holds the lock guarding `buckets`.)
+std::optional<int> TakeToken(absl::flat_hash_map<std::string, Bucket>& buckets,
+                             const TokenBucketConfig& limit, const std::string& key,
+                             Clock::time_point now) {
+  if (buckets.size() > kMaxBuckets) {
     // Drop the buckets that have refilled: they are as good as new.
-    absl::erase_if(s.buckets, [&](const auto& kv) {
+    absl::erase_if(buckets, [&](const auto& kv) {
       return kv.second.tokens +
                  std::chrono::duration<double>(now - kv.second.last).count() * limit.qps >=
              limit.burst;
     });
   }
-  auto [it, fresh] = s.buckets.try_emplace(key, Bucket{limit.burst, now});
+  auto [it, fresh] = buckets.try_emplace(key, Bucket{limit.burst, now});
   Bucket& b = it->second;
   b.tokens = std::min(limit.burst,
                       b.tokens + std::chrono::duration<double>(now - b.last).count() * limit.qps);
@@ -264,6 +268,7 @@ void Admission::Reconfigure(Config config) {
     state_->schemas[f.name].level = f.priority_level;
   state_->schemas[std::string(kCatchAll)].level = std::string(kCatchAll);
   state_->buckets.clear();
+  state_->cached_buckets.clear();
 }
 
 Flow Admission::Classify(const RequestAttributes& request) const {
@@ -289,10 +294,15 @@ uint64_t Admission::Admit(const RequestAttributes& request, Done done) {
       ready.emplace_back(std::move(done), std::move(d));
     };
     const FlowSchemaConfig* schema = SchemaLocked(s, flow.schema);
-    if (schema != nullptr && schema->rate_limit.qps > 0 && !request.long_running) {
-      if (auto wait = TakeTokenLocked(s, schema->rate_limit, flow.key, now)) {
-        reject("rate-limited", *wait);
+    if (schema != nullptr && !request.long_running) {
+      // A read for the cache at the cache's price; anything else at the passthrough price.
+      std::optional<int> wait;
+      if (request.cached_read && schema->cached_read_rate_limit) {
+        wait = TakeToken(s.cached_buckets, *schema->cached_read_rate_limit, flow.key, now);
+      } else if (schema->rate_limit.qps > 0) {
+        wait = TakeToken(s.buckets, schema->rate_limit, flow.key, now);
       }
+      if (wait) reject("rate-limited", *wait);
     }
     if (ready.empty()) {
       std::shared_ptr<Level> level = s.levels.at(flow.level);
@@ -326,6 +336,26 @@ uint64_t Admission::Admit(const RequestAttributes& request, Done done) {
   }
   RunReady(ready);
   return ticket;
+}
+
+Decision Admission::ChargePassthrough(const Flow& flow) {
+  State& s = *state_;
+  absl::MutexLock lock(&s.mu);
+  Decision d;
+  d.flow = flow;
+  d.admitted = true;
+  const FlowSchemaConfig* schema = SchemaLocked(s, flow.schema);
+  // Without a cachedReadRateLimit the read paid rateLimit when it was admitted.
+  if (schema == nullptr || !schema->cached_read_rate_limit || schema->rate_limit.qps <= 0) {
+    return d;
+  }
+  if (auto wait = TakeToken(s.buckets, schema->rate_limit, flow.key, s.now())) {
+    ++s.schemas[flow.schema].rejected["rate-limited"];
+    d.admitted = false;
+    d.reject_reason = "rate-limited";
+    d.retry_after_seconds = std::max(1, *wait);
+  }
+  return d;
 }
 
 bool Admission::Cancel(uint64_t ticket) {

@@ -34,6 +34,13 @@ struct RequestAttributes {
   std::string api_group, resource, namespace_;
   std::string path;           // For non-resource requests.
   bool long_running = false;  // Watches: not metered by token buckets.
+  // A GET or LIST the router sends to the cache: metered by its schema's cachedReadRateLimit
+  // when it has one (the cache may still decline it: ChargePassthrough).
+  bool cached_read = false;
+  // What a ServiceAccount token bound to a pod names, from its TokenReview's extra (the
+  // apiserver's word, never the client's): "node/NAME" (authentication.kubernetes.io/node-name),
+  // else "pod/NAME" (.../pod-name); "" for any other identity. ByUser flows are keyed by it too.
+  std::string bound_to;
 
   // Who the request is from, for ByUser flows: the user, else "<user agent>@<address>".
   std::string Identity() const;
@@ -92,6 +99,11 @@ class Admission {
   // limit passes (ExpireQueued) — unless Cancel() took the request out first. Returns the
   // ticket of a queued request (0 when decided at once).
   uint64_t Admit(const RequestAttributes& request, Done done);
+  // A read admitted at the cache's price (RequestAttributes::cached_read, a schema with a
+  // cachedReadRateLimit) that the cache declined: it passes through, so it pays its flow's
+  // rateLimit too, at once (its seat is held: it is not queued again). Admitted (no seat), or
+  // refused "rate-limited" with the seconds until a token.
+  Decision ChargePassthrough(const Flow& flow);
   // Takes a queued request out (its client left); false when it was already decided.
   bool Cancel(uint64_t ticket);
   // Rejects queued requests that waited past their level's limit. Call every ~100 ms.

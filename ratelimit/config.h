@@ -32,6 +32,9 @@ struct PolicyRule {
   std::vector<std::string> non_resource_urls;  // Matches only non-resource requests.
 };
 
+// kByUser: the user; for a ServiceAccount token bound to a pod, the user and the pod's node (or,
+// when the token names no node, the pod), so that the pods of one DaemonSet are flows of their
+// own (RequestAttributes::bound_to).
 enum class Distinguisher { kNone, kByUser, kByNamespace };
 
 struct TokenBucketConfig {
@@ -47,6 +50,10 @@ struct FlowSchemaConfig {
   std::vector<PolicyRule> rules;  // Any rule; none → matches everything.
   TokenBucketConfig rate_limit;   // Per flow (schema + distinguisher value); long-running
                                   // requests (watches) are not metered.
+  // GET and LIST the router sends to the cache, which cost the apiserver nothing: their own
+  // bucket per flow. One the cache declines pays `rate_limit` too before it passes through
+  // (Admission::ChargePassthrough). Unset: they pay `rate_limit` as every other request.
+  std::optional<TokenBucketConfig> cached_read_rate_limit;
 };
 
 struct Config {
@@ -60,7 +67,8 @@ struct Config {
 
 // The defaults: exempt for system:masters; kubelets and kube-system at "system"; service
 // accounts at "workload"; everyone else (incl. clients without credentials) at
-// "global-default"; GET/LIST by one user above 20/s (burst 40) get 429.
+// "global-default"; GET/LIST by one flow above 20/s (burst 40) get 429, reads answered from the
+// cache above 1000/s (burst 2000).
 Config DefaultConfig();
 
 // Parses and validates; InvalidArgument with a message naming the field otherwise.

@@ -145,8 +145,13 @@ struct Exchange {
   // being spent: a cached read is refused at once too (proxy/serve/cache_handler.h).
   bool identity_throttled = false;
   std::string priority_level;  // Admission's, when admission ran.
-  std::string upstream;        // The upstream endpoint used, for the log.
-  std::string error;           // Why it ended early or was refused, for the log.
+  // Admission's flow (schema and key), and whether it admitted the request at the price of a
+  // read answered from the cache: one the cache declines then pays the passthrough price before
+  // it is relayed (proxy/filters/passthrough_charge.h).
+  std::string flow_schema, flow_key;
+  bool admitted_as_cached_read = false;
+  std::string upstream;  // The upstream endpoint used, for the log.
+  std::string error;     // Why it ended early or was refused, for the log.
   absl::Time start = absl::Now();
   // Set by a handler (above); run by the transport after Handle (or by Pipeline::Serve).
   std::unique_ptr<Detached> detached;

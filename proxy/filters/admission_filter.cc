@@ -29,7 +29,27 @@ ratelimit::RequestAttributes AdmissionFilter::Attributes(const Exchange& x) {
   a.namespace_ = info.namespace_;
   a.path = info.path;
   a.long_running = info.verb == "watch";
+  a.cached_read = x.route == Route::kCache && (info.verb == "get" || info.verb == "list");
+  if (x.user) a.bound_to = BoundTo(*x.user);
   return a;
+}
+
+std::string AdmissionFilter::BoundTo(const Identity& user) {
+  // The claims the apiserver's ServiceAccount authenticator puts in a pod-bound token's user
+  // (k8s.io/apiserver/pkg/authentication/serviceaccount: NodeNameKey, PodNameKey).
+  auto first = [&user](std::string_view key) -> std::string {
+    for (const auto& [k, values] : user.extra) {
+      if (k == key && !values.empty()) return values.front();
+    }
+    return "";
+  };
+  if (std::string node = first("authentication.kubernetes.io/node-name"); !node.empty()) {
+    return absl::StrCat("node/", node);
+  }
+  if (std::string pod = first("authentication.kubernetes.io/pod-name"); !pod.empty()) {
+    return absl::StrCat("pod/", pod);
+  }
+  return "";
 }
 
 asio::awaitable<ratelimit::Decision> AdmissionFilter::Decide(
@@ -59,17 +79,24 @@ asio::awaitable<void> AdmissionFilter::Serve(Exchange& x, const Next& next) {
   if (admitted) co_await next(x);
 }
 
+asio::awaitable<void> AdmissionFilter::Refuse(Exchange& x, const ratelimit::Decision& refused) {
+  // Named: a temporary bound to Reject's reference inside co_await is what GCC 12 may free twice.
+  const KubeStatus status = TooManyRequestsStatus(refused.retry_after_seconds);
+  co_await x.Reject(status, absl::StrCat("admission: ", refused.reject_reason, " (",
+                                         refused.flow.schema, "/", refused.flow.level, ")"));
+}
+
 asio::awaitable<bool> AdmissionFilter::Admit(Exchange& x, ratelimit::Seat* seat) {
-  ratelimit::Decision admitted = co_await Decide(Attributes(x));
+  const ratelimit::RequestAttributes a = Attributes(x);
+  ratelimit::Decision admitted = co_await Decide(a);
   if (!admitted.admitted) {
-    // Named: a temporary bound to Reject's reference inside co_await is what GCC 12 may free
-    // twice.
-    const KubeStatus refused = TooManyRequestsStatus(admitted.retry_after_seconds);
-    co_await x.Reject(refused, absl::StrCat("admission: ", admitted.reject_reason, " (",
-                                            admitted.flow.schema, "/", admitted.flow.level, ")"));
+    co_await Refuse(x, admitted);
     co_return false;
   }
   x.priority_level = admitted.flow.level;
+  x.flow_schema = admitted.flow.schema;
+  x.flow_key = admitted.flow.key;
+  x.admitted_as_cached_read = a.cached_read;
   // A watch's seat is given back here, as it starts.
   if (x.request.info.verb != "watch") *seat = std::move(admitted.seat);
   co_return true;

@@ -364,7 +364,10 @@ void Server::LogServing() const {
 
 void Server::BuildSharedStages() {
   local_ = std::make_unique<LocalHandler>(health_, [this] { return RenderAllMetrics(); });
-  if (admission_) admission_filter_ = std::make_unique<AdmissionFilter>(*admission_);
+  if (admission_) {
+    admission_filter_ = std::make_unique<AdmissionFilter>(*admission_);
+    passthrough_charge_ = std::make_unique<PassthroughCharge>(*admission_);
+  }
   if (coalescer_)
     coalescing_filter_ = std::make_unique<CoalescingFilter>(*coalescer_, request_header_);
   if (options_.max_passthrough_in_flight > 0) {
@@ -381,6 +384,7 @@ SharedStages Server::Stages() {
   SharedStages s;
   s.local = local_.get();
   s.admission = admission_filter_.get();
+  s.passthrough_charge = passthrough_charge_.get();
   s.expect_continue = &continue_filter_;
   s.coalescing = coalescing_filter_.get();
   s.in_flight = in_flight_cap_.get();

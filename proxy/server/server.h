@@ -25,6 +25,7 @@
 #include "proxy/filters/event_spam_gate.h"
 #include "proxy/filters/in_flight_cap.h"
 #include "proxy/filters/long_running_cap.h"
+#include "proxy/filters/passthrough_charge.h"
 #include "proxy/passthrough/coalescing_filter.h"
 #include "proxy/serve/gzip_cache.h"
 #include "proxy/serve/list_pool.h"
@@ -123,6 +124,7 @@ class Server {
   NotFoundHandler not_found_;
   std::unique_ptr<Pipeline> metrics_pipeline_;  // --metrics-listen: local paths, else 404.
   std::unique_ptr<AdmissionFilter> admission_filter_;
+  std::unique_ptr<PassthroughCharge> passthrough_charge_;
   ContinueFilter continue_filter_;
   std::unique_ptr<CoalescingFilter> coalescing_filter_;
   std::unique_ptr<InFlightCap> in_flight_cap_;

@@ -45,7 +45,8 @@ void Worker::BuildPipeline(const SharedStages& shared, const Logger& log, RouteS
   for (Filter* f : {shared.admission, shared.expect_continue}) {
     if (f != nullptr) stages.front.push_back(f);
   }
-  for (Filter* f : {shared.coalescing, shared.in_flight, shared.long_running, shared.event_spam}) {
+  for (Filter* f : {shared.passthrough_charge, shared.coalescing, shared.in_flight,
+                    shared.long_running, shared.event_spam}) {
     if (f != nullptr) stages.passthrough.push_back(f);
   }
   if (shared.cache != nullptr) {

@@ -47,6 +47,7 @@ struct WorkerUpstream {
 struct SharedStages {
   LocalHandler* local = nullptr;
   Filter* admission = nullptr;
+  Filter* passthrough_charge = nullptr;  // With admission: a declined cached read's price.
   Filter* expect_continue = nullptr;
   Filter* coalescing = nullptr;
   Filter* in_flight = nullptr;

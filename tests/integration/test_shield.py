@@ -229,6 +229,68 @@ def test_a_client_past_its_budget_gets_429_while_others_keep_going(cluster, tmp_
         assert p.stop() == 0
 
 
+def test_a_daemonsets_cached_reads_do_not_spend_the_budget_its_passthrough_is_held_to(
+        cluster, tmp_path, pods_ns):
+    """Two pods of one ServiceAccount on two nodes, with tokens bound to them, under the
+    default admission: reads the cache answers are not held to the passthrough budget (20/s,
+    burst 40, per node); reads the cache declines (a Table, which the apiserver renders) are,
+    per node, so one node's poller does not spend the other's."""
+    nodes = [f"{pods_ns}-node-{i}" for i in range(2)]
+    items = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n}} for n in nodes]
+    items += [{"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": f"agent-{i}", "namespace": pods_ns},
+               "spec": {"nodeName": n, "containers": [{"name": "c", "image": "busybox"}]}}
+              for i, n in enumerate(nodes)]
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                          "items": items}))
+    cluster.kubectl("create", "rolebinding", "agents", "--role=pod-reader",
+                    f"--serviceaccount={pods_ns}:default", "-n", pods_ns)
+    tokens = [cluster.kubectl("create", "token", "default", "-n", pods_ns,
+                              "--bound-object-kind=Pod", f"--bound-object-name=agent-{i}"
+                              ).stdout.strip() for i in range(2)]
+    p = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=pods"])
+    try:
+        def burst(token, n, table=False, threads=4):
+            headers = {"Authorization": f"Bearer {token}"}
+            if table:
+                headers["Accept"] = "application/json;as=Table;v=v1;g=meta.k8s.io"
+            codes = {}
+
+            def run(k):
+                conn = cluster.connection(p.port, tls=False)
+                for i in range(k, n, threads):
+                    conn.request("GET", f"/api/v1/namespaces/{pods_ns}/pods/p{i % 20}"
+                                 "?resourceVersion=0", headers=headers)
+                    resp = conn.getresponse()
+                    resp.read()
+                    codes[resp.status] = codes.get(resp.status, 0) + 1
+                conn.close()
+            began = time.monotonic()
+            with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as ex:
+                list(ex.map(run, range(threads)))
+            return codes, time.monotonic() - began
+
+        before = apiserver_requests(cluster, "pods")
+        cached, took = burst(tokens[0], 300)
+        print(f"cached reads of node 0: {cached} in {took:.2f}s")
+        assert cached == {200: 300}  # Past 40 + 20/s: the passthrough budget did not apply.
+        assert delta(apiserver_requests(cluster, "pods"), before).get("GET", 0) == 0
+        table, took = burst(tokens[0], 120, table=True)
+        print(f"Tables for node 0: {table} in {took:.2f}s")
+        # The apiserver rendered them: node 0's passthrough budget, 40 at once then 20/s.
+        assert table.get(200, 0) + table.get(429, 0) == 120, table
+        assert 40 <= table.get(200, 0) <= 40 + 20 * took + 1, (table, took)
+        assert table.get(429, 0) > 0 or took > 4, (table, took)
+        other, _ = burst(tokens[1], 10, table=True, threads=1)
+        assert other == {200: 10}  # Node 1's budget is its own.
+        metrics = cluster.request("GET", "/metrics", port=p.port, tls=False).body.decode()
+        rejected = metric_values(metrics, "kube_fanout_admission_rejected_requests_total")
+        assert rejected['{flow_schema="service-accounts",priority_level="workload",'
+                        'reason="rate-limited"}'] == table.get(429, 0)
+    finally:
+        assert p.stop() == 0
+
+
 def test_a_reconnect_storm_is_served_from_the_window(cluster, cached_proxy, pods_ns):
     # 5,000 watches resume at once from their RV (a network blip): the apiserver sees no LIST
     # or WATCH of pods for it.

@@ -41,6 +41,18 @@ Config OneLevel(int seats, int queue_length, TokenBucketConfig bucket = {}) {
   return c;
 }
 
+// The one schema with a budget of its own for reads the router sends to the cache.
+Config WithCachedReads(Config c, TokenBucketConfig cached) {
+  c.flow_schemas[0].cached_read_rate_limit = cached;
+  return c;
+}
+
+RequestAttributes CachedRead(std::string user) {
+  RequestAttributes a = Req(std::move(user));
+  a.cached_read = true;
+  return a;
+}
+
 // Declared after the Admission it records, so destroyed first: its held seats are released
 // one at a time while `log` and `held` are still whole, because each release lets a queued
 // request in and calls that request's `done` — a callback into this Recorder. (Letting
@@ -87,6 +99,77 @@ TEST_CASE("A flow's token bucket answers polling above its rate with 429 at once
   auto stats = a.SchemaStatsSnapshot();
   CHECK(stats["all"].admitted == 5);
   CHECK(stats["all"].rejected["rate-limited"] == 1);
+}
+
+TEST_CASE("Reads for the cache are metered by their own bucket, apart from passthrough") {
+  FakeClock clock;
+  Admission a(WithCachedReads(OneLevel(100, 10, {1, 1}), {100, 3}), clock.fn());
+  Recorder r;
+  const RequestAttributes cached = CachedRead("u");
+  for (int i = 0; i < 3; ++i) a.Admit(cached, r.For("cached"));
+  a.Admit(cached, r.For("cached-past-burst"));
+  // The passthrough bucket is untouched by those: one GET for the apiserver, then 429.
+  a.Admit(Req("u"), r.For("passthrough"));
+  a.Admit(Req("u"), r.For("passthrough-past-burst"));
+  CHECK(r.log == std::vector<std::string>{"cached:ok", "cached:ok", "cached:ok",
+                                          "cached-past-burst:rate-limited", "passthrough:ok",
+                                          "passthrough-past-burst:rate-limited"});
+  // Without a cachedReadRateLimit, a read for the cache pays the passthrough price.
+  Admission plain(OneLevel(100, 10, {1, 1}), clock.fn());
+  Recorder p;
+  plain.Admit(cached, p.For("cached"));
+  plain.Admit(Req("u"), p.For("passthrough"));
+  CHECK(p.log == std::vector<std::string>{"cached:ok", "passthrough:rate-limited"});
+}
+
+TEST_CASE("A read for the cache that passes through pays the passthrough price, unqueued") {
+  FakeClock clock;
+  Admission a(WithCachedReads(OneLevel(1, 10, {1, 2}), {100, 100}), clock.fn());
+  Recorder r;
+  const RequestAttributes cached = CachedRead("u");
+  a.Admit(cached, r.For("cached"));
+  REQUIRE(r.log == std::vector<std::string>{"cached:ok"});
+  const Flow flow = r.held.front().flow;
+  // The only seat is held (by this read): the charge neither waits for one nor takes one.
+  CHECK(a.ChargePassthrough(flow).admitted);
+  CHECK(a.ChargePassthrough(flow).admitted);
+  const Decision refused = a.ChargePassthrough(flow);
+  CHECK_FALSE(refused.admitted);
+  CHECK(refused.reject_reason == "rate-limited");
+  CHECK(refused.retry_after_seconds == 1);
+  CHECK_FALSE(refused.seat.held());
+  auto level = a.LevelStatsSnapshot()["l"];
+  CHECK(level.executing == 1);
+  CHECK(level.queued == 0);
+  CHECK(a.SchemaStatsSnapshot()["all"].rejected["rate-limited"] == 1);
+  // The same bucket a passthrough request of the flow draws from.
+  a.Admit(Req("u"), r.For("passthrough"));
+  CHECK(r.log.back() == "passthrough:rate-limited");
+  clock.t += 1s;
+  CHECK(a.ChargePassthrough(flow).admitted);
+  // A schema without a cachedReadRateLimit charged the passthrough price on admission.
+  Admission plain(OneLevel(1, 10, {1, 1}), clock.fn());
+  for (int i = 0; i < 3; ++i) CHECK(plain.ChargePassthrough(flow).admitted);
+}
+
+TEST_CASE("A ByUser flow tells the pods of one ServiceAccount apart by their node") {
+  FakeClock clock;
+  Admission a(OneLevel(100, 10, {1, 1}), clock.fn());
+  Recorder r;
+  auto on = [](std::string bound_to) {
+    RequestAttributes q = Req("system:serviceaccount:logging:rsyslog");
+    q.bound_to = std::move(bound_to);
+    return q;
+  };
+  CHECK(a.Classify(on("node/n1")).key == "all/system:serviceaccount:logging:rsyslog node/n1");
+  CHECK(a.Classify(on("")).key == "all/system:serviceaccount:logging:rsyslog");
+  a.Admit(on("node/n1"), r.For("n1"));
+  a.Admit(on("node/n2"), r.For("n2"));  // Another node: its own bucket.
+  a.Admit(on("node/n1"), r.For("n1-again"));
+  a.Admit(on("pod/p1"), r.For("pod"));  // A token naming a pod and no node.
+  a.Admit(on(""), r.For("unbound"));    // The account's own flow, apart from its pods'.
+  CHECK(r.log == std::vector<std::string>{"n1:ok", "n2:ok", "n1-again:rate-limited", "pod:ok",
+                                          "unbound:ok"});
 }
 
 TEST_CASE("Requests past the seats wait and are let in as seats free") {
@@ -165,6 +248,15 @@ TEST_CASE("The default configuration classifies as the apiserver's defaults woul
   sa.groups = {"system:serviceaccounts", "system:serviceaccounts:logging"};
   CHECK(a.Classify(sa).level == "workload");
   CHECK(a.Classify(sa).key == "service-accounts/system:serviceaccount:logging:fluentd");
+  // Reads for the cache of a service account or a user: a budget 50 times the passthrough one.
+  int with_cached_budget = 0;
+  for (const FlowSchemaConfig& f : DefaultConfig().flow_schemas) {
+    if (!f.cached_read_rate_limit) continue;
+    ++with_cached_budget;
+    CHECK(f.cached_read_rate_limit->qps == 50 * f.rate_limit.qps);
+    CHECK(f.cached_read_rate_limit->burst == 50 * f.rate_limit.burst);
+  }
+  CHECK(with_cached_budget == 2);
   RequestAttributes anon = Req("");
   anon.user_agent = "curl/8";
   anon.source = "10.0.0.7";

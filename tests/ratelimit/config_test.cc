@@ -32,6 +32,7 @@ flowSchemas:
     verbs: [get, list]
     resources: [pods, namespaces]
   rateLimit: {qps: 1, burst: 3}
+  cachedReadRateLimit: {qps: 50}
 )";
 
 TEST_CASE("ParseConfig reads levels and schemas and sorts schemas by precedence") {
@@ -45,6 +46,10 @@ TEST_CASE("ParseConfig reads levels and schemas and sorts schemas by precedence"
   REQUIRE(c->flow_schemas.size() == 2);
   CHECK(c->flow_schemas[0].name == "fluentd");
   CHECK(c->flow_schemas[0].rate_limit.qps == 1);
+  REQUIRE(c->flow_schemas[0].cached_read_rate_limit.has_value());
+  CHECK(c->flow_schemas[0].cached_read_rate_limit->qps == 50);
+  CHECK(c->flow_schemas[0].cached_read_rate_limit->burst == 50);  // Burst: qps when unset.
+  CHECK_FALSE(c->flow_schemas[1].cached_read_rate_limit.has_value());
   CHECK(c->flow_schemas[0].rules[0].user_agents == std::vector<std::string>{"fluent*"});
   CHECK(c->flow_schemas[1].distinguisher == Distinguisher::kByNamespace);
 }
@@ -62,6 +67,10 @@ TEST_CASE("ParseConfig names the field that is wrong") {
                    "flowSchemas:\n- {name: a, priorityLevel: l}\n") ==
         "priorityLevels[0].limited.handSize: must be between 1 and queues");
   CHECK(err(head + "totalConcurrency: many\n") == "config.totalConcurrency: wrong type");
+  CHECK(err(head +
+            "priorityLevels: [{name: l}]\n"
+            "flowSchemas:\n- {name: a, priorityLevel: l, cachedReadRateLimit: {qps: 0}}\n") ==
+        "flowSchemas[0].cachedReadRateLimit.qps: must be > 0");
   CHECK(err("{").find("not a valid configuration") == 0);
   CHECK(err(head + "priorityLevels: []\nflowSchemas: []\n") ==
         "flowSchemas: at least one is required");

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "tests/proxy/edge/test_support.h"
+#include "tests/proxy/filters/admission_fixture.h"
 
 namespace kf::test {
 namespace {
@@ -31,16 +32,8 @@ flowSchemas:
   rateLimit: {qps: 0.5, burst: 1}
 )";
 
-struct Fixture {
-  Fixture() : admission(Parsed(), [] { return ratelimit::Admission::Clock::time_point{}; }) {}
-  static ratelimit::Config Parsed() {
-    auto c = ratelimit::ParseConfig(kConfig);
-    if (!c.ok()) throw std::invalid_argument(std::string(c.status().message()));
-    return *std::move(c);
-  }
-  asio::io_context ioc;
-  ratelimit::Admission admission;
-  AdmissionFilter filter{admission};
+struct Fixture : AdmissionFixture {
+  Fixture() : AdmissionFixture(kConfig) {}
 };
 
 // One request through the filter as `user`.
@@ -139,12 +132,46 @@ TEST_CASE("AdmissionFilter classifies by the identity, the verb and the request'
   CHECK(v.user.empty());
   CHECK_FALSE(v.long_running);
 
+  CHECK_FALSE(a.cached_read);  // Routed to passthrough.
+  CHECK(a.bound_to.empty());
+
   // No credentials, or rejected ones: one anonymous user, as APF has it.
   vx.unauthenticated = true;
   const ratelimit::RequestAttributes anon = AdmissionFilter::Attributes(vx);
   CHECK(anon.user == "system:anonymous");
   CHECK(anon.groups == std::vector<std::string>{"system:unauthenticated"});
   CHECK(anon.user_agent.empty());
+}
+
+TEST_CASE("AdmissionFilter reads the node, else the pod, a bound token's user names") {
+  Identity sa{"system:serviceaccount:logging:rsyslog", {"system:serviceaccounts"}};
+  CHECK(AdmissionFilter::BoundTo(sa).empty());
+  sa.extra = {{"authentication.kubernetes.io/credential-id", {"JTI=1"}},
+              {"authentication.kubernetes.io/pod-name", {"rsyslog-x2k"}},
+              {"authentication.kubernetes.io/pod-uid", {"0f3c"}}};
+  CHECK(AdmissionFilter::BoundTo(sa) == "pod/rsyslog-x2k");
+  sa.extra.insert(sa.extra.begin() + 1, {"authentication.kubernetes.io/node-name", {"n7"}});
+  CHECK(AdmissionFilter::BoundTo(sa) == "node/n7");
+
+  TestRequest get(http::verb::get, "/api/v1/namespaces/ns/pods/p");
+  RecordingResponse resp;
+  Exchange x{get.request, &resp, get.stop};
+  x.user = sa;
+  x.route = Route::kCache;
+  const ratelimit::RequestAttributes a = AdmissionFilter::Attributes(x);
+  CHECK(a.cached_read);
+  CHECK(a.bound_to == "node/n7");
+}
+
+TEST_CASE("AdmissionFilter notes the flow of a read it let in at the cache's price") {
+  Fixture f;
+  Call c("alice", "/api/v1/namespaces/ns/pods/p");
+  c.x.route = Route::kCache;
+  Run(f.ioc, f.filter.Serve(c.x, c.next));
+  CHECK(c.probe.calls == 1);
+  CHECK(c.x.admitted_as_cached_read);
+  CHECK(c.x.flow_schema == "everyone");
+  CHECK(c.x.flow_key == "everyone/alice");
 }
 
 }  // namespace
