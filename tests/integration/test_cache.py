@@ -137,7 +137,7 @@ def test_consistent_reads_are_served_from_the_cache_and_never_stale(cluster, cac
     ns = objects
     metrics = lambda: cluster.request("GET", "/metrics", port=cached_proxy.port, tls=False
                                       ).body.decode()
-    before = metric_values(metrics(), "kube_fanout_upstream_progress_watches_total").get(
+    before = metric_values(metrics(), "kube_fanout_upstream_rv_probes_total").get(
         '{resource="configmaps"}', 0)
     headers = {"User-Agent": "kube-fanout-tests"}
     for i in range(4):
@@ -159,7 +159,7 @@ def test_consistent_reads_are_served_from_the_cache_and_never_stale(cluster, cac
         assert int(json.loads(listed.body)["metadata"]["resourceVersion"]) >= max(
             int(s["metadata"]["resourceVersion"]) for s in direct["items"]
             if s["metadata"]["name"] == f"other{i}")
-    after = metric_values(metrics(), "kube_fanout_upstream_progress_watches_total")[
+    after = metric_values(metrics(), "kube_fanout_upstream_rv_probes_total")[
         '{resource="configmaps"}']
     assert after > before  # The quiet cache had to prove it was current.
 
