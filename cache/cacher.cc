@@ -86,9 +86,10 @@ void Cacher::Finish(const Notifications& notify, std::vector<std::function<void(
   for (auto& f : ready) f();
 }
 
-void Cacher::AdvanceLocked(uint64_t rv, std::vector<std::function<void()>>* ready) {
+void Cacher::AdvanceLocked(uint64_t rv, std::vector<std::function<void()>>* ready, bool streamed) {
   last_update_ = now_();
   if (rv > rv_) rv_ = rv;
+  if (streamed && rv > streamed_rv_) streamed_rv_ = rv;
   rv_published_.store(rv_, std::memory_order_release);
   while (!waiters_.empty() && waiters_.begin()->first <= rv_) {
     ready->push_back(std::move(waiters_.begin()->second));
@@ -217,6 +218,7 @@ absl::Status Cacher::ImportState(State state) {
   for (EventPtr& e : state.events) ring_.Push(std::move(e), now);
   if (!state.bookmark_template.empty()) bookmark_template_ = std::move(state.bookmark_template);
   rv_ = state.resource_version;
+  streamed_rv_ = rv_;
   rv_published_.store(rv_, std::memory_order_release);
   synced_ = true;
   last_update_ = now;
@@ -228,7 +230,11 @@ void Cacher::Apply(EventType type, ObjectPtr object) {
   std::vector<std::function<void()>> ready;
   {
     absl::MutexLock lock(&mu_);
-    if (object->resource_version() <= rv_) return;  // Already seen (a resumed watch's replay).
+    if (object->resource_version() <= rv_) {
+      // Already seen (a resumed watch's replay), or an event a content proof overtook.
+      if (object->resource_version() > streamed_rv_) ++events_after_proof_;
+      return;
+    }
     ObjectPtr prev;
     auto it = store_.find(object->key());
     if (it != store_.end()) prev = it->second;
@@ -255,6 +261,24 @@ void Cacher::Bookmark(uint64_t rv) {
     AdvanceLocked(rv, &ready);
   }
   Finish(Notifications(), ready);
+}
+
+bool Cacher::ProveCurrent(uint64_t rv, const std::vector<Listed>& listed) {
+  std::vector<std::function<void()>> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!synced_) return false;
+    if (rv_ >= rv) return true;
+    if (listed.size() != store_.size()) return false;
+    for (const Listed& l : listed) {
+      auto it = store_.find(l.key);
+      if (it == store_.end() || it->second->resource_version() != l.resource_version) return false;
+    }
+    ++content_proofs_;
+    AdvanceLocked(rv, &ready, /*streamed=*/false);
+  }
+  Finish(Notifications(), ready);
+  return true;
 }
 
 void Cacher::SetBookmarkTemplate(std::string object) {
@@ -310,6 +334,8 @@ Cacher::Stats Cacher::GetStats() const {
   s.resource_version = rv_;
   s.synced = synced_;
   s.last_update = last_update_;
+  s.content_proofs = content_proofs_;
+  s.events_after_proof = events_after_proof_;
   return s;
 }
 

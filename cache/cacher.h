@@ -52,6 +52,19 @@ class Cacher {
   void Apply(EventType type, ObjectPtr object);
   // An upstream bookmark: the cache is current up to `rv`.
   void Bookmark(uint64_t rv);
+  // One object of a consistent upstream list: its store key and resourceVersion.
+  struct Listed {
+    std::string key;
+    uint64_t resource_version = 0;
+  };
+  // A consistent upstream list of the whole resource at `rv` (every object, e.g. its metadata
+  // only): when the store holds exactly those objects at those resourceVersions, the resource
+  // had no change between the cache's RV and `rv` that the store lacks, and the cache advances
+  // to `rv` without waiting for the upstream's next bookmark. True when the cache is at `rv`
+  // or later afterwards. An object created and deleted between the two whose events had not
+  // arrived yet is in neither; its late events are then older than the cache and dropped
+  // (counted: Stats::events_after_proof).
+  bool ProveCurrent(uint64_t rv, const std::vector<Listed>& listed);
   // An upstream bookmark object (any RV; its JSON, or its protobuf message), reused for
   // downstream bookmarks.
   void SetBookmarkTemplate(std::string object);
@@ -84,6 +97,9 @@ class Cacher {
     uint64_t resource_version = 0;
     bool synced = false;
     Clock::time_point last_update;  // Last upstream event, bookmark or list.
+    uint64_t content_proofs = 0;    // ProveCurrent calls that advanced the cache.
+    // Events that arrived older than the cache after a ProveCurrent advanced it (dropped).
+    uint64_t events_after_proof = 0;
   };
   // A consistent snapshot of the counters (walks the watchers: for scrapes, not hot paths).
   Stats GetStats() const;
@@ -180,7 +196,9 @@ class Cacher {
   };
   void DispatchLocked(const EventPtr& event, Notifications* notify)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AdvanceLocked(uint64_t rv, std::vector<std::function<void()>>* ready)
+  // `streamed`: `rv` came in order on an upstream stream (list, event, bookmark), which then
+  // can carry nothing older; not so for ProveCurrent.
+  void AdvanceLocked(uint64_t rv, std::vector<std::function<void()>>* ready, bool streamed = true)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddEventLocked(EventType type, ObjectPtr object, ObjectPtr prev, Notifications* notify)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -207,6 +225,9 @@ class Cacher {
   EventRing ring_ ABSL_GUARDED_BY(mu_);
   WatcherIndex watchers_ ABSL_GUARDED_BY(mu_);
   uint64_t rv_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t streamed_rv_ ABSL_GUARDED_BY(mu_) = 0;  // AdvanceLocked's `streamed` RVs only.
+  uint64_t content_proofs_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t events_after_proof_ ABSL_GUARDED_BY(mu_) = 0;
   // rv_, for resource_version() without the lock (every watch delivery reads it). Stored after
   // the events up to it were queued (release), so a reader that then takes a watcher's queue
   // finds them there.

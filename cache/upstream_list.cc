@@ -98,6 +98,32 @@ absl::StatusOr<ListPage> ParseListPage(std::string_view body) {
   return absl::InvalidArgumentError(absl::StrCat("not a list: kind \"", page.kind, "\""));
 }
 
+absl::StatusOr<std::vector<Cacher::Listed>> ListedVersions(const ListPage& page) {
+  std::vector<Cacher::Listed> listed;
+  listed.reserve(page.items.size());
+  for (std::string_view item : page.items) {
+    rapidjson::Document doc;
+    if (!ParseJson(item, doc).ok() || !doc.IsObject()) {
+      return absl::InvalidArgumentError("list item is not a JSON object");
+    }
+    const auto meta = doc.FindMember("metadata");
+    if (meta == doc.MemberEnd() || !meta->value.IsObject()) {
+      return absl::InvalidArgumentError("list item without metadata");
+    }
+    const auto field = [&meta](const char* name) -> std::string_view {
+      const auto it = meta->value.FindMember(name);
+      if (it == meta->value.MemberEnd() || !it->value.IsString()) return {};
+      return std::string_view(it->value.GetString(), it->value.GetStringLength());
+    };
+    uint64_t rv = 0;
+    if (field("name").empty() || !absl::SimpleAtoi(ToAbsl(field("resourceVersion")), &rv)) {
+      return absl::InvalidArgumentError("list item without name or resourceVersion");
+    }
+    listed.push_back({CachedObject::Key(field("namespace"), field("name")), rv});
+  }
+  return listed;
+}
+
 std::string ItemToEventForm(std::string_view item, std::string_view kind,
                             std::string_view api_version) {
   if (item.rfind("{\"kind\":", 0) == 0 || item.size() < 2) return std::string(item);

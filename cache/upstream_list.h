@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "cache/cached_object.h"
+#include "cache/cacher.h"
 
 namespace kf {
 
@@ -23,6 +24,10 @@ struct ListPage {
 
 // Splits a LIST response body (one page) into its metadata and the raw bytes of each item.
 absl::StatusOr<ListPage> ParseListPage(std::string_view body);
+
+// Each item's store key and resourceVersion (from its metadata: any list, including a
+// PartialObjectMetadataList), for Cacher::ProveCurrent.
+absl::StatusOr<std::vector<Cacher::Listed>> ListedVersions(const ListPage& page);
 
 // An item of a list in event form: type fields added in front when the item has none, as the
 // apiserver's encoder would write the same object in a watch event.

@@ -1,8 +1,10 @@
 // ConsistentRead: the resourceVersion a cached read must reflect, and the wait for the cache
 // to reach it, as the apiserver's watch cache decides (waitUntilFreshAndBlock): "0" — what the
 // cache has; N — at least N; "" (a consistent read) — at least the upstream's current RV,
-// probed after the request arrived (the probe shared by concurrent readers). On a quiet
-// resource the reflector is asked to prove progress. Bounded waits; past them the read is
+// read by a proof that started after the request arrived (Reflector::ProbeUpstreamVersion: one
+// proof shared by every read waiting when it starts; a small cache holding what the proof's
+// list holds is current at its RV at once). A quiet cache the proof could not vouch for asks
+// the reflector to prove progress (a bookmark, 1-2 s). Bounded waits; past them the read is
 // refused as the apiserver refuses it (504 "Too large resource version" for an RV the cache did
 // not reach; 429 for a consistent read the cache could not prove current), never passed through:
 // a kube-fanout too busy to keep up must not turn its load into the apiserver's. Passed through,

@@ -192,9 +192,17 @@ constexpr ResourceFamily kResourceFamilies[] = {
      "Retries of an upstream LIST or WATCH that waited for the upstream's Retry-After.",
      [](const ResourceRow& r) { return static_cast<double>(r.reflector->retry_afters.load()); }},
     {"kube_fanout_upstream_rv_probes_total", "counter",
-     "Probes of the upstream's current resourceVersion for consistent reads (shared by "
-     "concurrent readers).",
+     "Freshness proofs for consistent reads: consistent LISTs of the resource, each shared by "
+     "every read waiting when it started.",
      [](const ResourceRow& r) { return static_cast<double>(r.reflector->rv_probes.load()); }},
+    {"kube_fanout_cache_content_proofs_total", "counter",
+     "Freshness proofs whose list held exactly the cached objects, which proved the cache "
+     "current at the list's resourceVersion at once.",
+     [](const ResourceRow& r) { return static_cast<double>(r.stats.content_proofs); }},
+    {"kube_fanout_cache_events_after_proof_total", "counter",
+     "Upstream events older than the cache after a content proof advanced it (objects created "
+     "and deleted before the proof's list whose events came after it), dropped.",
+     [](const ResourceRow& r) { return static_cast<double>(r.stats.events_after_proof); }},
     {"kube_fanout_upstream_progress_watches_total", "counter",
      "Short upstream watches opened to prove a quiet cache current for consistent reads.",
      [](const ResourceRow& r) {

@@ -22,8 +22,16 @@ namespace {
 
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 constexpr auto kMaxBackoff = std::chrono::milliseconds(30000);
-// Probes of the upstream's current RV start at most this often (per resource).
-constexpr auto kProbeSpacing = std::chrono::milliseconds(50);
+// After a proof that answered several reads, the next starts at most this long after it
+// (SharedProof::spaced): at most 20 a second per resource under a fleet of readers.
+constexpr auto kProofSpacing = std::chrono::milliseconds(50);
+// A content proof lists the whole resource in one page of metadata: up to this many objects.
+// Past it a proof is a `limit=1` LIST and a quiet cache waits for a bookmark (RequestProgress).
+constexpr size_t kContentProofObjects = 500;
+// PartialObjectMetadataList: names and versions without the objects' bodies. JSON after it,
+// should the upstream not convert (it then answers the full objects, which carry the same).
+constexpr std::string_view kMetadataListAccept =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
 // What a protobuf reflector asks for: protobuf only, so a resource without it (a custom
 // resource, an aggregated API) answers 406 instead of JSON the reflector cannot read.
 constexpr std::string_view kProtobufAccept = kProtobufContentType;
@@ -57,8 +65,7 @@ void Reflector::Stop() {
   stopped_ = true;
   if (active_ != nullptr) active_->Cancel();
   if (progress_active_ != nullptr) progress_active_->Cancel();
-  for (auto& done : probe_waiters_) done(std::nullopt);
-  probe_waiters_.clear();
+  proof_.Abandon();
 }
 
 asio::awaitable<void> Reflector::Backoff() {
@@ -303,37 +310,51 @@ void Reflector::ProbeUpstreamVersion(std::function<void(std::optional<uint64_t>)
       done(std::nullopt);
       return;
     }
-    probe_waiters_.push_back(std::move(done));
-    if (!probe_running_) {
-      probe_running_ = true;
-      asio::co_spawn(exec_, ProbeLoop(), asio::detached);
-    }
+    if (proof_.Join(std::move(done))) asio::co_spawn(exec_, ProbeLoop(), asio::detached);
   });
 }
 
 asio::awaitable<void> Reflector::ProbeLoop() {
+  // Each proof answers the reads that joined before it started; reads that join meanwhile wait
+  // for the next, which starts as soon as this one ends (after the spacing, under a fleet).
   asio::steady_timer timer(exec_);
-  while (!probe_waiters_.empty() && !stopped_) {
-    const auto next = last_probe_start_ + kProbeSpacing;
-    if (std::chrono::steady_clock::now() < next) {
+  while (!stopped_) {
+    const auto next = last_proof_start_ + kProofSpacing;
+    if (proof_.queued() > 0 && proof_.spaced() && std::chrono::steady_clock::now() < next) {
       timer.expires_at(next);
       co_await timer.async_wait(use_nothrow);
     }
-    // Everyone waiting now asked before this probe starts: it answers them all.
-    auto batch = std::move(probe_waiters_);
-    probe_waiters_.clear();
-    last_probe_start_ = std::chrono::steady_clock::now();
-    ++stats_.rv_probes;
-    std::optional<uint64_t> rv;
-    auto res =
-        co_await UpstreamCall(pool_, http::verb::get, absl::StrCat(CollectionPath(), "?limit=1"),
-                              credentials_(), "", std::chrono::seconds(10));
-    if (res.ok() && res->status == 200) {
-      if (auto page = ParseListPage(res->body); page.ok()) rv = page->resource_version;
-    }
-    for (auto& done : batch) done(rv);
+    if (stopped_ || !proof_.Start()) break;  // None queued: the loop ends.
+    last_proof_start_ = std::chrono::steady_clock::now();
+    const std::optional<uint64_t> rv = co_await ProveOnce();
+    proof_.Finish(rv);
   }
-  probe_running_ = false;
+  if (stopped_) proof_.Abandon();
+}
+
+asio::awaitable<std::optional<uint64_t>> Reflector::ProveOnce() {
+  ++stats_.rv_probes;
+  const bool by_content =
+      !content_proof_refused_ && cacher_.synced() && cacher_.object_count() < kContentProofObjects;
+  const std::string target =
+      absl::StrCat(CollectionPath(), "?limit=", by_content ? kContentProofObjects : size_t{1});
+  auto res = co_await UpstreamCall(pool_, http::verb::get, target, credentials_(), "",
+                                   std::chrono::seconds(10),
+                                   by_content ? kMetadataListAccept : "application/json");
+  if (!res.ok()) co_return std::nullopt;
+  if (res->status != 200) {
+    // An upstream that cannot list this resource's metadata (406) still answers limit=1.
+    if (by_content && res->status == 406) content_proof_refused_ = true;
+    co_return std::nullopt;
+  }
+  auto page = ParseListPage(res->body);
+  if (!page.ok()) co_return std::nullopt;
+  const uint64_t rv = page->resource_version;
+  // Every object at `rv` in one page: when the store holds the same, the cache is current.
+  if (by_content && page->continue_token.empty() && cacher_.resource_version() < rv) {
+    if (auto listed = ListedVersions(*page); listed.ok()) cacher_.ProveCurrent(rv, *listed);
+  }
+  co_return rv;
 }
 
 bool Reflector::TakeConsistentPassthrough(std::chrono::milliseconds interval) {

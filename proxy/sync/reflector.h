@@ -22,6 +22,7 @@
 
 #include "cache/cacher.h"
 #include "common/log.h"
+#include "proxy/sync/shared_proof.h"
 #include "proxy/upstream/upstream_client.h"
 
 namespace kf {
@@ -47,7 +48,9 @@ struct ReflectorStats {
   std::atomic<uint64_t> idle_timeouts{0};
   // Failures answered with a Retry-After that the next attempt waited for.
   std::atomic<uint64_t> retry_afters{0};
-  std::atomic<uint64_t> rv_probes{0};         // Coalesced current-RV probes (LIST limit=1).
+  // Freshness proofs: consistent LISTs of the resource, each shared by every read waiting
+  // when it started (SharedProof).
+  std::atomic<uint64_t> rv_probes{0};
   std::atomic<uint64_t> progress_watches{0};  // Short watches opened to prove progress.
   // Consistent reads sent to the apiserver at once, within the budget (TakeConsistentPassthrough).
   std::atomic<uint64_t> consistent_passthroughs{0};
@@ -72,9 +75,14 @@ class Reflector {
 
   // --- Consistent reads; callable from any thread ------------------------------------------
   // Calls `done` (on the reflector's thread) with the upstream's current resourceVersion, read
-  // by a probe (a LIST with limit=1, a consistent read) that started after this call, or
-  // nullopt if the probe failed. Callers share probes: one at a time, at most one per
-  // kProbeSpacing, each answering everyone who asked before it started.
+  // by a proof (a consistent LIST of this resource) that started after this call, or nullopt
+  // if the proof failed. Callers share proofs (SharedProof): one in flight at a time, each
+  // answering everyone who asked before it started; after one that answered several, the next
+  // starts at most 20 a second (a lone sequential reader's follow each other at once). While the
+  // cache holds fewer than kContentProofObjects objects the proof lists them all (metadata only):
+  // when the cache holds exactly those objects at those versions it is proven current at the list's
+  // RV at once (Cacher::ProveCurrent), with no wait for a bookmark; otherwise (limit=1) the cache
+  // must reach that RV by events or RequestProgress.
   void ProbeUpstreamVersion(std::function<void(std::optional<uint64_t>)> done);
   // Makes the cache reach `rv` within about two seconds even if the resource is quiet, for up
   // to `for_how_long`: the main watch only carries this resource's events and a bookmark a
@@ -121,6 +129,7 @@ class Reflector {
   asio::awaitable<void> ProbeBookmarkTemplate();
   asio::awaitable<void> Backoff();
   asio::awaitable<void> ProbeLoop();
+  asio::awaitable<std::optional<uint64_t>> ProveOnce();
   asio::awaitable<void> ProgressLoop();
   asio::awaitable<bool> ProgressWatch();
   void SetUpstreamBookmarks(UpstreamBookmarks b);
@@ -154,9 +163,10 @@ class Reflector {
 
   // Consistent-read state; on the reflector's thread only.
   asio::any_io_executor exec_;
-  std::vector<std::function<void(std::optional<uint64_t>)>> probe_waiters_;
-  bool probe_running_ = false;
-  std::chrono::steady_clock::time_point last_probe_start_{};
+  SharedProof proof_;
+  std::chrono::steady_clock::time_point last_proof_start_{};
+  // The upstream refused a metadata-only list of this resource: proofs list with limit=1.
+  bool content_proof_refused_ = false;
   uint64_t progress_target_ = 0;
   uint64_t progress_upstream_target_ = 0;  // The highest target the upstream had reached.
   std::chrono::steady_clock::time_point progress_until_{};

@@ -1,0 +1,138 @@
+"""Consistent reads (no resourceVersion) served from kube-fanout's cache: fresh, and proven by
+proofs the readers share.
+
+A consistent read must reflect every write made before it; kube-fanout proves that with a
+consistent LIST of the resource that started after the read arrived (one for every read waiting
+then), and when the cache holds exactly what that list holds the cache is current at once
+(docs/benchmarks.md, "Consistent reads").
+"""
+import json
+import threading
+
+from kfrig import Proxy, metric_values
+
+
+def kf_metric(cluster, proxy, name, resource="configmaps"):
+    text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
+    return metric_values(text, name).get(f'{{resource="{resource}"}}', 0)
+
+
+def apiserver_configmap_requests(cluster):
+    text = cluster.request("GET", "/metrics").body.decode()
+    return sum(v for labels, v in metric_values(text, "apiserver_request_total").items()
+               if 'resource="configmaps"' in labels)
+
+
+def routes(proxy, marker):
+    return [json.loads(line)["route"] for line in proxy.log_lines()
+            if marker in line and '"msg":"request"' in line]
+
+
+def start(cluster, tmp_path):
+    # Every consistent read proven and served from the cache (none sent to the apiserver).
+    return Proxy.start(cluster, tmp_path, extra_args=[
+        "--cache-resources=configmaps", "--consistent-read-passthrough-interval=0"])
+
+
+def test_a_consistent_read_through_the_cache_sees_every_write_made_before_it(
+        cluster, namespace, tmp_path):
+    """Write straight to the apiserver, then read through kube-fanout at once: the read must see
+    the write (created, changed, deleted), each time, and come from the cache."""
+    ns = namespace
+    proxy = start(cluster, tmp_path)
+    try:
+        base = f"/api/v1/namespaces/{ns}/configmaps"
+        created = cluster.request("POST", base, body=json.dumps(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ryw"},
+             "data": {"n": "-1"}}))
+        assert created.status == 201, created.body[:300]
+        for i in range(25):
+            wrote = cluster.request("PUT", f"{base}/ryw", body=json.dumps(
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ryw"},
+                 "data": {"n": str(i)}}))
+            assert wrote.status == 200, wrote.body[:300]
+            written_rv = int(json.loads(wrote.body)["metadata"]["resourceVersion"])
+            got = cluster.request("GET", f"{base}/ryw?kfryw=get{i}", port=proxy.secure_port)
+            assert got.status == 200
+            obj = json.loads(got.body)
+            assert obj["data"]["n"] == str(i), (i, obj["data"])
+            assert int(obj["metadata"]["resourceVersion"]) == written_rv
+            listed = cluster.request("GET", f"{base}?kfryw=list{i}", port=proxy.secure_port)
+            body = json.loads(listed.body)
+            assert [o["data"]["n"] for o in body["items"]
+                    if o["metadata"]["name"] == "ryw"] == [str(i)]
+            assert int(body["metadata"]["resourceVersion"]) >= written_rv
+        deleted = cluster.request("DELETE", f"{base}/ryw")
+        assert deleted.status == 200, deleted.body[:300]
+        gone = cluster.request("GET", f"{base}/ryw?kfryw=gone", port=proxy.secure_port)
+        assert gone.status == 404
+        # All of them answered by the cache, none by the apiserver.
+        marked = routes(proxy, "kfryw=")
+        assert len(marked) == 51 and set(marked) == {"cache"}, marked
+    finally:
+        proxy.stop()
+
+
+def test_a_quiet_resource_is_proven_current_by_content_without_a_progress_watch(
+        cluster, namespace, tmp_path):
+    """ConfigMaps nobody writes while Secrets change: the apiserver's RV moves past the cache's,
+    and the cache proves it is current from the proof's list (the same objects at the same
+    versions), with no short watch waiting for the apiserver's bookmark timer (1-2 s)."""
+    ns = namespace
+    cluster.kubectl("create", "configmap", "quiet", "-n", ns)
+    proxy = start(cluster, tmp_path)
+    try:
+        content = kf_metric(cluster, proxy, "kube_fanout_cache_content_proofs_total")
+        progress = kf_metric(cluster, proxy, "kube_fanout_upstream_progress_watches_total")
+        for i in range(10):
+            # Another resource's write: a newer RV the configmaps cache never gets an event for.
+            cluster.kubectl("create", "secret", "generic", f"elsewhere{i}", "-n", ns)
+            got = cluster.request("GET", f"/api/v1/namespaces/{ns}/configmaps/quiet?kfquiet={i}",
+                                  port=proxy.secure_port)
+            assert got.status == 200
+        assert set(routes(proxy, "kfquiet=")) == {"cache"}
+        assert kf_metric(cluster, proxy, "kube_fanout_cache_content_proofs_total") >= content + 10
+        assert kf_metric(cluster, proxy, "kube_fanout_upstream_progress_watches_total") == progress
+        # The cache's RV is the apiserver's: past the last Secret written.
+        last = json.loads(cluster.request(
+            "GET", f"/api/v1/namespaces/{ns}/secrets/elsewhere9").body)["metadata"]
+        assert kf_metric(cluster, proxy, "kube_fanout_cache_resource_version") >= int(
+            last["resourceVersion"])
+    finally:
+        proxy.stop()
+
+
+def test_concurrent_consistent_reads_share_the_proofs(cluster, namespace, tmp_path):
+    """40 clients read at once: each read waits for a proof that started after it arrived, one
+    proof serves every read waiting when it starts, so the apiserver sees a few LISTs, not 40."""
+    ns = namespace
+    for i in range(5):
+        cluster.kubectl("create", "configmap", f"cm{i}", "-n", ns)
+    proxy = start(cluster, tmp_path)
+    try:
+        cluster.kubectl("create", "secret", "generic", "moved-on", "-n", ns)
+        proofs = kf_metric(cluster, proxy, "kube_fanout_upstream_rv_probes_total")
+        upstream = apiserver_configmap_requests(cluster)
+        statuses, barrier = [], threading.Barrier(40)
+
+        def read(n):
+            conn = cluster.connection(proxy.secure_port)
+            barrier.wait()
+            conn.request("GET", f"/api/v1/namespaces/{ns}/configmaps/cm{n % 5}?kfshare={n}",
+                         headers={"Authorization": f"Bearer {cluster.token('admin')}"})
+            statuses.append(conn.getresponse().status)
+
+        threads = [threading.Thread(target=read, args=(n,)) for n in range(40)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert statuses == [200] * 40
+        assert set(routes(proxy, "kfshare=")) == {"cache"}
+        used = kf_metric(cluster, proxy, "kube_fanout_upstream_rv_probes_total") - proofs
+        # The apiserver's own count: the proofs and the metrics scrape itself, nothing per read.
+        at_apiserver = apiserver_configmap_requests(cluster) - upstream
+        assert 1 <= used <= 8, used
+        assert at_apiserver <= used + 1, (at_apiserver, used)
+    finally:
+        proxy.stop()
