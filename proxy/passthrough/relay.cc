@@ -8,6 +8,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "common/strings.h"
 #include "proxy/edge/hop_by_hop.h"
 #include "proxy/edge/request_parser.h"
 #include "proxy/passthrough/tunnel.h"
@@ -96,10 +97,56 @@ asio::awaitable<bool> Open(Exchange& x, UpstreamPool& pool, bool upgrade,
   }
 }
 
+// The answer's body as it arrives: from an HTTP/1.1 connection or an HTTP/2 stream.
+class UpstreamBody {
+ public:
+  virtual ~UpstreamBody() = default;
+  virtual bool done() const = 0;
+  // Some bytes (possibly none, before the end) within `timeout`.
+  virtual asio::awaitable<std::pair<beast::error_code, size_t>> ReadSome(
+      std::span<char> into, std::chrono::seconds timeout) = 0;
+  // A pending read fails (operation_aborted); the rest of the answer is abandoned.
+  virtual void Cancel() = 0;
+};
+
+class Http1UpstreamBody final : public UpstreamBody {
+ public:
+  explicit Http1UpstreamBody(UpstreamCall& call) : call_(call) {}
+  bool done() const override { return call_.parser->is_done(); }
+  asio::awaitable<std::pair<beast::error_code, size_t>> ReadSome(
+      std::span<char> into, std::chrono::seconds timeout) override {
+    auto& rp = *call_.parser;
+    rp.get().body().data = into.data();
+    rp.get().body().size = into.size();
+    call_.stream().tcp().expires_after(timeout);
+    auto [ec, n] = co_await http::async_read_some(call_.stream(), call_.buffer, rp, use_nothrow);
+    if (ec == http::error::need_buffer) ec = {};
+    co_return std::pair{ec, into.size() - rp.get().body().size};
+  }
+  void Cancel() override { call_.stream().Cancel(); }
+
+ private:
+  UpstreamCall& call_;
+};
+
+class Http2UpstreamBody final : public UpstreamBody {
+ public:
+  explicit Http2UpstreamBody(Http2UpstreamStream& stream) : stream_(stream) {}
+  bool done() const override { return stream_.done(); }
+  asio::awaitable<std::pair<beast::error_code, size_t>> ReadSome(
+      std::span<char> into, std::chrono::seconds timeout) override {
+    co_return co_await stream_.ReadSome(into, std::chrono::steady_clock::now() + timeout);
+  }
+  void Cancel() override { stream_.Cancel(); }
+
+ private:
+  Http2UpstreamStream& stream_;
+};
+
 // The response body, piece by piece.
 struct BodyPump {
   Exchange& x;
-  UpstreamCall& call;
+  UpstreamBody& body;
   bool watch;
   WatchFraming framing{WatchFraming::Format::kUnframed};
   bool upstream_clean = true;  // The upstream connection may be reused.
@@ -113,19 +160,14 @@ struct BodyPump {
 };
 
 asio::awaitable<void> PumpBody(BodyPump& b) {
-  auto& rp = *b.call.parser;
   std::array<char, kRelayPiece> buf;
-  while (!rp.is_done()) {
+  while (!b.body.done()) {
     if (b.StopHere()) {
       b.upstream_clean = false;  // The rest of the upstream stream is abandoned.
       break;
     }
-    rp.get().body().data = buf.data();
-    rp.get().body().size = buf.size();
-    b.call.stream().tcp().expires_after(b.ReadTimeout());
-    auto [rec, rn] =
-        co_await http::async_read_some(b.call.stream(), b.call.buffer, rp, use_nothrow);
-    if (rec && rec != http::error::need_buffer) {
+    auto [rec, rn] = co_await b.body.ReadSome(buf, b.ReadTimeout());
+    if (rec) {
       if (b.StopHere()) {
         b.upstream_clean = false;
         break;
@@ -137,7 +179,7 @@ asio::awaitable<void> PumpBody(BodyPump& b) {
       b.failed = true;
       co_return;
     }
-    std::string_view piece(buf.data(), buf.size() - rp.get().body().size);
+    std::string_view piece(buf.data(), rn);
     if (piece.empty()) continue;
     if (b.x.stopping() && b.watch) {
       if (const size_t end = b.framing.PrefixToBoundary(piece); end != std::string_view::npos) {
@@ -161,7 +203,7 @@ asio::awaitable<void> PumpBody(BodyPump& b) {
 }
 
 // Completes when the client ends its side, after cancelling the upstream stream.
-asio::awaitable<void> CancelWhenClientLeaves(Response& response, AnyStream& up, bool* left) {
+asio::awaitable<void> CancelWhenClientLeaves(Response& response, UpstreamBody& up, bool* left) {
   const bool gone = co_await response.ClientGone();
   if (gone) {
     *left = true;
@@ -169,7 +211,7 @@ asio::awaitable<void> CancelWhenClientLeaves(Response& response, AnyStream& up, 
   }
 }
 
-asio::awaitable<void> RelayBody(BodyPump& b) {
+asio::awaitable<void> RelayBody(BodyPump& b, std::string_view content_type) {
   if (!b.watch) {
     co_await PumpBody(b);
     co_return;
@@ -177,17 +219,16 @@ asio::awaitable<void> RelayBody(BodyPump& b) {
   // On a graceful stop a watch ends between two events: at once when the stream is at an
   // event boundary (the pending upstream read is cancelled), else after forwarding the rest
   // of the event in flight.
-  AnyStream& up = b.call.stream();
-  b.x.stop.hook = [&b, &up] {
-    if (b.framing.AtBoundary()) up.Cancel();
+  b.x.stop.hook = [&b] {
+    if (b.framing.AtBoundary()) b.body.Cancel();
   };
   absl::Cleanup clear_hook = [&b] { b.x.stop.hook = nullptr; };
-  b.framing = WatchFraming(WatchFraming::ForContentType(b.call.head()[http::field::content_type]));
+  b.framing = WatchFraming(WatchFraming::ForContentType(content_type));
   // A quiet watch whose client went away must not hold its upstream watch open until the next
   // event happens to fail the write: notice the client's end and cancel.
   using namespace asio::experimental::awaitable_operators;
   bool client_left = false;
-  co_await (PumpBody(b) || CancelWhenClientLeaves(*b.x.response, up, &client_left));
+  co_await (PumpBody(b) || CancelWhenClientLeaves(*b.x.response, b.body, &client_left));
   if (client_left) b.x.error = "client closed";
 }
 
@@ -196,38 +237,145 @@ bool ResponseHasBody(int status, bool head) {
 }
 
 // The upstream's answer, relayed: head at once (a watch's client learns at once that it is
-// open), then the body as it comes. The upstream connection goes back to the pool when the
-// exchange ended cleanly.
-asio::awaitable<void> RelayResponse(Exchange& x, UpstreamPool& pool, UpstreamCall& call) {
-  const auto& upres = call.head();
+// open), then the body as it comes. True when the exchange ended cleanly (the upstream
+// connection may be reused).
+asio::awaitable<bool> RelayAnswer(Exchange& x, ResponseHead head, UpstreamBody& body) {
+  const int status = head.status;
+  const std::string content_type(head.fields[http::field::content_type]);
+  if (auto ec = co_await x.response->WriteHead(std::move(head))) {
+    x.error = absl::StrCat("client: ", ec.message());
+    co_return false;
+  }
+  const bool head_request = x.request.method == http::verb::head;
+  BodyPump b{x, body, x.request.info.verb == "watch"};
+  if (ResponseHasBody(status, head_request) && !body.done()) {
+    co_await RelayBody(b, content_type);
+  } else if (auto ec = co_await x.response->End()) {
+    x.error = absl::StrCat("client: ", ec.message());
+    b.failed = true;
+  }
+  co_return !b.failed && b.upstream_clean;
+}
+
+ResponseHead AnswerHead(int status, std::string reason, const http::fields& fields,
+                        std::optional<uint64_t> length) {
   ResponseHead head;
-  head.status = static_cast<int>(upres.result_int());
-  head.reason = std::string(upres.reason());
-  CopyEndToEndFields(upres.base(), head.fields);
-  if (auto length = call.parser->content_length()) {
+  head.status = status;
+  head.reason = std::move(reason);
+  CopyEndToEndFields(fields, head.fields);
+  if (length) {
     head.framing = ResponseHead::Framing::kLength;
     head.length = *length;
   } else {
     head.framing = ResponseHead::Framing::kStreamed;
   }
-  if (auto ec = co_await x.response->WriteHead(std::move(head))) {
-    x.error = absl::StrCat("client: ", ec.message());
-    co_return;
-  }
-  const bool head_request = x.request.method == http::verb::head;
-  BodyPump b{x, call, x.request.info.verb == "watch"};
-  if (ResponseHasBody(static_cast<int>(upres.result_int()), head_request) &&
-      !call.parser->is_done()) {
-    co_await RelayBody(b);
-  } else if (auto ec = co_await x.response->End()) {
-    x.error = absl::StrCat("client: ", ec.message());
-    b.failed = true;
-  }
-  if (!b.failed && b.upstream_clean && call.request_sent && call.parser->is_done() &&
-      upres.keep_alive()) {
+  return head;
+}
+
+// HTTP/1.1: the connection goes back to the pool when the exchange ended cleanly.
+asio::awaitable<void> RelayResponse(Exchange& x, UpstreamPool& pool, UpstreamCall& call) {
+  const auto& upres = call.head();
+  Http1UpstreamBody body(call);
+  std::optional<uint64_t> length;
+  if (auto l = call.parser->content_length()) length = *l;
+  const bool clean =
+      co_await RelayAnswer(x,
+                           AnswerHead(static_cast<int>(upres.result_int()),
+                                      std::string(upres.reason()), upres.base(), length),
+                           body);
+  if (clean && call.request_sent && call.parser->is_done() && upres.keep_alive()) {
     call.stream().tcp().expires_never();
     pool.Release(std::move(call.lease));
   }
+}
+
+// The reason phrase Go's HTTP/1.1 server writes for `status` (http.StatusText); HTTP/2 has
+// none.
+std::string ReasonOf(int status) {
+  const auto known = http::int_to_status(static_cast<unsigned>(status));
+  if (known == http::status::unknown) return {};
+  return std::string(http::obsolete_reason(known));
+}
+
+// HTTP/2: a request without a body on a connection shared with others (UpstreamPool::
+// AcquireHttp2), its answer's head read. False: no answer (x.error says why, or *refused when
+// the head could not be written), or *fallback: the upstream does not speak HTTP/2 (use
+// HTTP/1.1). A stream the server refused unprocessed (its GOAWAY) is sent again.
+asio::awaitable<bool> OpenHttp2(Exchange& x, UpstreamPool& pool, const RequestHeaderNames& names,
+                                const Identity* as_user,
+                                std::unique_ptr<Http2UpstreamStream>& stream, absl::Status* refused,
+                                bool* fallback) {
+  for (int attempt = 0;; ++attempt) {
+    if (x.stop.cancelled) {
+      x.error = "client reset the stream";
+      co_return false;
+    }
+    auto acquired = co_await pool.AcquireHttp2();
+    if (!acquired.ok()) {
+      x.error = std::string(acquired.status().message());
+      co_return false;
+    }
+    if (*acquired == nullptr) {
+      *fallback = true;
+      co_return false;
+    }
+    if (x.stop.cancelled) continue;
+    Http2Upstream& connection = **acquired;
+    const UpstreamEndpoint& endpoint = pool.endpoint(connection.endpoint());
+    x.upstream = endpoint.Url();
+    auto head = UpstreamRequestHead(x.request, endpoint, /*upgrade=*/false, names, as_user);
+    if (!head.ok()) {
+      *refused = head.status();
+      co_return false;
+    }
+    absl::StatusOr<Http2HeaderList> fields = Http2RequestHead(*head, endpoint.tls);
+    if (!fields.ok()) {
+      *refused = fields.status();
+      co_return false;
+    }
+    // No suspension since AcquireHttp2: the room it found is this request's.
+    stream = connection.Submit(*fields);
+    if (stream != nullptr) {
+      const beast::error_code ec =
+          co_await stream->ReadHead(std::chrono::steady_clock::now() + kResponseHeaderTimeout);
+      if (!ec) co_return true;
+      x.error = x.stop.cancelled ? std::string("client reset the stream")
+                                 : absl::StrCat("upstream ", x.upstream, ": ", ec.message());
+      if (!stream->refused()) co_return false;
+    }
+    stream.reset();
+    if (attempt >= 2 || x.stopping()) {
+      if (x.error.empty()) x.error = absl::StrCat("upstream ", x.upstream, ": stream refused");
+      co_return false;
+    }
+  }
+}
+
+// Go's servers give a length to an answer the handler wrote whole before it returned, up to
+// what they buffer: HTTP/1.1's 2,048 bytes (bufferBeforeChunkingSize), HTTP/2's 4,096
+// (handlerChunkWriteSize). An HTTP/2 answer with a length in between is sent on to an HTTP/1.x
+// client chunked, as the apiserver's HTTP/1.1 server sends it.
+constexpr uint64_t kHttp1LengthBuffer = 2048;
+constexpr uint64_t kHttp2LengthBuffer = 4096;
+
+asio::awaitable<void> RelayHttp2Response(Exchange& x, Http2UpstreamStream& stream) {
+  Http2UpstreamBody body(stream);
+  std::optional<uint64_t> length = stream.content_length();
+  if (length && x.request.version < 20 && *length > kHttp1LengthBuffer &&
+      *length <= kHttp2LengthBuffer) {
+    length.reset();
+  }
+  ResponseHead head =
+      AnswerHead(stream.status(), ReasonOf(stream.status()), stream.fields(), length);
+  // Date, then Content-Length, after the handler's fields, as Go's HTTP/1.1 server orders them.
+  for (const http::field f : {http::field::date, http::field::content_length}) {
+    const auto it = head.fields.find(f);
+    if (it == head.fields.end()) continue;
+    const std::string value(it->value());
+    head.fields.erase(f);
+    if (f == http::field::date || length) head.fields.insert(f, value);
+  }
+  co_await RelayAnswer(x, std::move(head), body);
 }
 
 asio::awaitable<void> SwitchProtocols(Exchange& x, UpstreamCall& call) {
@@ -265,7 +413,30 @@ asio::awaitable<bool> Relay::Serve(Exchange& x) {
   const bool events = x.request.info.IsEvents();
   UpstreamPool* pool = as_cert ? (events ? pools_.events_front_pool : pools_.front_pool)
                                : (events ? pools_.events_pool : pools_.pool);
+  if (pool == nullptr) pool = events ? pools_.events_pool : pools_.pool;  // No front proxy set.
+  const Identity* as_user = as_cert ? &vouched.user : nullptr;
   const bool upgrade = x.route == Route::kTunnel;
+  absl::Status refused;
+  bool opened = false;
+  // A request without a body or an upgrade shares an HTTP/2 connection with others.
+  const bool bodiless =
+      x.request.body.done() && (!x.request.whole_body || x.request.whole_body->empty());
+  if (!upgrade && bodiless && pool->http2()) {
+    std::unique_ptr<Http2UpstreamStream> stream;
+    // A client that resets its stream resets the upstream one (rapid resets must not become
+    // upstream work).
+    x.stop.cancel_hook = [&stream] {
+      if (stream) stream->Cancel();
+    };
+    absl::Cleanup clear_cancel_hook = [&x] { x.stop.cancel_hook = nullptr; };
+    bool fallback = false;
+    opened = co_await OpenHttp2(x, *pool, names_, as_user, stream, &refused, &fallback);
+    if (opened) {
+      co_await RelayHttp2Response(x, *stream);
+      co_return true;
+    }
+    if (!fallback) co_return co_await Unanswered(x, refused);
+  }
   UpstreamCall call;
   // A client that resets its stream ends the upstream call with it: the apiserver sees its
   // connection close and stops the request (rapid resets must not become upstream work).
@@ -274,10 +445,18 @@ asio::awaitable<bool> Relay::Serve(Exchange& x) {
     if (call.lease.stream) call.stream().tcp().socket().close(ignored);
   };
   absl::Cleanup clear_cancel_hook = [&x] { x.stop.cancel_hook = nullptr; };
-  if (pool == nullptr) pool = events ? pools_.events_pool : pools_.pool;  // No front proxy set.
-  absl::Status refused;
-  const bool opened =
-      co_await Open(x, *pool, upgrade, names_, as_cert ? &vouched.user : nullptr, call, &refused);
+  opened = co_await Open(x, *pool, upgrade, names_, as_user, call, &refused);
+  if (!opened) co_return co_await Unanswered(x, refused);
+  if (upgrade && call.head().result_int() == 101) {
+    co_await SwitchProtocols(x, call);
+  } else {
+    co_await RelayResponse(x, *pool, call);
+  }
+  co_return true;
+}
+
+// No answer from the upstream: why, as the apiserver would say it.
+asio::awaitable<bool> Relay::Unanswered(Exchange& x, const absl::Status& refused) {
   if (!refused.ok()) {
     // A head that would carry bytes HTTP forbids is never written: the client's own (400
     // BadRequest, as the apiserver's server refuses such a head), or an identity that could not
@@ -288,7 +467,7 @@ asio::awaitable<bool> Relay::Serve(Exchange& x) {
     co_await x.Reject(status, std::string(refused.message()));
     co_return true;
   }
-  if (!opened && x.request.body.timed_out()) {
+  if (x.request.body.timed_out()) {
     // The client's body did not come within the request timeout: the apiserver, reading the
     // same body, answers this when its own request timeout passes.
     x.response->CloseAfter();
@@ -297,21 +476,13 @@ asio::awaitable<bool> Relay::Serve(Exchange& x) {
     co_await WriteStatus(*x.response, status);
     co_return true;
   }
-  if (!opened) {
-    // Nothing reached the client yet: say why, as a Status, and end the connection (its
-    // request body may be half read).
-    x.response->CloseAfter();
-    KubeStatus status{503, "ServiceUnavailable",
-                      absl::StrCat("kube-fanout could not reach the upstream apiserver: ", x.error),
-                      1};
-    co_await WriteStatus(*x.response, status);
-    co_return true;
-  }
-  if (upgrade && call.head().result_int() == 101) {
-    co_await SwitchProtocols(x, call);
-  } else {
-    co_await RelayResponse(x, *pool, call);
-  }
+  // Nothing reached the client yet: say why, as a Status, and end the connection (its request
+  // body may be half read).
+  x.response->CloseAfter();
+  KubeStatus status{503, "ServiceUnavailable",
+                    absl::StrCat("kube-fanout could not reach the upstream apiserver: ", x.error),
+                    1};
+  co_await WriteStatus(*x.response, status);
   co_return true;
 }
 

@@ -38,6 +38,9 @@ class Relay : public Handler {
   asio::awaitable<bool> Serve(Exchange& x) override;
 
  private:
+  // Answers a request that got no answer from the upstream (why: x.error, or `refused`).
+  static asio::awaitable<bool> Unanswered(Exchange& x, const absl::Status& refused);
+
   RelayPools pools_;
   const RequestHeaderNames& names_;
 };

@@ -6,6 +6,7 @@
 #include <boost/beast/http/serializer.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
@@ -79,6 +80,36 @@ absl::StatusOr<http::request<http::buffer_body>> UpstreamRequestHead(
     if (absl::Status s = CheckFields(out.base()); !s.ok()) return absl::InternalError(s.message());
   }
   if (r.body.chunked()) out.chunked(true);
+  return out;
+}
+
+absl::StatusOr<Http2HeaderList> Http2RequestHead(const http::request<http::buffer_body>& head,
+                                                 bool tls) {
+  Http2HeaderList out;
+  out.reserve(std::distance(head.begin(), head.end()) + 4);
+  out.emplace_back(":method", std::string(head.method_string()));
+  out.emplace_back(":scheme", tls ? "https" : "http");
+  out.emplace_back(":authority", std::string(head[http::field::host]));
+  out.emplace_back(":path", std::string(head.target()));
+  for (const auto& f : head) {
+    std::string name = absl::AsciiStrToLower(ToAbsl(f.name_string()));
+    const std::string_view value = f.value();
+    if (name == "host" || name == "connection" || name == "keep-alive" ||
+        name == "proxy-connection" || name == "transfer-encoding" || name == "upgrade" ||
+        (name == "te" && !absl::EqualsIgnoreCase(ToAbsl(value), "trailers"))) {
+      continue;
+    }
+    if (!IsFieldName(name) || !IsFieldValue(value) || value.size() > kMaxFieldBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid header field ", LogEscaped(name), " for HTTP/2"));
+    }
+    out.emplace_back(std::move(name), std::string(value));
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    if (out[i].second.empty() || !IsFieldValue(out[i].second)) {
+      return absl::InvalidArgumentError(absl::StrCat("invalid ", out[i].first, " for HTTP/2"));
+    }
+  }
   return out;
 }
 

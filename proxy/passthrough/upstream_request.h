@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "common/any_stream.h"
 #include "proxy/edge/request.h"
+#include "proxy/upstream/http2_upstream.h"
 #include "proxy/upstream/request_header.h"
 #include "proxy/upstream/upstream_config.h"
 
@@ -40,6 +41,14 @@ std::string ForwardedFor(const beast::http::fields& fields, std::string_view rem
 absl::StatusOr<beast::http::request<beast::http::buffer_body>> UpstreamRequestHead(
     const Request& r, const UpstreamEndpoint& ep, bool upgrade, const RequestHeaderNames& names,
     const Identity* as_user);
+
+// UpstreamRequestHead's head (already checked) as an HTTP/2 field list (RFC 9113 §8.3): :method,
+// :scheme, :authority (the Host field's value), :path, then the fields with lower-case names,
+// less those HTTP/2 forbids (Host, Connection, Keep-Alive, Proxy-Connection, Transfer-Encoding,
+// Upgrade; TE other than "trailers"). Every name and value is checked once more as it will go:
+// InvalidArgument (nothing sent) otherwise.
+absl::StatusOr<Http2HeaderList> Http2RequestHead(
+    const beast::http::request<beast::http::buffer_body>& head, bool tls);
 
 // Sends the head and the body. `body_write_failed`: the head went out but writing the body
 // failed, which is how an upstream that answers before reading the body (the apiserver

@@ -161,6 +161,12 @@ void UpstreamFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
      "Do not verify the upstream's certificate (testing only).")
     ("upstream-dial-timeout", po::value(&raw->dial)->value_name("DURATION")->default_value("10s"),
      "Timeout for connecting to an upstream endpoint before failing over.")
+    ("upstream-http2", po::value(&o->upstream_http2)->value_name("BOOL")->default_value(true),
+     "Passthrough requests without a body or an upgrade share HTTP/2 connections to the "
+     "upstream (TLS, ALPN h2), as many streams on each as the upstream allows (kube-apiserver: "
+     "100), one set of connections per credential kube-fanout presents (none, or its "
+     "front-proxy certificate); false: one HTTP/1.1 connection per request in flight. Upgrades "
+     "(exec, attach, port-forward) and requests with a body always use HTTP/1.1.")
     ("upstream-watch-idle-timeout",
      po::value(&raw->watch_idle)->value_name("DURATION")->default_value("2m"),
      "How long a cache's upstream watch may stay silent (no event, no bookmark, no byte) before "
@@ -279,7 +285,8 @@ void AdmissionFlags(po::options_description& d, ProxyOptions* o, RawFlags* /*raw
     ("max-passthrough-watches", po::value(&o->max_passthrough_watches)->value_name("N")
          ->default_value(10000),
      "Watches passed through to the upstream and tunnels (exec, attach, port-forward) open at "
-     "once, exempt clients aside; each holds an upstream connection. Past it a new one is "
+     "once, exempt clients aside (a watch is a stream of a shared upstream HTTP/2 connection, "
+     "a tunnel holds a connection of its own). Past it a new one is "
      "answered 429 with Retry-After. 0: unlimited.")
     ("max-passthrough-watches-per-user",
      po::value(&o->max_passthrough_watches_per_user)->value_name("N")->default_value(100),
@@ -346,7 +353,7 @@ const std::vector<Topic>& Topics() {
       {"Upstream",
        {"kubeconfig", "context", "upstream", "events-upstream", "upstream-ca-file",
         "upstream-token-file", "upstream-insecure-skip-tls-verify", "upstream-dial-timeout",
-        "upstream-watch-idle-timeout"}},
+        "upstream-http2", "upstream-watch-idle-timeout"}},
       {"Cache",
        {"cache-resources", "protobuf-cache-resources", "watch-cache-window-bytes",
         "watcher-max-queue-bytes", "watchers-max-total-queue-bytes", "max-watchers",

@@ -559,6 +559,26 @@ std::string RenderUpstreamPoolMetrics(const UpstreamPoolStats& pools) {
             "found",
             {{"idle", static_cast<double>(pools.stale_idle.load(std::memory_order_relaxed))},
              {"in_use", static_cast<double>(pools.stale_in_use.load(std::memory_order_relaxed))}});
+  const Http2UpstreamStats& h2 = pools.http2;
+  w.Family(
+      "kube_fanout_upstream_http2_connections", "gauge",
+      "Open HTTP/2 connections to the upstream carrying passthrough requests (--upstream-http2), "
+      "each shared by up to the upstream's stream limit.");
+  w.Sample("kube_fanout_upstream_http2_connections", "",
+           static_cast<double>(h2.connections.load(std::memory_order_relaxed)));
+  w.Family("kube_fanout_upstream_http2_streams", "gauge",
+           "Passthrough requests open on the upstream's HTTP/2 connections.");
+  w.Sample("kube_fanout_upstream_http2_streams", "",
+           static_cast<double>(h2.streams.load(std::memory_order_relaxed)));
+  w.Family("kube_fanout_upstream_http2_dials_total", "counter",
+           "HTTP/2 connections dialed to the upstream.");
+  w.Sample("kube_fanout_upstream_http2_dials_total", "",
+           static_cast<double>(h2.dialed.load(std::memory_order_relaxed)));
+  w.Family("kube_fanout_upstream_http2_lost_total", "counter",
+           "HTTP/2 connections to the upstream that ended with streams open (each of their clients "
+           "saw its answer cut, as when an HTTP/1.1 upstream connection drops).");
+  w.Sample("kube_fanout_upstream_http2_lost_total", "",
+           static_cast<double>(h2.lost_with_streams.load(std::memory_order_relaxed)));
   return w.Take();
 }
 

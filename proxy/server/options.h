@@ -67,6 +67,7 @@ struct ProxyOptions {
   absl::Duration shutdown_grace_period = absl::Seconds(30);
   absl::Duration upstream_dial_timeout = absl::Seconds(10);
   absl::Duration upstream_watch_idle_timeout = absl::Minutes(2);
+  bool upstream_http2 = true;  // Passthrough without a body or an upgrade over HTTP/2.
   std::vector<std::string> cache_resources;  // Empty after parsing: the default set.
   bool cache_resources_set = false;          // --cache-resources given (may be "" = none).
   // Cached resources whose protobuf cache starts with the JSON one rather than at its first

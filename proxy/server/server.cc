@@ -288,6 +288,7 @@ absl::Status Server::StartWorkers() {
   up.authentication_stats = &authentication_stats_;
   up.authorization_stats = &authorization_stats_;
   up.pool_stats = &upstream_pool_stats_;
+  up.passthrough_http2 = options_.upstream_http2;
   up.request_header = &request_header_;
   for (unsigned i = 0; i < threads; ++i) workers_.push_back(std::make_unique<Worker>(up));
   session_workers_ = workers_.size();

@@ -9,21 +9,25 @@ namespace kf {
 Worker::Worker(const WorkerUpstream& up)
     : guard_(asio::make_work_guard(ioc_)),
       request_header_(*up.request_header),
-      pool_(ioc_, *up.upstream, *up.passthrough_tls, up.dial_timeout, up.pool_stats),
+      pool_(ioc_, *up.upstream, *up.passthrough_tls, up.dial_timeout, up.pool_stats,
+            up.passthrough_http2),
       own_pool_(ioc_, *up.upstream, *up.own_tls, up.dial_timeout, up.pool_stats),
       authn_(up.authentication, *up.authentication_stats, review_slots_, up.own_authorization,
              *up.request_header),
       access_(up.authorization, *up.authorization_stats, review_slots_, up.own_authorization) {
-  const auto pool = [&](const UpstreamConfig& config, asio::ssl::context& tls) {
-    return std::make_unique<UpstreamPool>(ioc_, config, tls, up.dial_timeout, up.pool_stats);
+  const auto pool = [&](const UpstreamConfig& config, asio::ssl::context& tls, bool http2) {
+    return std::make_unique<UpstreamPool>(ioc_, config, tls, up.dial_timeout, up.pool_stats, http2);
   };
+  // Passthrough pools (each presents one credential, or none) may speak HTTP/2; kube-fanout's
+  // own use HTTP/1.1.
+  const bool h2 = up.passthrough_http2;
   if (up.events != nullptr) {
-    events_pool_ = pool(*up.events, *up.passthrough_tls);
-    events_own_pool_ = pool(*up.events, *up.own_tls);
+    events_pool_ = pool(*up.events, *up.passthrough_tls, h2);
+    events_own_pool_ = pool(*up.events, *up.own_tls, false);
   }
   if (up.front_proxy_tls != nullptr) {
-    front_pool_ = pool(*up.upstream, *up.front_proxy_tls);
-    if (up.events != nullptr) events_front_pool_ = pool(*up.events, *up.front_proxy_tls);
+    front_pool_ = pool(*up.upstream, *up.front_proxy_tls, h2);
+    if (up.events != nullptr) events_front_pool_ = pool(*up.events, *up.front_proxy_tls, h2);
   }
 }
 
@@ -81,7 +85,16 @@ void Worker::Start() {
   thread_ = std::thread([this] { ioc_.run(); });
 }
 
-void Worker::Release() { guard_.reset(); }
+void Worker::Release() {
+  // Shared HTTP/2 upstream connections keep a read pending: closed (no request is left on
+  // them), so the thread ends once the rest of its work is done.
+  asio::post(ioc_, [this] {
+    for (UpstreamPool* p :
+         {&pool_, events_pool_.get(), front_pool_.get(), events_front_pool_.get()})
+      if (p != nullptr) p->CloseHttp2();
+  });
+  guard_.reset();
+}
 
 void Worker::StopNow() {
   guard_.reset();

@@ -36,6 +36,7 @@ struct WorkerUpstream {
   asio::ssl::context* own_tls = nullptr;
   asio::ssl::context* front_proxy_tls = nullptr;  // Null: no front proxy configured.
   std::chrono::milliseconds dial_timeout{10000};
+  bool passthrough_http2 = false;  // The passthrough pools speak HTTP/2 where they can.
   std::function<std::string()> own_authorization;  // kube-fanout's own Authorization header.
   CacheSettings authentication, authorization;
   ReviewStats* authentication_stats = nullptr;

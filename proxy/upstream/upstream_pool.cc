@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/x509_cache.h"
+#include "proxy/edge/http2_session.h"
 
 namespace kf {
 namespace {
@@ -22,6 +23,7 @@ constexpr size_t kMaxIdlePerEndpoint = 64;
 // that edge races its close, so idle connections are retired well before.
 constexpr auto kMaxIdleAge = std::chrono::seconds(30);
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+constexpr unsigned char kAlpnHttp2[] = {2, 'h', '2', 8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
 
 bool IsIpLiteral(const std::string& host) {
   beast::error_code ec;
@@ -84,13 +86,15 @@ absl::StatusOr<std::unique_ptr<asio::ssl::context>> MakeOwnTlsContext(
 
 UpstreamPool::UpstreamPool(asio::io_context& ioc, const UpstreamConfig& config,
                            asio::ssl::context& tls, std::chrono::milliseconds dial_timeout,
-                           UpstreamPoolStats* stats)
+                           UpstreamPoolStats* stats, bool http2)
     : ioc_(ioc),
       config_(config),
       tls_(tls),
       dial_timeout_(dial_timeout),
       stats_(stats),
-      idle_(config.endpoints.size()) {}
+      idle_(config.endpoints.size()),
+      http2_(http2),
+      http1_only_(config.endpoints.size(), false) {}
 
 asio::awaitable<absl::StatusOr<UpstreamPool::Lease>> UpstreamPool::Acquire(bool allow_reuse) {
   const size_t n = config_.endpoints.size();
@@ -127,8 +131,77 @@ void UpstreamPool::Release(Lease lease) {
   idle.push_back(Idle{std::move(lease.stream), std::chrono::steady_clock::now()});
 }
 
+void UpstreamPool::PruneHttp2() {
+  const auto now = std::chrono::steady_clock::now();
+  std::erase_if(h2_, [now](const std::shared_ptr<Http2Upstream>& c) {
+    if (!c->ended() && c->open_streams() == 0 && now - c->idle_since() >= kMaxIdleAge) c->Close();
+    return c->ended();
+  });
+}
+
+void UpstreamPool::CloseHttp2() {
+  for (const auto& c : h2_) c->Close();
+  h2_.clear();
+}
+
+asio::awaitable<absl::StatusOr<std::shared_ptr<Http2Upstream>>> UpstreamPool::AcquireHttp2() {
+  for (;;) {
+    PruneHttp2();
+    for (const auto& c : h2_) {
+      if (c->usable()) co_return c;
+    }
+    const UpstreamEndpoint& ep = config_.endpoints[preferred_];
+    if (!http2_ || !ep.tls || http1_only_[preferred_]) co_return nullptr;
+    if (h2_dialing_) {
+      // One dial at a time: a burst of watches waits for it rather than each dialing.
+      const uint64_t dial = h2_dials_;
+      co_await h2_dial_done_->async_wait(use_nothrow);
+      if (h2_dials_ != dial && !h2_last_dial_.ok()) co_return h2_last_dial_;
+      continue;
+    }
+    h2_dialing_ = true;
+    if (!h2_dial_done_) h2_dial_done_ = std::make_unique<asio::steady_timer>(ioc_);
+    h2_dial_done_->expires_at(asio::steady_timer::time_point::max());
+    auto dialed = co_await DialHttp2();
+    h2_dialing_ = false;
+    ++h2_dials_;
+    h2_last_dial_ = dialed.status();
+    h2_dial_done_->cancel();
+    if (!dialed.ok()) co_return dialed.status();
+    if (*dialed == nullptr) co_return nullptr;
+    h2_.push_back(*std::move(dialed));
+  }
+}
+
+asio::awaitable<absl::StatusOr<std::shared_ptr<Http2Upstream>>> UpstreamPool::DialHttp2() {
+  const size_t n = config_.endpoints.size();
+  absl::Status last = absl::UnavailableError("no upstream endpoints configured");
+  for (size_t attempt = 0; attempt < n; ++attempt) {
+    const size_t i = (preferred_ + attempt) % n;
+    auto stream = co_await Dial(config_.endpoints[i], /*offer_http2=*/true);
+    if (!stream.ok()) {
+      last = stream.status();
+      continue;
+    }
+    preferred_ = i;
+    if (!NegotiatedHttp2(**stream)) {
+      http1_only_[i] = true;
+      Release(Lease{*std::move(stream), i, false});
+      co_return nullptr;
+    }
+    auto connection =
+        std::make_shared<Http2Upstream>(*std::move(stream), i, stats_ ? &stats_->http2 : nullptr);
+    if (stats_ != nullptr) stats_->http2.dialed.fetch_add(1, std::memory_order_relaxed);
+    absl::Status started =
+        co_await connection->Start(std::chrono::steady_clock::now() + dial_timeout_);
+    if (started.ok()) co_return connection;
+    last = started;
+  }
+  co_return last;
+}
+
 asio::awaitable<absl::StatusOr<std::unique_ptr<AnyStream>>> UpstreamPool::Dial(
-    const UpstreamEndpoint& ep) {
+    const UpstreamEndpoint& ep, bool offer_http2) {
   asio::ip::tcp::resolver resolver(ioc_);
   auto [rec, results] =
       co_await resolver.async_resolve(ep.host, std::to_string(ep.port), use_nothrow);
@@ -151,6 +224,8 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<AnyStream>>> UpstreamPool::Dial(
   const std::string& name = config_.tls_server_name.empty() ? ep.host : config_.tls_server_name;
   // SNI carries host names only (RFC 6066), as Go's TLS client does.
   if (!IsIpLiteral(name)) SSL_set_tlsext_host_name(tls.native_handle(), name.c_str());
+  // Go's transport offers both; an HTTP/1.1 connection offers nothing, as before.
+  if (offer_http2) SSL_set_alpn_protos(tls.native_handle(), kAlpnHttp2, sizeof(kAlpnHttp2));
   if (!config_.insecure_skip_tls_verify)
     tls.set_verify_callback(asio::ssl::host_name_verification(name));
   auto [hec] = co_await tls.async_handshake(asio::ssl::stream_base::client, use_nothrow);

@@ -2,7 +2,9 @@
 // passthrough. Dials (TCP, then TLS verified against the configured CA, without any client
 // certificate: passthrough must never present kube-fanout's identity), keeps a few idle
 // keep-alive connections for reuse, and fails over between endpoints in order, remembering the
-// last one that answered.
+// last one that answered. With `http2`, requests without a body or an upgrade share HTTP/2
+// connections instead (AcquireHttp2): as many as the server's stream limit on each, another
+// dialed when every one is full, as client-go's transport does.
 //
 // One per io_context; touched only from that context's thread (no locks).
 #ifndef KUBE_FANOUT_UPSTREAM_UPSTREAM_POOL_H_
@@ -11,6 +13,7 @@
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -18,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/any_stream.h"
+#include "proxy/upstream/http2_upstream.h"
 #include "proxy/upstream/upstream_config.h"
 
 namespace kf {
@@ -31,6 +35,7 @@ struct UpstreamPoolStats {
   // A reused connection failed under a request (its close raced the check): a request without
   // a body was sent again on a new connection; a passed-through one with a body failed (503).
   std::atomic<uint64_t> stale_in_use{0};
+  Http2UpstreamStats http2;
 };
 
 class UpstreamPool {
@@ -44,7 +49,8 @@ class UpstreamPool {
   // `tls` must outlive the pool and must hold no client certificate; `stats` (may be null)
   // too.
   UpstreamPool(asio::io_context& ioc, const UpstreamConfig& config, asio::ssl::context& tls,
-               std::chrono::milliseconds dial_timeout, UpstreamPoolStats* stats = nullptr);
+               std::chrono::milliseconds dial_timeout, UpstreamPoolStats* stats = nullptr,
+               bool http2 = false);
 
   // An idle connection when `allow_reuse` and one is fresh and still open, else a new one;
   // tries every endpoint once, starting with the last good one. Unavailable when none answers.
@@ -61,6 +67,16 @@ class UpstreamPool {
     if (stats_ != nullptr) stats_->stale_in_use.fetch_add(1, std::memory_order_relaxed);
   }
 
+  // An HTTP/2 connection with room for one more stream: an open one, else one dialed (ALPN
+  // "h2", then the server's SETTINGS; one dial at a time, the others wait for it). Null, not an
+  // error, when this pool does not speak HTTP/2 to the endpoint (not enabled, plain TCP, or its
+  // server chose HTTP/1.1): the caller uses Acquire. The caller submits its stream before it
+  // next suspends (else the room it found may be another's).
+  asio::awaitable<absl::StatusOr<std::shared_ptr<Http2Upstream>>> AcquireHttp2();
+  bool http2() const { return http2_; }
+  // Closes every HTTP/2 connection (their open streams fail): at the end of a graceful stop.
+  void CloseHttp2();
+
   const UpstreamEndpoint& endpoint(size_t i) const { return config_.endpoints[i]; }
 
  private:
@@ -68,7 +84,13 @@ class UpstreamPool {
     std::unique_ptr<AnyStream> stream;
     std::chrono::steady_clock::time_point since;
   };
-  asio::awaitable<absl::StatusOr<std::unique_ptr<AnyStream>>> Dial(const UpstreamEndpoint& ep);
+  asio::awaitable<absl::StatusOr<std::unique_ptr<AnyStream>>> Dial(const UpstreamEndpoint& ep,
+                                                                   bool offer_http2 = false);
+  // A new HTTP/2 connection, failing over between endpoints; null when the server chose
+  // HTTP/1.1 (that connection goes to the idle list).
+  asio::awaitable<absl::StatusOr<std::shared_ptr<Http2Upstream>>> DialHttp2();
+  // Drops ended connections, and closes those idle past kMaxIdleAge.
+  void PruneHttp2();
 
   asio::io_context& ioc_;
   const UpstreamConfig& config_;
@@ -77,6 +99,14 @@ class UpstreamPool {
   UpstreamPoolStats* stats_;
   std::vector<std::deque<Idle>> idle_;  // Per endpoint, bounded by kMaxIdlePerEndpoint.
   size_t preferred_ = 0;
+  bool http2_;
+  std::vector<bool> http1_only_;  // Per endpoint: its server chose HTTP/1.1 by ALPN.
+  std::vector<std::shared_ptr<Http2Upstream>> h2_;
+  // A dial under way: the others wait on this timer; its outcome, by generation.
+  bool h2_dialing_ = false;
+  std::unique_ptr<asio::steady_timer> h2_dial_done_;
+  uint64_t h2_dials_ = 0;
+  absl::Status h2_last_dial_;
 };
 
 // The TLS client context for passthrough: trust from `config` (CA or system roots, or none when

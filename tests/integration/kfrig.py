@@ -40,6 +40,25 @@ def free_port():
         return s.getsockname()[1]
 
 
+def tcp_connections(pid, port):
+    """Established TCP connections of process `pid` to 127.0.0.1:`port` (from /proc)."""
+    inodes = set()
+    for fd in pathlib.Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in pathlib.Path(table).read_text().splitlines()[1:]:
+            f = line.split()
+            if f[3] == "01" and int(f[2].rsplit(":", 1)[1], 16) == port and f[9] in inodes:
+                count += 1
+    return count
+
+
 def metric_values(text, name):
     """{labels: value} for one metric family in Prometheus text."""
     out = {}

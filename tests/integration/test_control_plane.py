@@ -36,7 +36,7 @@ import time
 
 import pytest
 
-from kfrig import ROOT, Proxy, free_port, metric_values, scaled
+from kfrig import ROOT, Proxy, free_port, metric_values, scaled, tcp_connections
 from test_identity import issue_cert
 
 sys.path.insert(0, str(ROOT / "tests/load"))
@@ -550,25 +550,6 @@ def steady_watches(cluster, window=4):
         time.sleep(1)
         seen.append(apiserver_watches(cluster))
     return seen[-1]
-
-
-def tcp_connections(pid, port):
-    """Established TCP connections of process `pid` to 127.0.0.1:`port`."""
-    inodes = set()
-    for fd in pathlib.Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[len("socket:["):-1])
-    count = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in pathlib.Path(table).read_text().splitlines()[1:]:
-            f = line.split()
-            if f[3] == "01" and int(f[2].rsplit(":", 1)[1], 16) == port and f[9] in inodes:
-                count += 1
-    return count
 
 
 class HollowNode:
