@@ -91,6 +91,8 @@ class Server {
   absl::Status MakeServerTls();
   absl::Status ListenAll();
   absl::Status StartWorkers();
+  // What each worker is given to reach the upstream and review clients (server_setup.cc).
+  WorkerUpstream WorkerUpstreamFor(unsigned threads) const;
   // --io-uring: whether io_uring can be set up here; if so, bursts batch their sends.
   void UseIoUring();
   void LogServing() const;

@@ -1,0 +1,238 @@
+// The reflector's freshness proofs (shared per resource, by content or by an RV probe) and its
+// progress watch: what lets a consistent read be served from the cache (consistent_read.h).
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <utility>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "cache/upstream_list.h"
+#include "common/kube_proto.h"
+#include "common/protowire.h"
+#include "common/strings.h"
+#include "proxy/sync/reflector.h"
+
+namespace kf {
+namespace {
+
+constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+// After a proof that answered several reads, the next starts at most this long after it
+// (SharedProof::spaced): at most 20 a second per resource under a fleet of readers.
+constexpr auto kProofSpacing = std::chrono::milliseconds(50);
+// A content proof lists the whole resource in one page of metadata: up to this many objects.
+// Past it a proof is a `limit=1` LIST and a quiet cache waits for a bookmark (RequestProgress).
+constexpr size_t kContentProofObjects = 500;
+// PartialObjectMetadataList: names and versions without the objects' bodies. JSON after it,
+// should the upstream not convert (it then answers the full objects, which carry the same).
+constexpr std::string_view kMetadataListAccept =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+constexpr std::string_view kInitialEventsEnd = "k8s.io/initial-events-end";
+
+}  // namespace
+
+void Reflector::ProbeUpstreamVersion(std::function<void(std::optional<uint64_t>)> done) {
+  asio::post(exec_, [this, done = std::move(done)]() mutable {
+    if (stopped_) {
+      done(std::nullopt);
+      return;
+    }
+    if (proof_.Join(std::move(done))) asio::co_spawn(exec_, ProbeLoop(), asio::detached);
+  });
+}
+
+asio::awaitable<void> Reflector::ProbeLoop() {
+  // Each proof answers the reads that joined before it started; reads that join meanwhile wait
+  // for the next, which starts as soon as this one ends (after the spacing, under a fleet).
+  asio::steady_timer timer(exec_);
+  while (!stopped_) {
+    const auto next = last_proof_start_ + kProofSpacing;
+    if (proof_.queued() > 0 && proof_.spaced() && std::chrono::steady_clock::now() < next) {
+      timer.expires_at(next);
+      co_await timer.async_wait(use_nothrow);
+    }
+    if (stopped_ || !proof_.Start()) break;  // None queued: the loop ends.
+    last_proof_start_ = std::chrono::steady_clock::now();
+    const std::optional<uint64_t> rv = co_await ProveOnce();
+    proof_.Finish(rv);
+  }
+  if (stopped_) proof_.Abandon();
+}
+
+asio::awaitable<std::optional<uint64_t>> Reflector::ProveOnce() {
+  ++stats_.rv_probes;
+  const bool by_content =
+      !content_proof_refused_ && cacher_.synced() && cacher_.object_count() < kContentProofObjects;
+  const std::string target =
+      absl::StrCat(CollectionPath(), "?limit=", by_content ? kContentProofObjects : size_t{1});
+  auto res = co_await UpstreamCall(pool_, http::verb::get, target, credentials_(), "",
+                                   std::chrono::seconds(10),
+                                   by_content ? kMetadataListAccept : "application/json");
+  if (!res.ok()) co_return std::nullopt;
+  if (res->status != 200) {
+    // An upstream that cannot list this resource's metadata (406) still answers limit=1.
+    if (by_content && res->status == 406) content_proof_refused_ = true;
+    co_return std::nullopt;
+  }
+  auto page = ParseListPage(res->body);
+  if (!page.ok()) co_return std::nullopt;
+  const uint64_t rv = page->resource_version;
+  // Every object at `rv` in one page: when the store holds the same, the cache is current.
+  if (by_content && page->continue_token.empty() && cacher_.resource_version() < rv) {
+    if (auto listed = ListedVersions(*page); listed.ok()) cacher_.ProveCurrent(rv, *listed);
+  }
+  co_return rv;
+}
+
+bool Reflector::TakeConsistentPassthrough(std::chrono::milliseconds interval) {
+  if (interval.count() <= 0 || !cacher_.synced()) return false;
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  int64_t next = next_consistent_passthrough_.load(std::memory_order_relaxed);
+  if (now < next) return false;
+  const int64_t then = now + std::chrono::duration_cast<std::chrono::nanoseconds>(interval).count();
+  if (!next_consistent_passthrough_.compare_exchange_strong(next, then)) return false;
+  ++stats_.consistent_passthroughs;
+  return true;
+}
+
+void Reflector::RequestProgress(uint64_t rv, std::chrono::milliseconds for_how_long,
+                                bool upstream_has_it) {
+  asio::post(exec_, [this, rv, for_how_long, upstream_has_it] {
+    if (stopped_ || cacher_.resource_version() >= rv) return;
+    progress_target_ = std::max(progress_target_, rv);
+    if (upstream_has_it) progress_upstream_target_ = std::max(progress_upstream_target_, rv);
+    progress_until_ = std::max(progress_until_, std::chrono::steady_clock::now() + for_how_long);
+    if (!progress_running_) {
+      progress_running_ = true;
+      asio::co_spawn(exec_, ProgressLoop(), asio::detached);
+    }
+  });
+}
+
+asio::awaitable<void> Reflector::ProgressLoop() {
+  // A moment for the main watch first: on a busy resource the event that gets the cache there
+  // is usually already on its way.
+  asio::steady_timer timer(exec_);
+  timer.expires_after(std::chrono::milliseconds(20));
+  co_await timer.async_wait(use_nothrow);
+  int failures = 0;
+  while (!stopped_ && cacher_.resource_version() < progress_target_ &&
+         std::chrono::steady_clock::now() < progress_until_ && failures < 3) {
+    if (!co_await ProgressWatch()) {
+      ++failures;
+      timer.expires_after(std::chrono::milliseconds(100 * failures));
+      co_await timer.async_wait(use_nothrow);
+    }
+  }
+  progress_running_ = false;
+}
+
+asio::awaitable<bool> Reflector::ProgressWatch() {
+  const std::string target = absl::StrCat(
+      CollectionPath(), "?allowWatchBookmarks=true&resourceVersion=", cacher_.resource_version(),
+      "&timeoutSeconds=3&watch=true");
+  ++stats_.progress_watches;
+  // An RV the upstream had reached before this watch opened: its bookmark must come.
+  const uint64_t reached = progress_upstream_target_;
+  auto opened = co_await UpstreamWatch::Open(pool_, target, credentials_(),
+                                             std::chrono::seconds(10), Accept(),
+                                             /*progress_request=*/true);
+  if (!opened.ok() || opened->index() != 0) co_return false;
+  std::unique_ptr<UpstreamWatch> watch = std::move(std::get<0>(*opened));
+  if (stopped_) co_return false;  // Stopped while it opened (see WatchOnce).
+  progress_active_ = watch.get();
+  absl::Cleanup clear = [this] { progress_active_ = nullptr; };
+  for (;;) {
+    auto line = co_await watch->NextEvent(protobuf());
+    if (!line.ok()) {
+      // Ended without any bookmark, still short of an RV the upstream had reached: it cannot
+      // prove this resource current (no watch cache there; or a kube-fanout upstream that
+      // found so, and so sends none).
+      const bool ended = absl::IsNotFound(line.status());
+      if (ended && !stopped_ && cacher_.resource_version() < reached &&
+          upstream_bookmarks() != UpstreamBookmarks::kSent) {
+        SetUpstreamBookmarks(UpstreamBookmarks::kNone);
+      }
+      co_return ended;
+    }
+    if (line->empty()) continue;
+    switch (ApplyLine(*line)) {
+      case LineResult::kEvent:
+        if (cacher_.resource_version() >= progress_target_) co_return true;
+        break;
+      case LineResult::kBookmark:
+        // At or past an RV the upstream had reached: it proved progress. (A bookmark short of
+        // it proves nothing: a kube-fanout upstream's scheduled one, sent before its proof.)
+        if (reached > 0 && cacher_.resource_version() >= reached) {
+          SetUpstreamBookmarks(UpstreamBookmarks::kSent);
+        }
+        co_return true;  // Dropping the connection ends the watch early.
+      case LineResult::kExpired:
+      case LineResult::kFailed:
+        co_return false;
+    }
+  }
+}
+
+std::string_view UpstreamBookmarksName(UpstreamBookmarks b) {
+  switch (b) {
+    case UpstreamBookmarks::kSent:
+      return "sent";
+    case UpstreamBookmarks::kNone:
+      return "none";
+    case UpstreamBookmarks::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+void Reflector::SetUpstreamBookmarks(UpstreamBookmarks b) {
+  const UpstreamBookmarks was = stats_.upstream_bookmarks.exchange(b, std::memory_order_relaxed);
+  if (was == b) return;
+  if (b == UpstreamBookmarks::kNone) {
+    log_.Info(
+        "the upstream sends no bookmarks for this resource (no watch cache): consistent reads "
+        "it cannot prove current go to the upstream",
+        {{"resource", cacher_.type().GroupResource()}});
+  } else if (was == UpstreamBookmarks::kNone) {
+    log_.Info("the upstream sends bookmarks for this resource again",
+              {{"resource", cacher_.type().GroupResource()}});
+  }
+}
+
+asio::awaitable<void> Reflector::ProbeBookmarkTemplate() {
+  // A WatchList request selecting nothing ("-" is never a valid name) answers with just its
+  // end-of-initial-events bookmark: the exact bookmark object the apiserver writes for this
+  // kind, zero-value fields and all. Without the annotation it is our bookmark template.
+  const std::string target =
+      absl::StrCat(CollectionPath(),
+                   "?allowWatchBookmarks=true&fieldSelector=metadata.name%3D-&resourceVersionMatch="
+                   "NotOlderThan&sendInitialEvents=true&timeoutSeconds=5&watch=true");
+  auto opened = co_await UpstreamWatch::Open(pool_, target, credentials_(),
+                                             std::chrono::seconds(10), Accept());
+  if (!opened.ok() || opened->index() != 0) co_return;
+  auto line = co_await std::get<0>(*opened)->NextEvent(protobuf());
+  if (!line.ok()) co_return;
+  if (protobuf()) {
+    ProtoWatchEvent pev;
+    if (!ParseProtoWatchEvent(*line, &pev) || pev.type != "BOOKMARK") co_return;
+    auto object = SpliceProtoMetadata(pev.object.raw, 0, nullptr, kInitialEventsEnd);
+    if (object.ok()) cacher_.SetBookmarkTemplate(*std::move(object));
+    co_return;
+  }
+  auto ev = ParseWatchLine(*line);
+  if (!ev.ok() || ev->type != "BOOKMARK") co_return;
+  std::string object(ev->object);
+  constexpr std::string_view kMarker = ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}";
+  if (size_t at = object.find(kMarker); at != std::string::npos) object.erase(at, kMarker.size());
+  cacher_.SetBookmarkTemplate(std::move(object));
+}
+
+}  // namespace kf
