@@ -136,9 +136,14 @@ def pytest_collection_modifyitems(config, items):
     """LONGEST_FIRST, `alone` tests last; against a chain of tiers only the tests of cached_proxy run (the others
     start their own)."""
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    # Stable, else as found; `alone` tests last, when the other workers are finishing anyway.
-    items.sort(key=lambda item: (item.get_closest_marker("alone") is not None,
-                                 rank.get(item.path.name, len(rank))))
+
+    def key(item):  # Stable: else as found.
+        alone = item.get_closest_marker("alone") is not None
+        # `alone` tests last, when the other workers are finishing anyway: SPLIT's at the end of
+        # the run, the others at the end of their module (its fixtures set up once).
+        return (alone and item.path.name in SPLIT, rank.get(item.path.name, len(rank)), alone)
+
+    items.sort(key=key)
     if fidelity_tiers() == 1:
         return
     keep = [item for item in items if "cached_proxy" in getattr(item, "fixturenames", ())]
