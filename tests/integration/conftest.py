@@ -1,8 +1,18 @@
 """Fixtures for integration tests: the real control plane (tests/cluster/up) and kube-fanout.
 
 The control plane is started once per test session in a temporary directory (or reused from
-$KF_CLUSTER_DIR when a caller already started one) and stopped at the end.
+$KF_CLUSTER_DIR when a caller already started one) and stopped at the end. Under pytest-xdist
+(`-n N --dist loadfile`, as tests/run runs it) each worker is a session of its own: its own
+control plane, kube-fanouts, ports and temporary files. A module's tests stay on one worker,
+except those of SPLIT (no module fixtures; minutes of waiting on timeouts), which go one by one;
+the longest modules start first (LONGEST_FIRST), so that no worker starts one near the end.
+
+A test marked `alone` measures time or load, or needs most of the machine: it runs while no
+other test runs, in this session or in any other that shares $KF_TEST_LOCK_DIR (tests/run gives
+its two concurrent pytest runs one; under xdist without it the workers share one of their own).
 """
+import contextlib
+import fcntl
 import os
 import pathlib
 import subprocess
@@ -14,6 +24,66 @@ import pytest
 from kfrig import Cluster, Proxy
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+# Modules whose tests share no module fixture and wait minutes in all (timeouts that are the
+# point of the test): under xdist each test is scheduled on its own.
+SPLIT = ("test_limits.py", "test_faults.py")
+# Modules by their serial time, longest first (the others follow in collection order).
+LONGEST_FIRST = SPLIT + ("test_warm_restart.py", "test_cache.py", "test_http2.py",
+                         "test_load_agents.py", "test_operate.py", "test_shield.py",
+                         "test_identity.py", "test_http2_attacks.py", "test_control_plane.py",
+                         "test_replicas.py")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "alone: runs while no other test runs (it measures time or load, or needs "
+        "most of the machine)")
+    # The xdist controller makes the workers' shared lock directory before it starts them (they
+    # inherit its environment); a worker or a plain session uses what it was given, if anything.
+    if config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses", None) \
+            and "PYTEST_XDIST_WORKER" not in os.environ and "KF_TEST_LOCK_DIR" not in os.environ:
+        os.environ["KF_TEST_LOCK_DIR"] = tempfile.mkdtemp(prefix="kf-test-locks-")
+
+
+@contextlib.contextmanager
+def _flock(path, mode):
+    with open(path, "a") as f:
+        fcntl.flock(f, mode)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _turn(alone):
+    """A test's turn: shared with every other test, or exclusive for an `alone` one.
+
+    A readers-writer lock of two files: `rig` is held shared by each running test and
+    exclusively by an `alone` test; `turnstile` is passed through on the way in, and an `alone`
+    test holds it while it waits for the running tests to finish, so that new tests queue behind
+    it instead of starving it."""
+    directory = os.environ.get("KF_TEST_LOCK_DIR")
+    if not directory:
+        yield
+        return
+    turnstile, rig = (pathlib.Path(directory) / name for name in ("turnstile", "rig"))
+    if alone:
+        with _flock(turnstile, fcntl.LOCK_EX), _flock(rig, fcntl.LOCK_EX):
+            yield
+        return
+    with contextlib.ExitStack() as held:
+        with _flock(turnstile, fcntl.LOCK_EX):
+            held.enter_context(_flock(rig, fcntl.LOCK_SH))
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Setup, call and teardown of each test in its turn (see `alone`)."""
+    with _turn(item.get_closest_marker("alone") is not None):
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -47,8 +117,33 @@ def fidelity_tiers():
     return int(value)
 
 
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` with SPLIT's tests one by one, in collection order (LONGEST_FIRST)."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # pylint: disable=import-outside-toplevel
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            module = nodeid.split("::", 1)[0]
+            return nodeid if pathlib.PurePath(module).name in SPLIT else module
+
+    config.option.loadscopereorder = False  # Collection order: LONGEST_FIRST.
+    return ModuleScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Against a chain of tiers only the tests of cached_proxy run (the others start their own)."""
+    """LONGEST_FIRST, `alone` tests last; against a chain of tiers only the tests of cached_proxy run (the others
+    start their own)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+
+    def key(item):  # Stable: else as found.
+        alone = item.get_closest_marker("alone") is not None
+        # `alone` tests last, when the other workers are finishing anyway: SPLIT's at the end of
+        # the run, the others at the end of their module (its fixtures set up once).
+        return (alone and item.path.name in SPLIT, rank.get(item.path.name, len(rank)), alone)
+
+    items.sort(key=key)
     if fidelity_tiers() == 1:
         return
     keep = [item for item in items if "cached_proxy" in getattr(item, "fixturenames", ())]

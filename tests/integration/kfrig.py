@@ -34,6 +34,26 @@ VOLATILE_HEADERS = {"date", "audit-id", "x-kubernetes-pf-flowschema-uid",
                     "x-kubernetes-pf-prioritylevel-uid"}
 
 
+def wait_until(predicate, timeout, what, interval=0.1):
+    """`predicate()`'s first true value, polled every `interval` s for at most scaled(`timeout`)
+    s: a wait for something observable, instead of a fixed sleep."""
+    deadline = time.monotonic() + scaled(timeout)
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out after {scaled(timeout)}s waiting for {what}"
+        time.sleep(interval)
+
+
+def kubectl_watch_listed(watch, name):
+    """Reads a `kubectl get -w --output-watch-events` process's lines until the initial list's
+    ADDED line of `name` (an object made before the watch started): kubectl has listed, and its
+    watch follows from the list's resourceVersion, so every later change reaches it."""
+    line = watch.stdout.readline().split()
+    assert line[:2] == ["ADDED", name], line
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -67,6 +87,13 @@ def metric_values(text, name):
             key, _, value = line.rpartition(" ")
             out[key[len(name):]] = float(value)
     return out
+
+
+def apiserver_watches(cluster, resource):
+    """Watches of `resource` the apiserver is serving now (apiserver_longrunning_requests)."""
+    text = cluster.request("GET", "/metrics").body.decode()
+    return sum(v for labels, v in metric_values(text, "apiserver_longrunning_requests").items()
+               if f'resource="{resource}"' in labels and 'verb="WATCH"' in labels)
 
 
 def answer_rv(resp):

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from kfrig import Proxy, metric_values, same_snapshot, scaled
+from kfrig import (Proxy, apiserver_watches, kubectl_watch_listed, metric_values,
+                   same_snapshot, scaled, wait_until)
 
 # Headers only the apiserver sends (per-request audit and priority-and-fairness identifiers).
 ALLOWED_HEADER_DIFFERENCES = {"audit-id", "x-kubernetes-pf-flowschema-uid",
@@ -484,7 +485,13 @@ def test_watch_from_an_rv_older_than_the_window_gets_410_in_band(cluster, tmp_pa
         ns = "default"
         for i in range(3):
             cluster.kubectl("create", "configmap", f"w410-{i}", "-n", ns)
-        time.sleep(0.5)
+
+        def cached():  # The window moved past RV 2 with them.
+            listed = cluster.request("GET", f"/api/v1/namespaces/{ns}/configmaps?"
+                                     "resourceVersion=0", port=p.port, tls=False)
+            return all(f'"w410-{i}"'.encode() in listed.body for i in range(3))
+
+        wait_until(cached, 10, "the three configmaps in the cache")
         conn, resp = open_watch(cluster, p.secure_port,
                                 f"/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion=2")
         assert resp.status == 200
@@ -505,6 +512,7 @@ def test_kubectl_get_and_watch_through_the_cache(cluster, cached_proxy, namespac
     ns = namespace_factory()
     out = cluster.kubectl("get", "configmaps", "-n", ns, "-o", "name", server=cached_proxy.server)
     assert out.returncode == 0
+    cluster.kubectl("create", "configmap", "kw0", "-n", ns)
     import subprocess
     watch = subprocess.Popen(
         [cluster.env["KF_KUBECTL"], f"--server={cached_proxy.server}",
@@ -513,7 +521,7 @@ def test_kubectl_get_and_watch_through_the_cache(cluster, cached_proxy, namespac
          "--output-watch-events", "-o", "custom-columns=E:.type,N:.object.metadata.name",
          "--no-headers"], stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(1)
+        kubectl_watch_listed(watch, "kw0")  # Before the changes.
         cluster.kubectl("create", "configmap", "kw", "-n", ns)
         cluster.kubectl("delete", "configmap", "kw", "-n", ns)
         seen = []
@@ -526,12 +534,6 @@ def test_kubectl_get_and_watch_through_the_cache(cluster, cached_proxy, namespac
         watch.terminate()
         watch.wait(timeout=10)
     assert seen == ["ADDED", "DELETED"]
-
-
-def apiserver_watches(cluster, resource):
-    text = cluster.request("GET", "/metrics").body.decode()
-    return sum(v for k, v in metric_values(text, "apiserver_longrunning_requests").items()
-               if 'verb="WATCH"' in k and f'resource="{resource}"' in k)
 
 
 def test_many_watchers_cost_the_apiserver_one_watch(cluster, cached_proxy):
@@ -630,9 +632,8 @@ def test_python_client_watch_sees_the_same_events_through_the_cache(cluster, cac
 
     threads = [threading.Thread(target=watch, args=a) for a in (("direct", direct),
                                                                 ("cached", cached))]
-    for t in threads:
+    for t in threads:  # From `rv`: each sees every change after it, whenever it starts.
         t.start()
-    time.sleep(1)
     cluster.kubectl("create", "configmap", "py", "-n", ns)
     cluster.kubectl("label", "configmap", "py", "-n", ns, "a=b")
     cluster.kubectl("create", "configmap", "py2", "-n", ns)

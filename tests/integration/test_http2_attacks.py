@@ -12,7 +12,7 @@ import h2.config
 import h2.connection
 import pytest
 
-from kfrig import Proxy, metric_values, scaled
+from kfrig import Proxy, metric_values, scaled, wait_until
 from test_http2 import H2Client
 
 HEADER_BLOCK_TIMEOUT = 3  # Seconds (--http2-header-block-timeout), 30 by default.
@@ -107,9 +107,13 @@ def test_a_header_block_held_open_is_closed_at_its_deadline(cluster, attacked):
         s.sendall(PREFACE + frame(0x4, 0, 0) + frame(0x1, 0x1, 1, block[:len(block) // 2]))
         socks.append(s)
     started = time.monotonic()
-    time.sleep(0.5)
-    text = metrics(cluster, attacked)
-    assert metric_values(text, "kube_fanout_connections")['{protocol="h2"}'] >= 20
+
+    def all_counted():
+        text = metrics(cluster, attacked)
+        h2 = metric_values(text, "kube_fanout_connections").get('{protocol="h2"}', 0)
+        return text if h2 >= 20 else None
+
+    text = wait_until(all_counted, 5, "the 20 connections counted")
     assert metric_values(text, "kube_fanout_http2_streams")[""] == 0
     for s in socks:
         data = read_until_closed(s, scaled(HEADER_BLOCK_TIMEOUT + 5))

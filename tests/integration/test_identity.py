@@ -463,6 +463,8 @@ def test_a_self_signed_certificate_never_shares_a_front_proxys_answer(world, tmp
     MATRIX.append((attacker.name, f"GET {path} x{rounds * attackers}", "-", 401, "kube-fanout"))
 
 
+# Alone: 80 requests must come faster than the flow's 20 a second.
+@pytest.mark.alone
 def test_anonymous_callers_share_one_flow_whatever_their_user_agent(world):
     # As the apiserver's APF: every unauthenticated caller is system:anonymous, so rotating the
     # user agent buys no budget of its own. The default global-default flow meters GET/LIST at
@@ -481,6 +483,8 @@ def test_anonymous_callers_share_one_flow_whatever_their_user_agent(world):
     time.sleep(3)  # The anonymous bucket refills for whatever runs next.
 
 
+# Alone: 30 requests must come within the few seconds the review budget allows.
+@pytest.mark.alone
 def test_made_up_tokens_cost_the_apiserver_no_more_reviews_than_the_budget(cluster,
                                                                           tmp_path):
     # 30 requests that pass through (Secrets are not cached), each with a new made-up token,
@@ -525,6 +529,8 @@ def refused_for(cluster, proxy, reason):
         f'{{reason="{reason}"}}', 0)
 
 
+# Alone: the flood must come faster than the review budget.
+@pytest.mark.alone
 def test_cached_reads_with_tokens_past_the_review_budget_are_answered_429(cluster, namespace,
                                                                         tmp_path):
     # A flood of cached reads (LIST, GET, WATCH of ConfigMaps), each with a new made-up token,

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from kfrig import Proxy, free_port
+from kfrig import Proxy, free_port, kubectl_watch_listed
 
 
 def same_answer(direct, proxied):
@@ -57,6 +57,8 @@ def test_kubectl_create_get_list_patch_delete(cluster, proxy, namespace):
 
 
 def test_kubectl_watch_sees_each_change(cluster, proxy, namespace):
+    k = lambda *a: cluster.kubectl(*a, "-n", namespace)
+    k("create", "configmap", "w0")
     watch = subprocess.Popen(
         [cluster.env["KF_KUBECTL"], f"--server={proxy.server}",
          f"--certificate-authority={cluster.env['KF_CA_FILE']}", "--kubeconfig=/dev/null",
@@ -65,8 +67,7 @@ def test_kubectl_watch_sees_each_change(cluster, proxy, namespace):
          "A:.object.data.a", "--no-headers"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(1.0)  # The watch is established before the changes.
-        k = lambda *a: cluster.kubectl(*a, "-n", namespace)
+        kubectl_watch_listed(watch, "w0")  # Before the changes.
         k("create", "configmap", "w1", "--from-literal=a=1")
         k("patch", "configmap", "w1", "-p", '{"data":{"a":"2"}}')
         k("delete", "configmap", "w1")

@@ -95,6 +95,8 @@ def pods_ns(cluster):
     cluster.kubectl("delete", "namespace", ns, "--wait=false")
 
 
+# Alone: 1,000 pollers must get through at their rate.
+@pytest.mark.alone
 def test_a_thousand_pollers_cost_the_apiserver_close_to_nothing(cluster, cached_proxy, pods_ns):
     # Fluentd-style lookups (GET a pod, consistent) and Datadog-style checks (LIST the
     # namespace's pods) from 1,000 pollers at one request per second each, for 10 s.

@@ -8,14 +8,7 @@ import http.client
 import json
 import time
 
-from kfrig import Proxy, metric_values
-
-
-def apiserver_watches(cluster, resource):
-    """Watches of `resource` the apiserver is serving now (apiserver_longrunning_requests)."""
-    text = cluster.request("GET", "/metrics").body.decode()
-    return sum(v for labels, v in metric_values(text, "apiserver_longrunning_requests").items()
-               if f'resource="{resource}"' in labels and 'verb="WATCH"' in labels)
+from kfrig import Proxy, apiserver_watches, metric_values
 
 
 def test_three_tiers_deliver_every_event_once_in_order_from_one_apiserver_watch(
