@@ -167,7 +167,8 @@ size_t Trickle(Session& s, std::string_view head, std::chrono::milliseconds inte
   return sent;
 }
 
-const HttpSession::HeadTimeouts kShortHead{.header = std::chrono::milliseconds(300),
+// A second: long enough that a loaded machine reads the first trickled byte well before it.
+const HttpSession::HeadTimeouts kShortHead{.header = std::chrono::milliseconds(1000),
                                            .idle = std::chrono::seconds(5)};
 constexpr std::string_view kSlowHead =
     "GET /slow HTTP/1.1\r\nHost: x\r\nUser-Agent: trickle\r\n\r\n";
@@ -180,7 +181,7 @@ TEST_CASE("HttpSession closes a connection whose first head does not come in the
     Session s(kShortHead);
     const auto start = std::chrono::steady_clock::now();
     if (trickle) {
-      const size_t sent = Trickle(s, kSlowHead, std::chrono::milliseconds(40));
+      const size_t sent = Trickle(s, kSlowHead, std::chrono::milliseconds(60));
       CHECK(sent < kSlowHead.size());  // Cut while still sending.
     }
     CHECK(RunUntil(s.ioc, [&] {
@@ -202,14 +203,14 @@ TEST_CASE("HttpSession gives a trickled head one deadline from its first byte, n
   REQUIRE_FALSE(s.pair.closed);
   // Kept alive: longer than the header deadline without a byte is fine (the idle one counts).
   RunUntil(
-      s.ioc, [] { return false; }, std::chrono::milliseconds(500));
+      s.ioc, [] { return false; }, std::chrono::milliseconds(1500));
   REQUIRE_FALSE(s.pair.closed);
-  // 56 bytes at one per 40 ms would take 2.2 s; the head is cut 300 ms after its first byte.
+  // 56 bytes at one per 60 ms would take 3.4 s; the head is cut 1 s after its first byte.
   const auto start = std::chrono::steady_clock::now();
-  const size_t sent = Trickle(s, kSlowHead, std::chrono::milliseconds(40));
+  const size_t sent = Trickle(s, kSlowHead, std::chrono::milliseconds(60));
   CHECK(s.pair.closed);
   CHECK(sent < kSlowHead.size());
-  CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1500));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(2500));
   CHECK(s.stats.count(Answer::kLocal) == 1);
   CHECK(s.stats.refused[static_cast<size_t>(Refusal::kHeaderTimeout)].load() == 1);
 }
