@@ -3,6 +3,7 @@
 #include <array>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "common/strings.h"
 
 namespace kf {
@@ -34,6 +35,16 @@ std::string_view BearerToken(const beast::http::fields& headers) {
   if (scheme.size() != 6 || !absl::EqualsIgnoreCase(ToAbsl(scheme), "bearer")) return {};
   const std::string_view rest = auth.substr(space + 1);
   return rest.substr(0, rest.find(' '));
+}
+
+std::string WatchCapKey(const Identity& user) {
+  // k8s.io/apiserver serviceaccount.PodUIDKey.
+  constexpr std::string_view kPodUidExtra = "authentication.kubernetes.io/pod-uid";
+  std::string key = user.username;
+  for (const auto& [name, values] : user.extra) {
+    if (name == kPodUidExtra && !values.empty()) absl::StrAppend(&key, "\x1f", values.front());
+  }
+  return key;
 }
 
 }  // namespace kf

@@ -56,6 +56,11 @@ struct Identity {
   bool operator==(const Identity&) const = default;
 };
 
+// What a per-identity cap of open watches counts under: the user, and the pod a bound
+// ServiceAccount token names (its TokenReview's `authentication.kubernetes.io/pod-uid` extra), so
+// each pod of a DaemonSet, which all share one ServiceAccount, has a cap of its own.
+std::string WatchCapKey(const Identity& user);
+
 // The client certificate a TLS connection presented, read as the apiserver's x509 authenticator
 // reads it (proxy/edge/client_cert.h). Fixed for the connection's life.
 struct ClientCertificate {

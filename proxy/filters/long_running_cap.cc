@@ -5,10 +5,6 @@
 namespace kf {
 namespace {
 
-// The extra a bound ServiceAccount token's TokenReview carries (k8s.io/apiserver
-// serviceaccount.PodUIDKey).
-constexpr std::string_view kPodUidExtra = "authentication.kubernetes.io/pod-uid";
-
 // Its own frame: the Status is not kept in every open watch's. Named, not a temporary bound
 // to Reject's reference inside co_await (GCC 12 may free that twice).
 asio::awaitable<void> RejectLongRunning(Exchange& x, WatchSlots::Refused refused) {
@@ -21,13 +17,7 @@ asio::awaitable<void> RejectLongRunning(Exchange& x, WatchSlots::Refused refused
 }  // namespace
 
 std::string LongRunningCap::IdentityKey(const Exchange& x) {
-  if (x.user) {
-    std::string key = x.user->username;
-    for (const auto& [name, values] : x.user->extra) {
-      if (name == kPodUidExtra && !values.empty()) absl::StrAppend(&key, "\x1f", values.front());
-    }
-    return key;
-  }
+  if (x.user) return WatchCapKey(*x.user);
   if (x.unauthenticated) return "system:anonymous";
   // Unknown: not a user name a client can claim (those never hold a byte 0x1e).
   return absl::StrCat("\x1e", x.request.remote_ip);

@@ -130,7 +130,7 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
   // apiserver refuses a request when overloaded (the exempt level is not counted).
   WatchSlots::Slot slot;
   if (info.verb == "watch" && options_.slots != nullptr && x.priority_level != "exempt") {
-    const WatchSlots::Refused refused = options_.slots->Take(user->username, &slot);
+    const WatchSlots::Refused refused = options_.slots->Take(WatchCapKey(*user), &slot);
     if (refused != WatchSlots::Refused::kNone) {
       co_await RejectWatch(x, refused);
       co_return true;

@@ -210,9 +210,11 @@ void CacheFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
      "Watches served from the cache open at once (exempt clients aside); past it a new one is "
      "answered 429 with Retry-After, as the apiserver answers when overloaded. 0: unlimited.")
     ("max-watchers-per-user", po::value(&o->max_watchers_per_user)->value_name("N")
-         ->default_value(0),
-     "Watches served from the cache open at once per user (exempt clients aside); past it: 429 "
-     "with Retry-After. 0: unlimited.")
+         ->default_value(o->max_watchers_per_user),
+     "Watches served from the cache open at once per user, and per pod for a bound "
+     "ServiceAccount token (each pod of a DaemonSet its own count), exempt clients aside; past "
+     "it: 429 with Retry-After. A kubelet holds tens to a few hundred (one per ConfigMap and "
+     "Secret its pods use). 0: unlimited.")
     ("watch-bookmark-interval", po::value(&raw->bookmark)->value_name("DURATION")->default_value("1m"),
      "How often watches that allow bookmarks get one (the apiserver's cadence is 1m); one also "
      "goes 2s before a watch's timeout.")

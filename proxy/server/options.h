@@ -80,7 +80,7 @@ struct ProxyOptions {
   uint64_t watcher_max_queue_bytes = 8u << 20;
   uint64_t watchers_max_total_queue_bytes = 1u << 30;  // 0: unlimited.
   int64_t max_watchers = 100000;                       // Cached watches open; 0: unlimited.
-  int64_t max_watchers_per_user = 0;                   // 0: unlimited.
+  int64_t max_watchers_per_user = 1000;                // Per user (and bound pod); 0: unlimited.
   uint32_t http2_max_streams_per_connection = 0;       // 0: the apiserver's 100.
   // HTTP/2 bounds of kube-fanout's own (proxy/edge/http2_session.h, Http2Limits).
   absl::Duration http2_header_block_timeout = absl::Seconds(30);

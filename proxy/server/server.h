@@ -92,7 +92,7 @@ class Server {
   absl::Status ListenAll();
   absl::Status StartWorkers();
   // What each worker is given to reach the upstream and review clients (server_setup.cc).
-  WorkerUpstream WorkerUpstreamFor(unsigned threads) const;
+  WorkerUpstream WorkerUpstreamFor(unsigned threads);
   // --io-uring: whether io_uring can be set up here; if so, bursts batch their sends.
   void UseIoUring();
   void LogServing() const;

@@ -126,7 +126,7 @@ absl::Status Server::MakeAdmission() {
   return absl::OkStatus();
 }
 
-WorkerUpstream Server::WorkerUpstreamFor(unsigned threads) const {
+WorkerUpstream Server::WorkerUpstreamFor(unsigned threads) {
   const auto seconds = [](absl::Duration d) {
     return std::chrono::seconds(absl::ToInt64Seconds(d));
   };

@@ -90,3 +90,15 @@ TEST_CASE("LongRunningCap counts each pod of a bound ServiceAccount token on its
 
 }  // namespace
 }  // namespace kf::test
+
+TEST_CASE("WatchCapKey: the user, and the pod a bound ServiceAccount token names") {
+  Identity a{.username = "system:serviceaccount:kube-system:kube-proxy"};
+  Identity b = a;
+  CHECK(WatchCapKey(a) == WatchCapKey(b));  // A legacy token shared by a fleet: one key.
+  a.extra = {{"authentication.kubernetes.io/pod-uid", {"uid-a"}}};
+  b.extra = {{"authentication.kubernetes.io/pod-uid", {"uid-b"}}};
+  CHECK(WatchCapKey(a) != WatchCapKey(b));  // Two pods of a DaemonSet: two keys.
+  // Other extras do not split a user.
+  Identity c{.username = "alice", .extra = {{"scopes", {"x"}}}};
+  CHECK(WatchCapKey(c) == "alice");
+}
