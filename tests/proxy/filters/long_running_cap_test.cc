@@ -92,6 +92,8 @@ TEST_CASE("LongRunningCap counts each pod of a bound ServiceAccount token on its
 }  // namespace kf::test
 
 TEST_CASE("WatchCapKey: the user, and the pod a bound ServiceAccount token names") {
+  using kf::Identity;
+  using kf::WatchCapKey;
   Identity a{.username = "system:serviceaccount:kube-system:kube-proxy"};
   Identity b = a;
   CHECK(WatchCapKey(a) == WatchCapKey(b));  // A legacy token shared by a fleet: one key.
