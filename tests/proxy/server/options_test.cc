@@ -51,7 +51,7 @@ TEST_CASE("The watch bounds parse with their defaults, and negative counts are r
   CHECK(d->watcher_max_queue_bytes == 8u << 20);
   CHECK(d->watchers_max_total_queue_bytes == 1u << 30);
   CHECK(d->max_watchers == 100000);
-  CHECK(d->max_watchers_per_user == 0);
+  CHECK(d->max_watchers_per_user == 1000);
   auto o = Parse(
       {"--watchers-max-total-queue-bytes=1000", "--max-watchers=7", "--max-watchers-per-user=3"});
   REQUIRE(o.ok());
