@@ -33,12 +33,15 @@ asio::awaitable<void> RejectInitializing(Exchange& x, const Reflector& reflector
   co_await x.Reject(busy, "cache not synced yet");
 }
 
-// The entry of a cached resource, waiting (up to kCacheStartWait) while the cache starts (its
-// snapshots read, its resources discovered): the listeners serve from the first moment, and a
-// fleet reconnecting to a restarted replica waits for its cache instead of going to the
-// apiserver. Null when `info` is not cached, or the cache did not start in time.
+// The entry of a cached resource for a request the cache may answer (Cacheable), waiting (up to
+// kCacheStartWait) while the cache starts (its snapshots read, its resources discovered): the
+// listeners serve from the first moment, and a fleet reconnecting to a restarted replica waits
+// for its cache instead of going to the apiserver. Null when the request is not the cache's, or
+// the cache did not start in time.
 asio::awaitable<const CachedResources::Entry*> FindOnceStarted(const CachedResources& cache,
-                                                               const RequestInfo& info) {
+                                                               const Request& request) {
+  const RequestInfo& info = request.info;
+  if (!Cacheable(info, request.headers)) co_return nullptr;
   const auto until = std::chrono::steady_clock::now() + kCacheStartWait;
   asio::steady_timer timer(co_await asio::this_coro::executor);
   while (cache.starting() && cache.Covers(info) && std::chrono::steady_clock::now() < until) {
@@ -52,8 +55,8 @@ asio::awaitable<const CachedResources::Entry*> FindOnceStarted(const CachedResou
 
 asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
   const RequestInfo& info = x.request.info;
-  const CachedResources::Entry* entry = co_await FindOnceStarted(cache_, info);
-  if (entry == nullptr || !Cacheable(info, x.request.headers)) {
+  const CachedResources::Entry* entry = co_await FindOnceStarted(cache_, x.request);
+  if (entry == nullptr) {
     ++stats_.declined;
     co_return false;
   }

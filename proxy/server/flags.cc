@@ -191,8 +191,11 @@ void CacheFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
      "Cached resources (same form as --cache-resources) whose protobuf cache starts at once with "
      "the JSON one; the others' protobuf caches start at their first protobuf request. A cache "
      "started late holds no history from before it started, so a protobuf watch resuming from "
-     "an earlier resourceVersion gets 410 where the apiserver would serve it. Default: the kinds "
-     "kubelet and kube-proxy watch (in protobuf). Empty: all start on first use.")
+     "an earlier resourceVersion gets 410 where the apiserver would serve it. For node agents "
+     "(kubelet and kube-proxy ask in protobuf): pods,nodes,services,configmaps,"
+     "endpointslices.discovery.k8s.io/v1,csidrivers.storage.k8s.io/v1,"
+     "runtimeclasses.node.k8s.io/v1,servicecidrs.networking.k8s.io/v1 (the in-cluster manifests "
+     "set it). Each costs a second upstream LIST and WATCH. Default empty: all on first use.")
     ("watch-cache-window-bytes", po::value(&o->watch_cache_window_bytes)->value_name("BYTES")
          ->default_value(256u << 20),
      "Per resource, the bytes of recent events kept to resume watches from (at least 75 s of "

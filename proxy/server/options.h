@@ -71,11 +71,8 @@ struct ProxyOptions {
   std::vector<std::string> cache_resources;  // Empty after parsing: the default set.
   bool cache_resources_set = false;          // --cache-resources given (may be "" = none).
   // Cached resources whose protobuf cache starts with the JSON one rather than at its first
-  // protobuf request: the node agents' kinds (kubelet and kube-proxy ask in protobuf).
-  std::string protobuf_cache_resources =
-      "pods,nodes,services,configmaps,endpointslices.discovery.k8s.io/v1,"
-      "csidrivers.storage.k8s.io/v1,runtimeclasses.node.k8s.io/v1,"
-      "servicecidrs.networking.k8s.io/v1";
+  // protobuf request (the manifests list the node agents' kinds).
+  std::string protobuf_cache_resources;
   uint64_t watch_cache_window_bytes = 256u << 20;
   uint64_t watcher_max_queue_bytes = 8u << 20;
   uint64_t watchers_max_total_queue_bytes = 1u << 30;  // 0: unlimited.

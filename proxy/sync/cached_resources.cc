@@ -249,14 +249,16 @@ asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
     AddSnapshotTargets(*entries.back(), events, &targets);
   }
   entries_ = std::move(entries);
+  const std::vector<Reflector*> runs = ToRun();  // Before requests can start a protobuf cache.
   started_.store(true);
   if (snapshots_) snapshots_->Start(std::move(targets));
-  RunAll(executor);
+  for (Reflector* r : runs) asio::co_spawn(executor, r->Run(), asio::detached);
 }
 
-void CachedResources::RunAll(const asio::any_io_executor& executor) {
+std::vector<Reflector*> CachedResources::ToRun() {
+  std::vector<Reflector*> runs;
   for (auto& e : entries_) {
-    asio::co_spawn(executor, e->reflector->Run(), asio::detached);
+    runs.push_back(e->reflector.get());
     const ResourceType& t = e->cacher->type();
     const bool at_start =
         std::any_of(proto_at_start_.begin(), proto_at_start_.end(), [&t](const ResourceSpec& s) {
@@ -265,10 +267,9 @@ void CachedResources::RunAll(const asio::any_io_executor& executor) {
     if (e->proto_reflector && at_start && !e->proto_started.exchange(true)) {
       log_.Info("protobuf cache starting", {{"resource", t.GroupResource()}, {"why", "at start"}});
     }
-    if (e->proto_started.load()) {
-      asio::co_spawn(executor, e->proto_reflector->Run(), asio::detached);
-    }
+    if (e->proto_started.load()) runs.push_back(e->proto_reflector.get());
   }
+  return runs;
 }
 
 void CachedResources::AddSnapshotTargets(const Entry& e, bool events,

@@ -99,8 +99,10 @@ class CachedResources {
   // the listeners serve meanwhile: a large one takes seconds to read.
   void LoadSnapshots();
   asio::awaitable<void> DiscoverAndRun(UpstreamPool& pool, std::function<std::string()> cred);
-  // Runs every entry's reflector, and the protobuf one's where it is in use or asked for at start.
-  void RunAll(const asio::any_io_executor& executor);
+  // Every entry's reflector, and the protobuf one's where it is in use (restored) or asked for at
+  // start (marked started). Called before started_ is set: no request can have started a
+  // protobuf cache yet, so none is run twice.
+  std::vector<Reflector*> ToRun();
 
   std::vector<ResourceSpec> specs_;
   EventRingLimits limits_;

@@ -386,13 +386,14 @@ def test_a_watch_older_than_the_protobuf_cache_is_vouched_for_by_the_json_cache(
         proxy.stop()
 
 
-def test_the_node_agents_protobuf_caches_start_with_the_json_ones(cluster, namespace, tmp_path):
-    """By default the protobuf caches of the kinds kubelet and kube-proxy watch start with the JSON
-    ones, so a protobuf watch resuming from an RV the JSON cache already had gets the events in
-    between, as from the apiserver, where a cache started at its first protobuf request answers
-    410 (the test above)."""
+def test_protobuf_caches_listed_start_with_the_json_ones(cluster, namespace, tmp_path):
+    """With --protobuf-cache-resources (the manifests list the kinds kubelet and kube-proxy watch)
+    a protobuf cache starts with the JSON one, so a protobuf watch resuming from an RV the JSON
+    cache already had gets the events in between, as from the apiserver, where a cache started at
+    its first protobuf request answers 410 (the test above)."""
     ns = namespace
-    proxy = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=configmaps,namespaces"])
+    proxy = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=configmaps,namespaces",
+                                                       "--protobuf-cache-resources=configmaps"])
     try:
         listed = cluster.request("GET", f"/api/v1/namespaces/{ns}/configmaps?resourceVersion=0",
                                  port=proxy.port, tls=False)
