@@ -1,5 +1,6 @@
 #include "proxy/serve/cache_handler.h"
 
+#include <algorithm>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -44,9 +45,13 @@ asio::awaitable<const CachedResources::Entry*> FindOnceStarted(const CachedResou
   if (!Cacheable(info, request.headers)) co_return nullptr;
   const auto until = std::chrono::steady_clock::now() + kCacheStartWait;
   asio::steady_timer timer(co_await asio::this_coro::executor);
+  // Checked again after 20 ms, doubling to 250 ms: a fleet waiting for a large snapshot wakes a
+  // few times a second each, not at a fixed fast tick.
+  auto pause = std::chrono::milliseconds(20);
   while (cache.starting() && cache.Covers(info) && std::chrono::steady_clock::now() < until) {
-    timer.expires_after(std::chrono::milliseconds(50));
+    timer.expires_after(pause);
     co_await timer.async_wait(asio::use_awaitable);
+    pause = std::min(pause * 2, std::chrono::milliseconds(250));
   }
   co_return cache.Find(info);
 }
