@@ -12,15 +12,33 @@ import threading
 from kfrig import Proxy, metric_values
 
 
-def kf_metric(cluster, proxy, name, resource="configmaps"):
+# PodTemplates: a kind no other test writes, so the cache holds only this test's objects however
+# many ConfigMaps earlier tests left in the cluster (the rig runs no namespace controller): below
+# 500 objects the proofs are by content, which is what these tests count.
+RESOURCE = "podtemplates"
+
+
+def template(name, n):
+    return json.dumps({"apiVersion": "v1", "kind": "PodTemplate",
+                       "metadata": {"name": name, "annotations": {"n": str(n)}},
+                       "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}})
+
+
+def create(cluster, ns, name, n=0):
+    made = cluster.request("POST", f"/api/v1/namespaces/{ns}/{RESOURCE}", body=template(name, n))
+    assert made.status == 201, made.body[:300]
+    return made
+
+
+def kf_metric(cluster, proxy, name, resource=RESOURCE):
     text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
     return metric_values(text, name).get(f'{{resource="{resource}"}}', 0)
 
 
-def apiserver_configmap_requests(cluster):
+def apiserver_requests(cluster):
     text = cluster.request("GET", "/metrics").body.decode()
     return sum(v for labels, v in metric_values(text, "apiserver_request_total").items()
-               if 'resource="configmaps"' in labels)
+               if f'resource="{RESOURCE}"' in labels)
 
 
 def routes(proxy, marker):
@@ -31,7 +49,7 @@ def routes(proxy, marker):
 def start(cluster, tmp_path):
     # Every consistent read proven and served from the cache (none sent to the apiserver).
     return Proxy.start(cluster, tmp_path, extra_args=[
-        "--cache-resources=configmaps", "--consistent-read-passthrough-interval=0"])
+        f"--cache-resources={RESOURCE}", "--consistent-read-passthrough-interval=0"])
 
 
 def test_a_consistent_read_through_the_cache_sees_every_write_made_before_it(
@@ -41,25 +59,20 @@ def test_a_consistent_read_through_the_cache_sees_every_write_made_before_it(
     ns = namespace
     proxy = start(cluster, tmp_path)
     try:
-        base = f"/api/v1/namespaces/{ns}/configmaps"
-        created = cluster.request("POST", base, body=json.dumps(
-            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ryw"},
-             "data": {"n": "-1"}}))
-        assert created.status == 201, created.body[:300]
+        base = f"/api/v1/namespaces/{ns}/{RESOURCE}"
+        create(cluster, ns, "ryw", -1)
         for i in range(25):
-            wrote = cluster.request("PUT", f"{base}/ryw", body=json.dumps(
-                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ryw"},
-                 "data": {"n": str(i)}}))
+            wrote = cluster.request("PUT", f"{base}/ryw", body=template("ryw", i))
             assert wrote.status == 200, wrote.body[:300]
             written_rv = int(json.loads(wrote.body)["metadata"]["resourceVersion"])
             got = cluster.request("GET", f"{base}/ryw?kfryw=get{i}", port=proxy.secure_port)
             assert got.status == 200
             obj = json.loads(got.body)
-            assert obj["data"]["n"] == str(i), (i, obj["data"])
+            assert obj["metadata"]["annotations"]["n"] == str(i), (i, obj["metadata"])
             assert int(obj["metadata"]["resourceVersion"]) == written_rv
             listed = cluster.request("GET", f"{base}?kfryw=list{i}", port=proxy.secure_port)
             body = json.loads(listed.body)
-            assert [o["data"]["n"] for o in body["items"]
+            assert [o["metadata"]["annotations"]["n"] for o in body["items"]
                     if o["metadata"]["name"] == "ryw"] == [str(i)]
             assert int(body["metadata"]["resourceVersion"]) >= written_rv
         deleted = cluster.request("DELETE", f"{base}/ryw")
@@ -75,19 +88,19 @@ def test_a_consistent_read_through_the_cache_sees_every_write_made_before_it(
 
 def test_a_quiet_resource_is_proven_current_by_content_without_a_progress_watch(
         cluster, namespace, tmp_path):
-    """ConfigMaps nobody writes while Secrets change: the apiserver's RV moves past the cache's,
+    """PodTemplates nobody writes while Secrets change: the apiserver's RV moves past the cache's,
     and the cache proves it is current from the proof's list (the same objects at the same
     versions), with no short watch waiting for the apiserver's bookmark timer (1-2 s)."""
     ns = namespace
-    cluster.kubectl("create", "configmap", "quiet", "-n", ns)
+    create(cluster, ns, "quiet")
     proxy = start(cluster, tmp_path)
     try:
         content = kf_metric(cluster, proxy, "kube_fanout_cache_content_proofs_total")
         progress = kf_metric(cluster, proxy, "kube_fanout_upstream_progress_watches_total")
         for i in range(10):
-            # Another resource's write: a newer RV the configmaps cache never gets an event for.
+            # Another resource's write: a newer RV the podtemplates cache never gets an event for.
             cluster.kubectl("create", "secret", "generic", f"elsewhere{i}", "-n", ns)
-            got = cluster.request("GET", f"/api/v1/namespaces/{ns}/configmaps/quiet?kfquiet={i}",
+            got = cluster.request("GET", f"/api/v1/namespaces/{ns}/{RESOURCE}/quiet?kfquiet={i}",
                                   port=proxy.secure_port)
             assert got.status == 200
         assert set(routes(proxy, "kfquiet=")) == {"cache"}
@@ -107,18 +120,18 @@ def test_concurrent_consistent_reads_share_the_proofs(cluster, namespace, tmp_pa
     proof serves every read waiting when it starts, so the apiserver sees a few LISTs, not 40."""
     ns = namespace
     for i in range(5):
-        cluster.kubectl("create", "configmap", f"cm{i}", "-n", ns)
+        create(cluster, ns, f"cm{i}")
     proxy = start(cluster, tmp_path)
     try:
         cluster.kubectl("create", "secret", "generic", "moved-on", "-n", ns)
         proofs = kf_metric(cluster, proxy, "kube_fanout_upstream_rv_probes_total")
-        upstream = apiserver_configmap_requests(cluster)
+        upstream = apiserver_requests(cluster)
         statuses, barrier = [], threading.Barrier(40)
 
         def read(n):
             conn = cluster.connection(proxy.secure_port)
             barrier.wait()
-            conn.request("GET", f"/api/v1/namespaces/{ns}/configmaps/cm{n % 5}?kfshare={n}",
+            conn.request("GET", f"/api/v1/namespaces/{ns}/{RESOURCE}/cm{n % 5}?kfshare={n}",
                          headers={"Authorization": f"Bearer {cluster.token('admin')}"})
             statuses.append(conn.getresponse().status)
 
@@ -131,7 +144,7 @@ def test_concurrent_consistent_reads_share_the_proofs(cluster, namespace, tmp_pa
         assert set(routes(proxy, "kfshare=")) == {"cache"}
         used = kf_metric(cluster, proxy, "kube_fanout_upstream_rv_probes_total") - proofs
         # The apiserver's own count: the proofs and the metrics scrape itself, nothing per read.
-        at_apiserver = apiserver_configmap_requests(cluster) - upstream
+        at_apiserver = apiserver_requests(cluster) - upstream
         assert 1 <= used <= 8, used
         assert at_apiserver <= used + 1, (at_apiserver, used)
     finally:
