@@ -193,8 +193,9 @@ asio::awaitable<bool> CacheHandler::ServeRead(Exchange& x, Cacher& cacher, Refle
       co_await RefuseUnfresh(x, fresh, stats_);
       co_return true;
     }
-    co_await WriteObject(x, cacher, stats_);
-    co_return true;
+    const bool written =
+        co_await WriteObject(x, cacher, stats_, /*miss_is_upstreams=*/asked && *asked == "0");
+    co_return written;
   }
   const ListPlan plan = PlanList(info, filter, cacher.type());
   const Freshness fresh = co_await RequiredVersion(

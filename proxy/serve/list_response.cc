@@ -258,11 +258,13 @@ asio::awaitable<bool> WriteList(Exchange& x, Cacher& cacher, const WatchFilter& 
   co_return true;
 }
 
-asio::awaitable<void> WriteObject(Exchange& x, Cacher& cacher, CacheServeStats& stats) {
+asio::awaitable<bool> WriteObject(Exchange& x, Cacher& cacher, CacheServeStats& stats,
+                                  bool miss_is_upstreams) {
   const ResourceType& t = cacher.type();
   const RequestInfo& info = x.request.info;
   const ObjectPtr obj =
       cacher.Get(CachedObject::Key(t.namespaced ? info.namespace_ : "", info.name)).first;
+  if (!obj && miss_is_upstreams) co_return false;  // Declined: counted by the caller.
   ++stats.gets;
   const Encoding encoding = cacher.encoding();
   if (!obj) {
@@ -277,18 +279,19 @@ asio::awaitable<void> WriteObject(Exchange& x, Cacher& cacher, CacheServeStats& 
                                                                     : EncodeStatusBody(status);
     const std::array<asio::const_buffer, 1> out{asio::buffer(body)};
     co_await WriteBody(x, 404, out, status_encoding, stats);
-    co_return;
+    co_return true;
   }
   if (encoding == Encoding::kProtobuf) {
     const std::array<asio::const_buffer, 3> out{asio::buffer(obj->proto_get_head()),
                                                 asio::buffer(obj->bytes()),
                                                 asio::buffer(kUnknownTail)};
     co_await WriteBody(x, 200, out, encoding, stats);
-    co_return;
+    co_return true;
   }
   static constexpr std::string_view kNewline = "\n";
   const std::array<asio::const_buffer, 2> out{asio::buffer(obj->json()), asio::buffer(kNewline)};
   co_await WriteBody(x, 200, out, encoding, stats);
+  co_return true;
 }
 
 }  // namespace kf

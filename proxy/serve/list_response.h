@@ -40,7 +40,11 @@ struct ListBuilding {
 asio::awaitable<bool> WriteList(Exchange& x, Cacher& cacher, const WatchFilter& filter,
                                 const ListPlan& plan, uint64_t at_rv, CacheServeStats& stats,
                                 ListBuilding building = {});
-asio::awaitable<void> WriteObject(Exchange& x, Cacher& cacher, CacheServeStats& stats);
+// A GET's object, or its NotFound Status. False (nothing written) when the object is not cached
+// and `miss_is_upstreams`: an RV=0 GET, which the apiserver answers from its own watch cache,
+// usually ahead of this one (a Node its kubelet has just registered).
+asio::awaitable<bool> WriteObject(Exchange& x, Cacher& cacher, CacheServeStats& stats,
+                                  bool miss_is_upstreams = false);
 
 }  // namespace kf
 

@@ -59,6 +59,16 @@ def proxy_metric(cluster, proxy, name, resource="configmaps"):
     return metric_values(text, name).get(f'{{resource="{resource}"}}', 0)
 
 
+def behind_relay(cluster, tmp_path, extra_args, **kw):
+    """kube-fanout whose upstream is a FaultRelay (kube-fanout's own credential, the admin's
+    token, in a file): (relay, proxy)."""
+    relay = FaultRelay(cluster, tmp_path)
+    token_file = tmp_path / "upstream-token"
+    token_file.write_text(cluster.token("admin"))
+    return relay, Proxy.start(cluster, tmp_path, extra_args=extra_args,
+                              upstream_args=relay.upstream_args(token_file), **kw)
+
+
 class Churn:
     """ConfigMap writes straight to the apiserver, in turn: create, change the newest, delete
     the oldest. `last_rv` is the RV of the last write that returned an object."""
@@ -242,12 +252,7 @@ def relay_fault(cluster, namespace, tmp_path, name, on, off, extra_args=(), coun
     `offset` s in. Checks every watcher and the peak RSS, prints the
     figures (with the increase of each of kube-fanout's `counters` from the fault on) and
     returns (figures, relay, kube-fanout's log lines)."""
-    relay = FaultRelay(cluster, tmp_path)
-    token_file = tmp_path / "upstream-token"
-    token_file.write_text(cluster.token("admin"))
-    proxy = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=configmaps",
-                                                       *extra_args],
-                        upstream_args=relay.upstream_args(token_file))
+    relay, proxy = behind_relay(cluster, tmp_path, ["--cache-resources=configmaps", *extra_args])
     marks = {}
 
     def fault_on():
@@ -383,16 +388,11 @@ def test_reads_the_cache_cannot_make_fresh_in_time_are_refused_not_passed_throug
     "Too large resource version", as the apiserver's cache answers; a consistent LIST, GET or
     WATCH: the apiserver's overload answer, 429 with Retry-After. Once the watch flows again,
     the same reads are served from the cache."""
-    relay = FaultRelay(cluster, tmp_path)
-    token_file = tmp_path / "upstream-token"
-    token_file.write_text(cluster.token("admin"))
     # No consistent read passes through by design (--consistent-read-passthrough-interval=0).
-    proxy = Proxy.start(cluster, tmp_path,
-                        extra_args=["--cache-resources=configmaps",
-                                    "--consistent-read-passthrough-interval=0",
-                                    # While stalled, each new watch stalls too.
-                                    "--upstream-watch-idle-timeout=3s"],
-                        upstream_args=relay.upstream_args(token_file))
+    relay, proxy = behind_relay(cluster, tmp_path, [
+        "--cache-resources=configmaps", "--consistent-read-passthrough-interval=0",
+        # While stalled, each new watch stalls too.
+        "--upstream-watch-idle-timeout=3s"])
     base = f"/api/v1/namespaces/{namespace}/configmaps"
 
     def ask(target, **kw):
@@ -475,6 +475,52 @@ def test_reads_the_cache_cannot_make_fresh_in_time_are_refused_not_passed_throug
         assert "x-kubernetes-pf-flowschema-uid" not in listed.headers  # Not the apiserver's.
         print(f"refused while stalled: {refused} in {took:.1f}s, then served from the cache")
     finally:
+        code = proxy.stop()
+        relay.stop()
+    assert code == 0, f"kube-fanout exited with {code}; log:\n{proxy.log_tail()}"
+
+
+def test_an_rv0_get_of_an_object_the_cache_has_not_seen_yet_is_the_apiservers_answer(
+        cluster, namespace, tmp_path):
+    """A kubelet's first `GET nodes/NAME?resourceVersion=0` right after it registered its Node:
+    the apiserver answers from its own watch cache, which is usually ahead of kube-fanout's. An
+    RV=0 GET of an object the cache does not hold goes to the apiserver rather than getting a
+    404 the apiserver would not give; one the cache holds is the cache's. Here the cache's
+    watch is stalled, so the object made meanwhile is certainly not in it."""
+    relay, proxy = behind_relay(cluster, tmp_path, ["--cache-resources=configmaps"])
+    base = f"/api/v1/namespaces/{namespace}/configmaps"
+
+    def ask(target):
+        return cluster.request("GET", target, port=proxy.port, tls=False)
+
+    def route(marker):
+        return wait_until(lambda: next((json.loads(line)["route"] for line in proxy.log_lines()
+                                        if marker in line and '"msg":"request"' in line), None),
+                          5, what=f"the request log line of {marker}")
+
+    try:
+        made = cluster.request("POST", base, body=json.dumps({"metadata": {"name": "early"}}))
+        assert made.status == 201, made
+        wait_until(lambda: ask(f"{base}/early?resourceVersion=0").status == 200, 20,
+                   what="the cache has the first object")
+        relay.stall("watch=true")
+        made = cluster.request("POST", base, body=json.dumps({"metadata": {"name": "late"}}))
+        assert made.status == 201, made
+        late = ask(f"{base}/late?resourceVersion=0&kfrv0=late")
+        assert late.status == 200, late
+        assert json.loads(late.body)["metadata"]["uid"] == json.loads(made.body)["metadata"][
+            "uid"]
+        assert route("kfrv0=late") == "passthrough"
+        # Never made: the apiserver's own 404, body for body.
+        missing, direct = (cluster.request("GET", f"{base}/never?resourceVersion=0", port=port,
+                                           tls=tls)
+                           for port, tls in [(proxy.port, False), (None, True)])
+        assert (missing.status, missing.body) == (404, direct.body) and direct.status == 404
+        # Cached: still the cache's.
+        early = ask(f"{base}/early?resourceVersion=0&kfrv0=early")
+        assert early.status == 200 and route("kfrv0=early") == "cache"
+    finally:
+        relay.unstall()
         code = proxy.stop()
         relay.stop()
     assert code == 0, f"kube-fanout exited with {code}; log:\n{proxy.log_tail()}"
@@ -649,11 +695,7 @@ def test_idle_upstream_connections_the_upstream_closed_are_not_used(cluster, nam
     upstream once, on a new connection, and kube-fanout counts the closed connections it found
     idle and none found under a request."""
     rounds = 5
-    relay = FaultRelay(cluster, tmp_path)
-    token_file = tmp_path / "upstream-token"
-    token_file.write_text(cluster.token("admin"))
-    proxy = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources="],
-                        upstream_args=relay.upstream_args(token_file))
+    relay, proxy = behind_relay(cluster, tmp_path, ["--cache-resources="])
     base = f"/api/v1/namespaces/{namespace}/configmaps"
     # One keep-alive client connection: every request on the same I/O thread, and its pool.
     conn = cluster.connection(proxy.port, tls=False, timeout=scaled(30))
