@@ -2,17 +2,22 @@
 
 #include <zlib.h>
 
-#include <cstring>
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/protowire.h"
 
 namespace kf {
 namespace {
 
 constexpr std::string_view kMagic("KFSNAP\r\n", 8);
 constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8;
+// A protobuf message's bound (common/protowire.h reads no more).
+constexpr size_t kMaxPayload = INT32_MAX;
 
 void PutU64(std::string* out, uint64_t v) {
   char b[8];
@@ -24,13 +29,41 @@ void PutU32(std::string* out, uint32_t v) {
   for (int i = 0; i < 4; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
   out->append(b, 4);
 }
-void PutStr(std::string* out, std::string_view s) {
-  PutU64(out, s.size());
-  out->append(s);
+// Snapshot's fields (snapshot.h).
+enum Field : int {
+  kUpstream = 1,
+  kWritten = 2,
+  kGroup = 3,
+  kVersion = 4,
+  kResource = 5,
+  kKind = 6,
+  kNamespaced = 7,
+  kTypeMeta = 8,
+  kEncoding = 9,
+  kResourceVersion = 10,
+  kWindowStart = 11,
+  kBookmarkTemplate = 12,
+  kObject = 13,
+  kEvent = 14,
+};
+// Event's.
+enum EventField : int { kEventType = 1, kEventObject = 2, kEventPrev = 3 };
+
+// Tags of fields 1-15 take one byte.
+size_t BytesFieldSize(size_t n) { return 1 + VarintSize(n) + n; }
+size_t VarintFieldSize(uint64_t v) { return 1 + VarintSize(v); }
+size_t EventMessageSize(const WatchEvent& e) {
+  return VarintFieldSize(static_cast<uint64_t>(e.type())) +
+         BytesFieldSize(e.object()->bytes().size()) +
+         (e.prev() ? BytesFieldSize(e.prev()->bytes().size()) : 0);
 }
-size_t StrBytes(std::string_view s) { return 8 + s.size(); }
-size_t EventBytes(const WatchEvent& e) {
-  return 1 + StrBytes(e.object()->bytes()) + 1 + (e.prev() ? StrBytes(e.prev()->bytes()) : 0);
+size_t EventBytes(const WatchEvent& e) { return BytesFieldSize(EventMessageSize(e)); }
+
+// `n` bytes little-endian at the start of `bytes` (which holds them).
+uint64_t GetLe(std::string_view bytes, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v |= uint64_t{static_cast<unsigned char>(bytes[i])} << (8 * i);
+  return v;
 }
 
 uint32_t Crc32(std::string_view bytes) {
@@ -44,56 +77,25 @@ uint32_t Crc32(std::string_view bytes) {
   return static_cast<uint32_t>(crc);
 }
 
-// Reads the payload; every read checks what is left.
-class Reader {
- public:
-  explicit Reader(std::string_view bytes) : rest_(bytes) {}
-  bool U64(uint64_t* v) {
-    if (rest_.size() < 8) return false;
-    *v = 0;
-    for (int i = 0; i < 8; ++i) *v |= uint64_t{static_cast<unsigned char>(rest_[i])} << (8 * i);
-    rest_.remove_prefix(8);
-    return true;
-  }
-  bool U32(uint32_t* v) {
-    if (rest_.size() < 4) return false;
-    *v = 0;
-    for (int i = 0; i < 4; ++i) *v |= uint32_t{static_cast<unsigned char>(rest_[i])} << (8 * i);
-    rest_.remove_prefix(4);
-    return true;
-  }
-  bool U8(uint8_t* v) {
-    if (rest_.empty()) return false;
-    *v = static_cast<uint8_t>(rest_[0]);
-    rest_.remove_prefix(1);
-    return true;
-  }
-  bool Str(std::string* s) {
-    uint64_t n = 0;
-    if (!U64(&n) || n > rest_.size()) return false;
-    s->assign(rest_.data(), n);
-    rest_.remove_prefix(n);
-    return true;
-  }
-  // A count of items each at least `min_bytes` long: no more than what is left can hold.
-  bool Count(uint64_t* n, size_t min_bytes) { return U64(n) && *n <= rest_.size() / min_bytes; }
-  bool empty() const { return rest_.empty(); }
-
- private:
-  std::string_view rest_;
-};
-
 absl::Status Truncated() { return absl::DataLossError("snapshot truncated or malformed"); }
 
 }  // namespace
 
 absl::StatusOr<std::string> EncodeSnapshot(const SnapshotHeader& header, const Cacher::State& state,
                                            size_t max_bytes) {
+  max_bytes = std::min<size_t>(max_bytes, kHeaderBytes + kMaxPayload);
   const ResourceType& t = header.type;
-  size_t fixed = kHeaderBytes + StrBytes(header.upstream) + 8 + StrBytes(t.group) +
-                 StrBytes(t.version) + StrBytes(t.resource) + StrBytes(t.kind) + 3 + 8 + 8 +
-                 StrBytes(state.bookmark_template) + 8 + 8;
-  for (const ObjectPtr& o : state.objects) fixed += StrBytes(o->bytes());
+  const uint64_t encoding = header.encoding == Encoding::kProtobuf ? 1 : 0;
+  size_t fixed = kHeaderBytes + BytesFieldSize(header.upstream.size()) +
+                 VarintFieldSize(static_cast<uint64_t>(header.written_unix_seconds)) +
+                 BytesFieldSize(t.group.size()) + BytesFieldSize(t.version.size()) +
+                 BytesFieldSize(t.resource.size()) + BytesFieldSize(t.kind.size()) +
+                 3 * VarintFieldSize(1) + VarintFieldSize(state.resource_version) +
+                 VarintFieldSize(state.window_start_rv) +
+                 BytesFieldSize(state.bookmark_template.size());
+  // The window's start may move later (events left out): its varint at most 10 bytes.
+  fixed += 10;
+  for (const ObjectPtr& o : state.objects) fixed += BytesFieldSize(o->bytes().size());
   if (fixed > max_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "snapshot of ", t.GroupResource(), ": objects need ", fixed, " bytes, limit ", max_bytes));
@@ -109,27 +111,26 @@ absl::StatusOr<std::string> EncodeSnapshot(const SnapshotHeader& header, const C
 
   std::string payload;
   payload.reserve(total - kHeaderBytes);
-  PutStr(&payload, header.upstream);
-  PutU64(&payload, static_cast<uint64_t>(header.written_unix_seconds));
-  PutStr(&payload, t.group);
-  PutStr(&payload, t.version);
-  PutStr(&payload, t.resource);
-  PutStr(&payload, t.kind);
-  payload.push_back(t.namespaced ? 1 : 0);
-  payload.push_back(t.list_items_have_type_meta ? 1 : 0);
-  payload.push_back(header.encoding == Encoding::kProtobuf ? 1 : 0);
-  PutU64(&payload, state.resource_version);
-  PutU64(&payload, window_start);
-  PutStr(&payload, state.bookmark_template);
-  PutU64(&payload, state.objects.size());
-  for (const ObjectPtr& o : state.objects) PutStr(&payload, o->bytes());
-  PutU64(&payload, state.events.size() - first);
+  AppendBytesField(&payload, kUpstream, header.upstream);
+  AppendVarintField(&payload, kWritten, static_cast<uint64_t>(header.written_unix_seconds));
+  AppendBytesField(&payload, kGroup, t.group);
+  AppendBytesField(&payload, kVersion, t.version);
+  AppendBytesField(&payload, kResource, t.resource);
+  AppendBytesField(&payload, kKind, t.kind);
+  AppendVarintField(&payload, kNamespaced, t.namespaced ? 1 : 0);
+  AppendVarintField(&payload, kTypeMeta, t.list_items_have_type_meta ? 1 : 0);
+  AppendVarintField(&payload, kEncoding, encoding);
+  AppendVarintField(&payload, kResourceVersion, state.resource_version);
+  AppendVarintField(&payload, kWindowStart, window_start);
+  AppendBytesField(&payload, kBookmarkTemplate, state.bookmark_template);
+  for (const ObjectPtr& o : state.objects) AppendBytesField(&payload, kObject, o->bytes());
   for (size_t i = first; i < state.events.size(); ++i) {
     const WatchEvent& e = *state.events[i];
-    payload.push_back(static_cast<char>(e.type()));
-    PutStr(&payload, e.object()->bytes());
-    payload.push_back(e.prev() ? 1 : 0);
-    if (e.prev()) PutStr(&payload, e.prev()->bytes());
+    AppendTag(&payload, kEvent, WireType::kBytes);
+    AppendVarint(&payload, EventMessageSize(e));
+    AppendVarintField(&payload, kEventType, static_cast<uint64_t>(e.type()));
+    AppendBytesField(&payload, kEventObject, e.object()->bytes());
+    if (e.prev()) AppendBytesField(&payload, kEventPrev, e.prev()->bytes());
   }
   std::string out;
   out.reserve(kHeaderBytes + payload.size());
@@ -141,19 +142,110 @@ absl::StatusOr<std::string> EncodeSnapshot(const SnapshotHeader& header, const C
   return out;
 }
 
+namespace {
+
+// The fields of one Event message; false when malformed.
+bool DecodeEvent(std::string_view message, DecodedSnapshot::Event* e) {
+  ProtoReader r(message);
+  ProtoField f;
+  bool has_object = false;
+  while (r.Next(&f)) {
+    const bool bytes = f.type == WireType::kBytes;
+    if (f.number == kEventType && f.type == WireType::kVarint) {
+      if (f.varint > static_cast<uint64_t>(EventType::kDeleted)) return false;
+      e->type = static_cast<EventType>(f.varint);
+    } else if (f.number == kEventObject && bytes) {
+      e->object.assign(f.bytes);
+      has_object = true;
+    } else if (f.number == kEventPrev && bytes) {
+      e->prev.emplace(f.bytes);
+    }
+  }
+  return r.ok() && has_object;
+}
+
+// One field of the Snapshot message into `s`; false when it is malformed.
+bool DecodeField(const ProtoField& f, DecodedSnapshot* s) {
+  ResourceType& t = s->header.type;
+  if (f.type == WireType::kBytes) {
+    switch (f.number) {
+      case kUpstream:
+        s->header.upstream.assign(f.bytes);
+        return true;
+      case kGroup:
+        t.group.assign(f.bytes);
+        return true;
+      case kVersion:
+        t.version.assign(f.bytes);
+        return true;
+      case kResource:
+        t.resource.assign(f.bytes);
+        return true;
+      case kKind:
+        t.kind.assign(f.bytes);
+        return true;
+      case kBookmarkTemplate:
+        s->bookmark_template.assign(f.bytes);
+        return true;
+      case kObject:
+        s->objects.emplace_back(f.bytes);
+        return true;
+      case kEvent:
+        return DecodeEvent(f.bytes, &s->events.emplace_back());
+      default:
+        return true;  // A later build's field.
+    }
+  }
+  if (f.type != WireType::kVarint) return true;
+  switch (f.number) {
+    case kWritten:
+      s->header.written_unix_seconds = static_cast<int64_t>(f.varint);
+      return true;
+    case kNamespaced:
+      t.namespaced = f.varint != 0;
+      return true;
+    case kTypeMeta:
+      t.list_items_have_type_meta = f.varint != 0;
+      return true;
+    case kEncoding:
+      if (f.varint > 1) return false;
+      s->header.encoding = f.varint == 1 ? Encoding::kProtobuf : Encoding::kJson;
+      return true;
+    case kResourceVersion:
+      s->resource_version = f.varint;
+      return true;
+    case kWindowStart:
+      s->window_start_rv = f.varint;
+      return true;
+    default:
+      return true;
+  }
+}
+
+absl::StatusOr<DecodedSnapshot> DecodePayload(std::string_view payload) {
+  DecodedSnapshot s;
+  ProtoReader r(payload);
+  ProtoField f;
+  while (r.Next(&f)) {
+    if (!DecodeField(f, &s)) return Truncated();
+  }
+  if (!r.ok()) return Truncated();
+  return s;
+}
+
+}  // namespace
+
 absl::StatusOr<DecodedSnapshot> DecodeSnapshot(std::string_view bytes) {
   if (bytes.size() < kHeaderBytes || bytes.substr(0, kMagic.size()) != kMagic) {
     return absl::DataLossError("not a kube-fanout snapshot (no magic)");
   }
-  Reader head(bytes.substr(kMagic.size(), kHeaderBytes - kMagic.size()));
-  uint32_t version = 0, crc = 0;
-  uint64_t size = 0;
-  head.U32(&version);
-  head.U32(&crc);
-  head.U64(&size);
-  if (version != kSnapshotVersion) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("snapshot format version ", version, ", this build reads ", kSnapshotVersion));
+  const uint32_t version = static_cast<uint32_t>(GetLe(bytes.substr(8), 4));
+  const uint32_t crc = static_cast<uint32_t>(GetLe(bytes.substr(12), 4));
+  const uint64_t size = GetLe(bytes.substr(16), 8);
+  if (version != kSnapshotVersion && version != kSnapshotVersionFixedLayout) {
+    return absl::FailedPreconditionError(absl::StrCat("snapshot format version ", version,
+                                                      ", this build reads ", kSnapshotVersion,
+                                                      " and ", kSnapshotVersionFixedLayout));
   }
   const std::string_view payload = bytes.substr(kHeaderBytes);
   if (payload.size() != size) {
@@ -161,42 +253,8 @@ absl::StatusOr<DecodedSnapshot> DecodeSnapshot(std::string_view bytes) {
                                             " bytes, header says ", size));
   }
   if (Crc32(payload) != crc) return absl::DataLossError("snapshot checksum mismatch");
-
-  Reader r(payload);
-  DecodedSnapshot s;
-  ResourceType& t = s.header.type;
-  uint64_t written = 0, objects = 0, events = 0;
-  uint8_t namespaced = 0, type_meta = 0, encoding = 0;
-  if (!r.Str(&s.header.upstream) || !r.U64(&written) || !r.Str(&t.group) || !r.Str(&t.version) ||
-      !r.Str(&t.resource) || !r.Str(&t.kind) || !r.U8(&namespaced) || !r.U8(&type_meta) ||
-      !r.U8(&encoding) || encoding > 1 || !r.U64(&s.resource_version) ||
-      !r.U64(&s.window_start_rv) || !r.Str(&s.bookmark_template) || !r.Count(&objects, 8)) {
-    return Truncated();
-  }
-  s.header.written_unix_seconds = static_cast<int64_t>(written);
-  t.namespaced = namespaced != 0;
-  t.list_items_have_type_meta = type_meta != 0;
-  s.header.encoding = encoding == 1 ? Encoding::kProtobuf : Encoding::kJson;
-  s.objects.resize(objects);
-  for (std::string& o : s.objects) {
-    if (!r.Str(&o)) return Truncated();
-  }
-  if (!r.Count(&events, 10)) return Truncated();
-  s.events.resize(events);
-  for (DecodedSnapshot::Event& e : s.events) {
-    uint8_t type = 0, has_prev = 0;
-    if (!r.U8(&type) || type > static_cast<uint8_t>(EventType::kDeleted) || !r.Str(&e.object) ||
-        !r.U8(&has_prev)) {
-      return Truncated();
-    }
-    e.type = static_cast<EventType>(type);
-    if (has_prev != 0) {
-      e.prev.emplace();
-      if (!r.Str(&*e.prev)) return Truncated();
-    }
-  }
-  if (!r.empty()) return Truncated();
-  return s;
+  if (version == kSnapshotVersionFixedLayout) return DecodeSnapshotPayloadV2(payload);
+  return DecodePayload(payload);
 }
 
 absl::StatusOr<Cacher::State> SnapshotToState(DecodedSnapshot snapshot) {

@@ -3,14 +3,26 @@
 // upstream's own bytes, with what the cache knows of its type and where it came from.
 //
 //   "KFSNAP\r\n" (8 bytes) | version u32 | CRC-32 (zlib) of the payload u32 | payload size u64
-//   payload: upstream str | written (Unix seconds) i64 | group, version, resource, kind str |
-//            namespaced u8 | list_items_have_type_meta u8 | encoding u8 |
-//            resourceVersion u64 | window start RV u64 | bookmark template str |
-//            object count u64, each str | event count u64, each: type u8, object str,
-//            has prev u8, [prev str]
-// encoding: 0 JSON, 1 protobuf (the objects' bytes are then their protobuf messages).
-// Integers little-endian; str = u64 size + bytes. A reader checks every size against what is
-// left, so no input makes it read past the end or allocate more than the file's size.
+//
+// (integers little-endian), then the payload: version 3, a protocol-buffer message
+// (common/protowire.h), its fields by number:
+//
+//   message Snapshot {
+//     string upstream = 1;  int64 written_unix_seconds = 2;
+//     string group = 3;  string version = 4;  string resource = 5;  string kind = 6;
+//     bool namespaced = 7;  bool list_items_have_type_meta = 8;
+//     uint32 encoding = 9;  // 0 JSON, 1 protobuf (the objects' bytes are their messages)
+//     uint64 resource_version = 10;  uint64 window_start_rv = 11;
+//     bytes bookmark_template = 12;
+//     repeated bytes objects = 13;
+//     repeated Event events = 14;  // oldest first
+//   }
+//   message Event { uint32 type = 1; bytes object = 2; optional bytes prev = 3; }
+//
+// A field this build does not know is skipped, so a later build can add fields and this one
+// still reads its files; a payload is at most 2 GiB (a protobuf message's bound). Version 2
+// files (a fixed layout, cache/snapshot_v2.cc) are still read. The reader never reads past the
+// end nor holds more than the file's bytes.
 //
 // Pure functions, no I/O: files are proxy/sync/snapshot_store.h's.
 #ifndef KUBE_FANOUT_CACHE_SNAPSHOT_H_
@@ -27,8 +39,10 @@
 
 namespace kf {
 
-// 2: the encoding byte (version 1 files, JSON only, are ignored as `version`).
-inline constexpr uint32_t kSnapshotVersion = 2;
+// 3: the payload as a protocol-buffer message. 2 (a fixed layout) is read too; 1 (JSON only)
+// is ignored as another version.
+inline constexpr uint32_t kSnapshotVersion = 3;
+inline constexpr uint32_t kSnapshotVersionFixedLayout = 2;
 
 struct SnapshotHeader {
   std::string upstream;  // The upstream the state came from (its endpoints' URLs).
@@ -60,6 +74,8 @@ struct DecodedSnapshot {
 // DataLoss: not a snapshot, truncated, or its checksum does not match (a bit flipped, a torn
 // write); FailedPrecondition: another format version.
 absl::StatusOr<DecodedSnapshot> DecodeSnapshot(std::string_view bytes);
+// A version 2 payload (snapshot_v2.cc); DataLoss when malformed.
+absl::StatusOr<DecodedSnapshot> DecodeSnapshotPayloadV2(std::string_view payload);
 
 // The cache state the decoded snapshot describes, its objects parsed as `type`'s in the
 // snapshot's encoding (an object
