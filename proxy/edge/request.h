@@ -101,6 +101,9 @@ struct Request {
   std::optional<std::string> whole_body;
   // The connection's client certificate (TLS listener with --client-ca-file), or null.
   const ClientCertificate* client_cert = nullptr;
+  // The target to send upstream instead of `target`, when a stage changed it (a watch sent
+  // with a shorter timeout: proxy/serve/watch_return.h).
+  std::optional<std::string> upstream_target;
 };
 
 // The token of an `Authorization: Bearer <token>` field, as the apiserver's bearer-token

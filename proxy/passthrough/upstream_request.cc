@@ -58,7 +58,8 @@ absl::StatusOr<http::request<http::buffer_body>> UpstreamRequestHead(
     const Identity* as_user) {
   http::request<http::buffer_body> out;
   out.method_string(r.method_string);
-  out.target(absl::StrCat(ep.base_path, ToAbsl(r.target)));
+  out.target(absl::StrCat(ep.base_path,
+                          r.upstream_target ? ToAbsl(*r.upstream_target) : ToAbsl(r.target)));
   out.version(11);
   CopyEndToEndFields(r.headers, out.base());
   names.Strip(out.base());

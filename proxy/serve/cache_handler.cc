@@ -11,6 +11,7 @@
 #include "proxy/serve/cacheable.h"
 #include "proxy/serve/consistent_read.h"
 #include "proxy/serve/list_response.h"
+#include "proxy/serve/watch_return.h"
 
 namespace kf {
 namespace {
@@ -93,6 +94,7 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
       !synced && reflector != nullptr && !reflector->list_refused() && BusyWhileInitializing(info);
   if (!synced && !initializing) {
     ++stats_.declined;
+    if (cacher != nullptr) ReturnLater(x);  // A cache still starting: back once it has.
     co_return false;
   }
   auto filter = FilterFor(info, cacher->type());
@@ -127,6 +129,7 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
   }
   if (access != Access::kAllowed) {
     ++stats_.declined;
+    ReturnLater(x);  // The apiserver's authorizer may say yes before the denial expires here.
     co_return false;
   }
   if (initializing) {
@@ -161,6 +164,13 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
   if (!served) ++stats_.declined;
   if (served && cacher->encoding() == Encoding::kProtobuf) ++stats_.protobuf;
   co_return served;
+}
+
+void CacheHandler::ReturnLater(Exchange& x) {
+  if (x.request.info.verb != "watch") return;
+  x.request.upstream_target =
+      CappedWatchTarget(x.request.target, WatchReturnCap(access_.negative_ttl()));
+  if (x.request.upstream_target) ++stats_.watches_sent_back;
 }
 
 asio::awaitable<void> CacheHandler::RefuseUnreviewed(Exchange& x, Refusal why) {

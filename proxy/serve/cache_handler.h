@@ -65,6 +65,9 @@ class CacheHandler : public Handler {
                                   const WatchFilter& filter);
   // Answers 429 for a read whose review got no answer in time, and counts it.
   asio::awaitable<void> RefuseUnreviewed(Exchange& x, Refusal why);
+  // A declined watch that may be the cache's later: sent upstream to end by then
+  // (watch_return.h).
+  void ReturnLater(Exchange& x);
 
   const CachedResources& cache_;
   UpstreamPool& pool_;

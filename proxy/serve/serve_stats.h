@@ -10,6 +10,9 @@ namespace kf {
 
 struct CacheServeStats {
   std::atomic<uint64_t> lists{0}, gets{0}, watches{0}, declined{0};
+  // Declined watches sent upstream with a shorter timeout, to come back to the cache when it
+  // can answer them (watch_return.h).
+  std::atomic<uint64_t> watches_sent_back{0};
   std::atomic<uint64_t> bytes_written{0}, events_written{0};
   std::atomic<int64_t> open_watches{0};
   std::atomic<uint64_t> protobuf{0};  // Reads of the above answered in protobuf.

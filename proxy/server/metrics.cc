@@ -20,6 +20,7 @@
 #include "common/strings.h"
 #include "proxy/passthrough/coalescer.h"
 #include "proxy/serve/serve_stats.h"
+#include "proxy/server/metric_writer.h"
 #include "proxy/sync/cached_resources.h"
 #include "ratelimit/event_filter.h"
 #include "ratelimit/watch_slots.h"
@@ -27,52 +28,7 @@
 namespace kf {
 namespace {
 
-// A label value in the text exposition format: \, " and newline escaped (names from
-// configuration files and discovery must not break a scrape).
-std::string Label(std::string_view name, std::string_view value) {
-  std::string out = absl::StrCat(ToAbsl(name), "=\"");
-  for (char c : value) {
-    if (c == '\\' || c == '"') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out.push_back(c);
-    }
-  }
-  out.push_back('"');
-  return out;
-}
-
-class Writer {
- public:
-  void Family(std::string_view name, std::string_view type, std::string_view help) {
-    absl::StrAppend(&out_, "# HELP ", ToAbsl(name), " ", ToAbsl(help), "\n# TYPE ", ToAbsl(name),
-                    " ", ToAbsl(type), "\n");
-  }
-  // The value in the shortest form that reads back exactly (as Go's client writes it):
-  // StrCat's six significant digits would round a resourceVersion or a byte counter.
-  void Sample(std::string_view name, std::string_view labels, double value) {
-    char digits[32];
-    const auto end = std::to_chars(digits, digits + sizeof(digits), value).ptr;
-    absl::StrAppend(&out_, ToAbsl(name), labels.empty() ? "" : "{", ToAbsl(labels),
-                    labels.empty() ? "" : "}", " ", absl::string_view(digits, end - digits), "\n");
-  }
-  // A family whose samples differ by one label: {label="value"} per (value, sample).
-  void ByLabel(std::string_view name, std::string_view type, std::string_view help,
-               std::string_view label,
-               std::initializer_list<std::pair<std::string_view, double>> samples) {
-    Family(name, type, help);
-    for (const auto& [value, sample] : samples) {
-      Sample(name, absl::StrCat(ToAbsl(label), "=\"", ToAbsl(value), "\""), sample);
-    }
-  }
-  std::string Take() { return std::move(out_); }
-
- private:
-  std::string out_;
-};
+using Writer = MetricWriter;
 
 // Connections by protocol and HTTP/2 streams (proxy/edge/http2_session.h has the limits).
 void RenderTransport(Writer& w, const TransportStats& t, int64_t open_connections) {
@@ -279,42 +235,7 @@ std::string RenderMetrics(const CachedResources* cache, const CacheServeStats& s
   w.Sample("kube_fanout_open_connections", "", static_cast<double>(open_connections));
   RenderTransport(w, routes.transport, open_connections);
 
-  w.Family("kube_fanout_cache_requests_total", "counter",
-           "Reads answered from the cache, by verb.");
-  w.Sample("kube_fanout_cache_requests_total", "verb=\"list\"",
-           static_cast<double>(serve.lists.load()));
-  w.Sample("kube_fanout_cache_requests_total", "verb=\"get\"",
-           static_cast<double>(serve.gets.load()));
-  w.Sample("kube_fanout_cache_requests_total", "verb=\"watch\"",
-           static_cast<double>(serve.watches.load()));
-  w.Family("kube_fanout_cache_protobuf_requests_total", "counter",
-           "Cached reads (lists, gets, watches) answered in protobuf.");
-  w.Sample("kube_fanout_cache_protobuf_requests_total", "",
-           static_cast<double>(serve.protobuf.load()));
-  w.Family("kube_fanout_cache_watches_vouched_total", "counter",
-           "Watches from an RV before their cache's window, started at the window's start "
-           "because the resource's other encoding's cache showed nothing they would see between "
-           "(instead of a 410).");
-  w.Sample("kube_fanout_cache_watches_vouched_total", "",
-           static_cast<double>(serve.watches_vouched.load()));
-  w.Family("kube_fanout_cache_initializing_refused_total", "counter",
-           "Reads of cached resources refused with the apiserver's 429 \"storage is "
-           "(re)initializing\" because their cache had not synced yet (watches; LISTs with a "
-           "selector or without a limit), instead of passing them through.");
-  w.Sample("kube_fanout_cache_initializing_refused_total", "",
-           static_cast<double>(serve.initializing.load()));
-  w.ByLabel("kube_fanout_cache_unfresh_refused_total", "counter",
-            "Reads of cached resources refused because their cache did not become fresh enough "
-            "within 3 s, instead of passing them through: reason=\"too_large\" (an RV it did "
-            "not reach: the apiserver's 504 \"Too large resource version\"), "
-            "reason=\"unproven\" (a consistent read it could not prove current: 429 with "
-            "Retry-After).",
-            "reason",
-            {{"too_large", static_cast<double>(serve.unfresh_too_large.load())},
-             {"unproven", static_cast<double>(serve.unfresh_unproven.load())}});
-  w.Family("kube_fanout_cache_declined_total", "counter",
-           "Reads of cached resources passed through (not answerable exactly, or not allowed).");
-  w.Sample("kube_fanout_cache_declined_total", "", static_cast<double>(serve.declined.load()));
+  RenderServeMetrics(w, serve);
   w.ByLabel("kube_fanout_watch_writes_total", "counter",
             "Writes of watch events (one per wake-up, all that the watcher had queued), by path: "
             "direct (from the wake-up, when the connection took them at once: HTTP/1.1, or "

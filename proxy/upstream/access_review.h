@@ -65,6 +65,9 @@ class AccessReview {
         own_authorization_(std::move(own_authorization)),
         entries_(settings.max_entries) {}
 
+  // How long a denial is kept (--authorization-webhook-cache-unauthorized-ttl).
+  std::chrono::seconds negative_ttl() const { return settings_.negative_ttl; }
+
   // kAllowed when the apiserver says `user` (vouched for `by`: Authentication::by) may do
   // `info`'s verb on what it names. `own_pool` is a pool of kube-fanout's own connections.
   asio::awaitable<Access> Allowed(UpstreamPool& own_pool, Vouched::By by, const UserInfo& user,

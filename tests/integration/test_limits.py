@@ -206,6 +206,70 @@ def _close_and_watch_again(cluster, proxy, path, held, metrics, gauge):
     held.append(conn)
 
 
+def test_a_watch_passed_through_on_a_kept_denial_comes_back_to_the_cache(cluster, tmp_path,
+                                                                          namespace):
+    """alice's watch of ConfigMaps is denied: her review says no, and kube-fanout keeps that
+    answer for --authorization-webhook-cache-unauthorized-ttl. She is then granted them, and
+    her next watch, while the denial is still kept, passes through to the apiserver, which
+    allows it (as a node's watch of its new pod's ConfigMap passes while the Node authorizer
+    catches up). It is sent with timeoutSeconds at most twice that TTL instead of the client's
+    10 minutes, so the apiserver ends it by then, and her watch after that is the cache's."""
+    ttl = 4
+    cluster.kubectl("create", "role", "cm-reader", "--verb=get,list,watch",
+                    "--resource=configmaps", "-n", namespace)
+    proxy = Proxy.start(cluster, tmp_path, extra_args=[
+        "--cache-resources=configmaps", f"--authorization-webhook-cache-unauthorized-ttl={ttl}s"])
+    path = f"/api/v1/namespaces/{namespace}/configmaps?watch=1&timeoutSeconds=600"
+
+    def route(marker):
+        lines = [json.loads(line) for line in proxy.log_lines()
+                 if marker in line and '"msg":"request"' in line]
+        return lines[0]["route"] if lines else None
+
+    try:
+        # One connection for both watches: one I/O thread, whose review cache keeps the denial.
+        conn = cluster.connection(proxy.secure_port, timeout=scaled(60))
+        alice = {"Authorization": f"Bearer {cluster.token('alice')}", "Accept": "application/json"}
+        conn.request("GET", path + "&kfback=denied", headers=alice)
+        resp = conn.getresponse()
+        assert resp.status == 403, resp.read()[:300]  # The apiserver's: not granted yet.
+        resp.read()
+        denied_at = time.monotonic()
+        cluster.kubectl("create", "rolebinding", "cm-readers", "--role=cm-reader",
+                        "--user=kf-alice", "-n", namespace)
+        deadline = time.monotonic() + scaled(10)
+        while cluster.request("GET", path.replace("watch=1", "watch=0"),
+                              identity="alice").status != 200:
+            assert time.monotonic() < deadline, "the grant did not take effect"
+            time.sleep(0.05)
+        sent_back = metric_values(_metrics(cluster, proxy),
+                                  "kube_fanout_cache_watches_sent_back_total")[""]
+        conn.request("GET", path + "&kfback=kept", headers=alice)
+        resp = conn.getresponse()
+        opened = time.monotonic()
+        assert opened - denied_at < ttl, "the denial had expired: nothing tested"
+        assert resp.status == 200
+        resp.read()  # Until the apiserver ends it.
+        lasted = time.monotonic() - opened
+        conn.close()
+        assert route("kfback=kept") == "passthrough"
+        # Ended by the apiserver at the cap (2 × TTL = 8 s), not at once nor after 10 minutes.
+        assert 2 * ttl - 1 <= lasted <= scaled(2 * ttl + 10), lasted
+        assert metric_values(_metrics(cluster, proxy),
+                             "kube_fanout_cache_watches_sent_back_total")[""] == sent_back + 1
+        # The client resumes: the denial has expired, the review says yes, the cache answers.
+        conn, resp = _watch(cluster, proxy.secure_port, path + "&kfback=back", "alice")
+        assert resp.status == 200
+        conn.close()
+        deadline = time.monotonic() + scaled(5)
+        while route("kfback=back") is None:
+            assert time.monotonic() < deadline, "no log line for the resumed watch"
+            time.sleep(0.05)
+        assert route("kfback=back") == "cache"
+    finally:
+        proxy.stop()
+
+
 def test_watches_past_max_watchers_get_429_and_are_counted(cluster, tmp_path, namespace):
     cluster.kubectl("create", "role", "cm-reader", "--verb=get,list,watch",
                     "--resource=configmaps", "-n", namespace)
