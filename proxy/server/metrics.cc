@@ -20,6 +20,7 @@
 #include "common/strings.h"
 #include "proxy/passthrough/coalescer.h"
 #include "proxy/serve/serve_stats.h"
+#include "proxy/server/metrics_writer.h"
 #include "proxy/sync/cached_resources.h"
 #include "ratelimit/event_filter.h"
 #include "ratelimit/watch_slots.h"
@@ -27,52 +28,8 @@
 namespace kf {
 namespace {
 
-// A label value in the text exposition format: \, " and newline escaped (names from
-// configuration files and discovery must not break a scrape).
-std::string Label(std::string_view name, std::string_view value) {
-  std::string out = absl::StrCat(ToAbsl(name), "=\"");
-  for (char c : value) {
-    if (c == '\\' || c == '"') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out.push_back(c);
-    }
-  }
-  out.push_back('"');
-  return out;
-}
-
-class Writer {
- public:
-  void Family(std::string_view name, std::string_view type, std::string_view help) {
-    absl::StrAppend(&out_, "# HELP ", ToAbsl(name), " ", ToAbsl(help), "\n# TYPE ", ToAbsl(name),
-                    " ", ToAbsl(type), "\n");
-  }
-  // The value in the shortest form that reads back exactly (as Go's client writes it):
-  // StrCat's six significant digits would round a resourceVersion or a byte counter.
-  void Sample(std::string_view name, std::string_view labels, double value) {
-    char digits[32];
-    const auto end = std::to_chars(digits, digits + sizeof(digits), value).ptr;
-    absl::StrAppend(&out_, ToAbsl(name), labels.empty() ? "" : "{", ToAbsl(labels),
-                    labels.empty() ? "" : "}", " ", absl::string_view(digits, end - digits), "\n");
-  }
-  // A family whose samples differ by one label: {label="value"} per (value, sample).
-  void ByLabel(std::string_view name, std::string_view type, std::string_view help,
-               std::string_view label,
-               std::initializer_list<std::pair<std::string_view, double>> samples) {
-    Family(name, type, help);
-    for (const auto& [value, sample] : samples) {
-      Sample(name, absl::StrCat(ToAbsl(label), "=\"", ToAbsl(value), "\""), sample);
-    }
-  }
-  std::string Take() { return std::move(out_); }
-
- private:
-  std::string out_;
-};
+using metrics::Label;
+using metrics::Writer;
 
 // Connections by protocol and HTTP/2 streams (proxy/edge/http2_session.h has the limits).
 void RenderTransport(Writer& w, const TransportStats& t, int64_t open_connections) {
@@ -181,7 +138,8 @@ constexpr ResourceFamily kResourceFamilies[] = {
     {"kube_fanout_upstream_watches_total", "counter",
      "Upstream watch requests (the first, and each resume after a drop or timeout).",
      [](const ResourceRow& r) { return static_cast<double>(r.reflector->watches.load()); }},
-    {"kube_fanout_upstream_relists_total", "counter", "Upstream relists after a 410.",
+    {"kube_fanout_upstream_relists_total", "counter",
+     "Upstream relists after a 410 or an inconsistent self-check.",
      [](const ResourceRow& r) { return static_cast<double>(r.reflector->relists.load()); }},
     {"kube_fanout_upstream_errors_total", "counter", "Failed upstream lists and watches.",
      [](const ResourceRow& r) { return static_cast<double>(r.reflector->errors.load()); }},
@@ -207,6 +165,23 @@ constexpr ResourceFamily kResourceFamilies[] = {
      "Short upstream watches opened to prove a quiet cache current for consistent reads.",
      [](const ResourceRow& r) {
        return static_cast<double>(r.reflector->progress_watches.load());
+     }},
+    {"kube_fanout_cache_consistency_checks_total", "counter",
+     "Self-checks (--cache-check-interval) that compared the cache with the upstream's list at "
+     "its resourceVersion, equal or not.",
+     [](const ResourceRow& r) {
+       return static_cast<double>(r.reflector->checks_consistent +
+                                  r.reflector->checks_inconsistent);
+     }},
+    {"kube_fanout_cache_inconsistencies_total", "counter",
+     "Self-checks that found the cache different from the upstream's list at its "
+     "resourceVersion (each logged and relisted).",
+     [](const ResourceRow& r) { return static_cast<double>(r.reflector->checks_inconsistent); }},
+    {"kube_fanout_cache_consistency_checks_skipped_total", "counter",
+     "Self-checks that could not compare: the upstream no longer listed the cache's "
+     "resourceVersion (410), or another failure.",
+     [](const ResourceRow& r) {
+       return static_cast<double>(r.reflector->checks_expired + r.reflector->checks_failed);
      }},
     {"kube_fanout_consistent_read_passthroughs_total", "counter",
      "Consistent reads sent to the apiserver at once, within "
