@@ -29,9 +29,9 @@ std::string DescribeDifferences(const std::vector<VersionDifference>& diffs) {
 
 }  // namespace
 
-SelfCheck::SelfCheck(asio::any_io_executor executor, std::chrono::milliseconds interval,
+SelfCheck::SelfCheck(const asio::any_io_executor& executor, std::chrono::milliseconds interval,
                      std::function<std::vector<Reflector*>()> caches)
-    : timer_(std::move(executor)), interval_(interval), caches_(std::move(caches)) {}
+    : timer_(executor), interval_(interval), caches_(std::move(caches)) {}
 
 void SelfCheck::Stop() {
   stopped_ = true;

@@ -22,7 +22,7 @@ class SelfCheck {
  public:
   // `caches` names the reflectors whose caches to check, asked again every round (a protobuf
   // cache joins once started). `interval` > 0.
-  SelfCheck(asio::any_io_executor executor, std::chrono::milliseconds interval,
+  SelfCheck(const asio::any_io_executor& executor, std::chrono::milliseconds interval,
             std::function<std::vector<Reflector*>()> caches);
 
   asio::awaitable<void> Run();
