@@ -288,6 +288,23 @@ void Cacher::SetBookmarkTemplate(std::string object) {
   last_bookmark_rv_ = 0;
 }
 
+std::optional<Cacher::Digest> Cacher::VersionsDigest() const {
+  absl::MutexLock lock(&mu_);
+  if (!synced_) return std::nullopt;
+  Digest d{.resource_version = rv_};
+  for (const auto& [key, object] : store_) d.versions.Add(key, object->resource_version());
+  return d;
+}
+
+absl::StatusOr<std::vector<Cacher::Listed>> Cacher::VersionsAt(uint64_t rv) const {
+  auto page = ListPage(WatchFilter{}, PageRequest{.at_rv = rv});
+  if (!page.ok()) return page.status();
+  std::vector<Listed> out;
+  out.reserve(page->items.size());
+  for (const ObjectPtr& o : page->items) out.push_back({o->key(), o->resource_version()});
+  return out;
+}
+
 bool Cacher::synced() const {
   absl::MutexLock lock(&mu_);
   return synced_;

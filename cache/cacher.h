@@ -27,6 +27,7 @@
 #include "cache/cache_watcher.h"
 #include "cache/cached_object.h"
 #include "cache/event_ring.h"
+#include "cache/version_digest.h"
 #include "cache/watch_event.h"
 #include "cache/watcher_index.h"
 
@@ -53,10 +54,7 @@ class Cacher {
   // An upstream bookmark: the cache is current up to `rv`.
   void Bookmark(uint64_t rv);
   // One object of a consistent upstream list: its store key and resourceVersion.
-  struct Listed {
-    std::string key;
-    uint64_t resource_version = 0;
-  };
+  using Listed = KeyVersion;
   // A consistent upstream list of the whole resource at `rv` (every object, e.g. its metadata
   // only): when the store holds exactly those objects at those resourceVersions, the resource
   // had no change between the cache's RV and `rv` that the store lacks, and the cache advances
@@ -68,6 +66,18 @@ class Cacher {
   // An upstream bookmark object (any RV; its JSON, or its protobuf message), reused for
   // downstream bookmarks.
   void SetBookmarkTemplate(std::string object);
+
+  // The self-check's view (proxy/sync/self_check.h): the digest of the store's (key,
+  // resourceVersion) pairs and the RV the store is at, computed under the lock without copying
+  // anything; nullopt before the cache has synced.
+  struct Digest {
+    uint64_t resource_version = 0;
+    VersionDigest versions;
+  };
+  std::optional<Digest> VersionsDigest() const;
+  // The (key, resourceVersion) pairs of the state at `rv` (the store rolled back over the event
+  // window, as ListPage); FailedPrecondition when that state is not known any more.
+  absl::StatusOr<std::vector<Listed>> VersionsAt(uint64_t rv) const;
 
   bool synced() const;
   // Without the lock: what the events queued so far reach.

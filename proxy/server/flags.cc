@@ -220,14 +220,29 @@ void CacheFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
      "Secret its pods use). 0: unlimited.")
     ("watch-bookmark-interval", po::value(&raw->bookmark)->value_name("DURATION")->default_value("1m"),
      "How often watches that allow bookmarks get one (the apiserver's cadence is 1m); one also "
-     "goes 2s before a watch's timeout.")
+     "goes 2s before a watch's timeout.");
+  // clang-format on
+}
+
+// Cache flags, continued: consistent reads and self-checks.
+void FreshnessFlags(po::options_description& d, RawFlags* raw) {
+  // clang-format off
+  d.add_options()
     ("consistent-read-passthrough-interval",
      po::value(&raw->consistent_passthrough)->value_name("DURATION")->default_value("1s"),
      "A consistent read (a LIST or GET without resourceVersion) of a cached resource is served "
      "from the cache once the cache is proven current, which on a quiet resource takes the "
      "apiserver's bookmark timer (1-2s). One such read per resource per this interval goes to "
      "the apiserver at once instead, so an occasional reader (kubectl) waits no longer than "
-     "direct; the others are proven and served from the cache. 0: never.");
+     "direct; the others are proven and served from the cache. 0: never.")
+    ("cache-check-interval",
+     po::value(&raw->cache_check)->value_name("DURATION")->default_value("5m"),
+     "How often each cache checks itself, as the apiserver's DetectCacheInconsistency checks "
+     "its watch cache: the names, namespaces and resourceVersions of its objects are compared "
+     "with the upstream's list at the cache's exact resourceVersion (metadata only, 500 objects "
+     "a page); a cache that differs is logged, counted "
+     "(kube_fanout_cache_inconsistencies_total) and relisted. One check at a time, spread over "
+     "the interval; never before a cache has synced. 0: never.");
   // clang-format on
 }
 
@@ -332,6 +347,7 @@ po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
   ReviewFlags(d, o, raw);
   UpstreamFlags(d, o, raw);
   CacheFlags(d, o, raw);
+  FreshnessFlags(d, raw);
   SnapshotFlags(d, o, raw);
   AdmissionFlags(d, o, raw);
   ProcessFlags(d, o, raw);
@@ -363,9 +379,9 @@ const std::vector<Topic>& Topics() {
        {"cache-resources", "protobuf-cache-resources", "watch-cache-window-bytes",
         "watcher-max-queue-bytes", "watchers-max-total-queue-bytes", "max-watchers",
         "max-watchers-per-user", "watch-bookmark-interval", "consistent-read-passthrough-interval",
-        "cache-snapshot-dir", "cache-snapshot-max-bytes", "cache-snapshot-interval",
-        "cache-snapshot-max-age", "cache-snapshot-secrets", "list-threads",
-        "list-gzip-cache-bytes"}},
+        "cache-check-interval", "cache-snapshot-dir", "cache-snapshot-max-bytes",
+        "cache-snapshot-interval", "cache-snapshot-max-age", "cache-snapshot-secrets",
+        "list-threads", "list-gzip-cache-bytes"}},
       {"Admission and passthrough",
        {"enable-admission", "admission-config", "max-passthrough-in-flight",
         "max-passthrough-watches", "max-passthrough-watches-per-user", "event-spam-filter",

@@ -20,7 +20,8 @@
 #include "common/strings.h"
 #include "proxy/passthrough/coalescer.h"
 #include "proxy/serve/serve_stats.h"
-#include "proxy/server/metric_writer.h"
+#include "proxy/server/metrics_writer.h"
+#include "proxy/server/serve_metrics.h"
 #include "proxy/sync/cached_resources.h"
 #include "ratelimit/event_filter.h"
 #include "ratelimit/watch_slots.h"
@@ -28,7 +29,8 @@
 namespace kf {
 namespace {
 
-using Writer = MetricWriter;
+using metrics::Label;
+using metrics::Writer;
 
 // Connections by protocol and HTTP/2 streams (proxy/edge/http2_session.h has the limits).
 void RenderTransport(Writer& w, const TransportStats& t, int64_t open_connections) {
@@ -137,7 +139,8 @@ constexpr ResourceFamily kResourceFamilies[] = {
     {"kube_fanout_upstream_watches_total", "counter",
      "Upstream watch requests (the first, and each resume after a drop or timeout).",
      [](const ResourceRow& r) { return static_cast<double>(r.reflector->watches.load()); }},
-    {"kube_fanout_upstream_relists_total", "counter", "Upstream relists after a 410.",
+    {"kube_fanout_upstream_relists_total", "counter",
+     "Upstream relists after a 410 or an inconsistent self-check.",
      [](const ResourceRow& r) { return static_cast<double>(r.reflector->relists.load()); }},
     {"kube_fanout_upstream_errors_total", "counter", "Failed upstream lists and watches.",
      [](const ResourceRow& r) { return static_cast<double>(r.reflector->errors.load()); }},
@@ -163,6 +166,23 @@ constexpr ResourceFamily kResourceFamilies[] = {
      "Short upstream watches opened to prove a quiet cache current for consistent reads.",
      [](const ResourceRow& r) {
        return static_cast<double>(r.reflector->progress_watches.load());
+     }},
+    {"kube_fanout_cache_consistency_checks_total", "counter",
+     "Self-checks (--cache-check-interval) that compared the cache with the upstream's list at "
+     "its resourceVersion, equal or not.",
+     [](const ResourceRow& r) {
+       return static_cast<double>(r.reflector->checks_consistent +
+                                  r.reflector->checks_inconsistent);
+     }},
+    {"kube_fanout_cache_inconsistencies_total", "counter",
+     "Self-checks that found the cache different from the upstream's list at its "
+     "resourceVersion (each logged and relisted).",
+     [](const ResourceRow& r) { return static_cast<double>(r.reflector->checks_inconsistent); }},
+    {"kube_fanout_cache_consistency_checks_skipped_total", "counter",
+     "Self-checks that could not compare: the upstream no longer listed the cache's "
+     "resourceVersion (410), or another failure.",
+     [](const ResourceRow& r) {
+       return static_cast<double>(r.reflector->checks_expired + r.reflector->checks_failed);
      }},
     {"kube_fanout_consistent_read_passthroughs_total", "counter",
      "Consistent reads sent to the apiserver at once, within "

@@ -39,6 +39,33 @@ absl::Status ParseDurationFlag(std::string_view name, const std::string& text,
   return absl::OkStatus();
 }
 
+// The flags that take a duration ("1m30s", "0"), read after Boost into `o`.
+absl::Status ParseDurations(const flags::RawFlags& raw, ProxyOptions& o) {
+  const std::pair<const char*, std::pair<const std::string*, absl::Duration*>> durations[] = {
+      {"shutdown-grace-period", {&raw.grace, &o.shutdown_grace_period}},
+      {"upstream-dial-timeout", {&raw.dial, &o.upstream_dial_timeout}},
+      {"upstream-watch-idle-timeout", {&raw.watch_idle, &o.upstream_watch_idle_timeout}},
+      {"watch-bookmark-interval", {&raw.bookmark, &o.watch_bookmark_interval}},
+      {"consistent-read-passthrough-interval",
+       {&raw.consistent_passthrough, &o.consistent_read_passthrough_interval}},
+      {"cache-check-interval", {&raw.cache_check, &o.cache_check_interval}},
+      {"cache-snapshot-interval", {&raw.snapshot_interval, &o.cache_snapshot_interval}},
+      {"cache-snapshot-max-age", {&raw.snapshot_max_age, &o.cache_snapshot_max_age}},
+      {"http2-header-block-timeout", {&raw.http2_header_block, &o.http2_header_block_timeout}},
+      {"authentication-token-webhook-cache-ttl", {&raw.authn_ttl, &o.authentication_cache_ttl}},
+      {"authentication-token-webhook-cache-unauthorized-ttl",
+       {&raw.authn_negative_ttl, &o.authentication_cache_unauthorized_ttl}},
+      {"authorization-webhook-cache-authorized-ttl",
+       {&raw.authz_ttl, &o.authorization_cache_authorized_ttl}},
+      {"authorization-webhook-cache-unauthorized-ttl",
+       {&raw.authz_negative_ttl, &o.authorization_cache_unauthorized_ttl}},
+  };
+  for (const auto& [name, d] : durations) {
+    if (auto s = ParseDurationFlag(name, *d.first, d.second); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<HostPort> HostPort::Parse(std::string_view text) {
@@ -95,27 +122,7 @@ absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv) {
   } catch (const po::error& e) {
     return absl::InvalidArgumentError(e.what());
   }
-  const std::pair<const char*, std::pair<const std::string*, absl::Duration*>> durations[] = {
-      {"shutdown-grace-period", {&raw.grace, &o.shutdown_grace_period}},
-      {"upstream-dial-timeout", {&raw.dial, &o.upstream_dial_timeout}},
-      {"upstream-watch-idle-timeout", {&raw.watch_idle, &o.upstream_watch_idle_timeout}},
-      {"watch-bookmark-interval", {&raw.bookmark, &o.watch_bookmark_interval}},
-      {"consistent-read-passthrough-interval",
-       {&raw.consistent_passthrough, &o.consistent_read_passthrough_interval}},
-      {"cache-snapshot-interval", {&raw.snapshot_interval, &o.cache_snapshot_interval}},
-      {"cache-snapshot-max-age", {&raw.snapshot_max_age, &o.cache_snapshot_max_age}},
-      {"http2-header-block-timeout", {&raw.http2_header_block, &o.http2_header_block_timeout}},
-      {"authentication-token-webhook-cache-ttl", {&raw.authn_ttl, &o.authentication_cache_ttl}},
-      {"authentication-token-webhook-cache-unauthorized-ttl",
-       {&raw.authn_negative_ttl, &o.authentication_cache_unauthorized_ttl}},
-      {"authorization-webhook-cache-authorized-ttl",
-       {&raw.authz_ttl, &o.authorization_cache_authorized_ttl}},
-      {"authorization-webhook-cache-unauthorized-ttl",
-       {&raw.authz_negative_ttl, &o.authorization_cache_unauthorized_ttl}},
-  };
-  for (const auto& [name, d] : durations) {
-    if (auto s = ParseDurationFlag(name, *d.first, d.second); !s.ok()) return s;
-  }
+  if (auto s = ParseDurations(raw, o); !s.ok()) return s;
   // Lists accept commas too (--requestheader-group-headers=X-A,X-B), as pflag's string slices.
   for (auto* list : {&o.requestheader_username_headers, &o.requestheader_group_headers,
                      &o.requestheader_uid_headers, &o.requestheader_extra_headers_prefix,

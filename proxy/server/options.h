@@ -89,6 +89,9 @@ struct ProxyOptions {
   // One consistent LIST/GET per cached resource per interval goes to the apiserver at once
   // instead of waiting for the cache's proof of freshness; zero: never.
   absl::Duration consistent_read_passthrough_interval = absl::Seconds(1);
+  // Each cache compared with the upstream's list at its exact resourceVersion about this often
+  // (proxy/sync/self_check.h); zero: never.
+  absl::Duration cache_check_interval = absl::Minutes(5);
   // Warm restart (proxy/sync/snapshot_store.h): the directory ("" = off) and its bounds.
   std::string cache_snapshot_dir;
   uint64_t cache_snapshot_max_bytes = 256u << 20;

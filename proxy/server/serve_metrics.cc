@@ -1,8 +1,8 @@
-#include "proxy/server/metric_writer.h"
+#include "proxy/server/serve_metrics.h"
 
 namespace kf {
 
-void RenderServeMetrics(MetricWriter& w, const CacheServeStats& serve) {
+void RenderServeMetrics(metrics::Writer& w, const CacheServeStats& serve) {
   w.Family("kube_fanout_cache_requests_total", "counter",
            "Reads answered from the cache, by verb.");
   w.Sample("kube_fanout_cache_requests_total", "verb=\"list\"",

@@ -76,6 +76,8 @@ absl::Status Server::MakeCache() {
     cache_->SetWatchIdleTimeout(
         std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.upstream_watch_idle_timeout)));
     cache_->SetProtobufAtStart(*std::move(proto_at_start));
+    cache_->SetSelfCheckInterval(
+        std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.cache_check_interval)));
     if (!options_.cache_snapshot_dir.empty()) UseSnapshots();
     health_.Add("cache-sync", {HealthChecks::Endpoint::kReadyz}, [this] {
       return cache_->AllSynced() ? absl::OkStatus() : absl::UnavailableError("caches not synced");

@@ -107,6 +107,7 @@ void CachedResources::Stop() {
   if (ioc_ == nullptr) return;
   stopping_ = true;
   asio::post(*ioc_, [this] {
+    if (self_check_) self_check_->Stop();
     for (auto& e : entries_) {
       e->reflector->Stop();
       if (e->proto_reflector) e->proto_reflector->Stop();
@@ -252,7 +253,24 @@ asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
   const std::vector<Reflector*> runs = ToRun();  // Before requests can start a protobuf cache.
   started_.store(true);
   if (snapshots_) snapshots_->Start(std::move(targets));
-  for (Reflector* r : runs) asio::co_spawn(executor, r->Run(), asio::detached);
+  RunAll(executor, runs);
+}
+
+void CachedResources::RunAll(const asio::any_io_executor& executor,
+                             const std::vector<Reflector*>& reflectors) {
+  for (Reflector* r : reflectors) asio::co_spawn(executor, r->Run(), asio::detached);
+  if (check_interval_.count() <= 0 || stopping_) return;
+  self_check_ = std::make_unique<SelfCheck>(executor, check_interval_, [this] { return InUse(); });
+  asio::co_spawn(executor, self_check_->Run(), asio::detached);
+}
+
+std::vector<Reflector*> CachedResources::InUse() const {
+  std::vector<Reflector*> out;
+  for (const auto& e : entries_) {
+    out.push_back(e->reflector.get());
+    if (e->proto_reflector && e->proto_started.load()) out.push_back(e->proto_reflector.get());
+  }
+  return out;
 }
 
 std::vector<Reflector*> CachedResources::ToRun() {

@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "proxy/edge/request_info.h"
 #include "proxy/sync/reflector.h"
+#include "proxy/sync/self_check.h"
 #include "proxy/sync/snapshot_store.h"
 
 namespace kf {
@@ -62,6 +63,9 @@ class CachedResources {
   // JSON one, so it holds the same window of history from the start; the others' start at their
   // first protobuf request (UseProtobuf).
   void SetProtobufAtStart(std::vector<ResourceSpec> specs) { proto_at_start_ = std::move(specs); }
+  // --cache-check-interval (before Start): each cache compared with the upstream's list at its
+  // resourceVersion about this often (SelfCheck); zero: never.
+  void SetSelfCheckInterval(std::chrono::milliseconds interval) { check_interval_ = interval; }
 
   // Discovers each resource's kind and scope, then runs its reflector, all on `ioc` with
   // `pool` (kube-fanout's own identity).
@@ -103,6 +107,10 @@ class CachedResources {
   // start (marked started). Called before started_ is set: no request can have started a
   // protobuf cache yet, so none is run twice.
   std::vector<Reflector*> ToRun();
+  // Runs `reflectors`, and the self-check when it is on.
+  void RunAll(const asio::any_io_executor& executor, const std::vector<Reflector*>& reflectors);
+  // The reflectors of every cache in use (the protobuf ones once started), for the self-check.
+  std::vector<Reflector*> InUse() const;
 
   std::vector<ResourceSpec> specs_;
   EventRingLimits limits_;
@@ -115,6 +123,8 @@ class CachedResources {
   std::vector<std::optional<SnapshotStore::Loaded>> restored_proto_;  // Protobuf caches, same.
   std::vector<ResourceSpec> proto_at_start_;
   std::chrono::milliseconds watch_idle_timeout_ = kDefaultWatchIdleTimeout;
+  std::chrono::milliseconds check_interval_{0};
+  std::unique_ptr<SelfCheck> self_check_;  // Set by RunAll on the cache's thread.
   std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};
   asio::io_context* ioc_ = nullptr;

@@ -107,6 +107,10 @@ asio::awaitable<void> Reflector::Run() {
       need_list = false;
     }
     const WatchEnd end = co_await WatchOnce();
+    if (std::exchange(relist_requested_, false)) {
+      need_list = true;  // A self-check found the cache wrong (self_check.cc).
+      continue;
+    }
     if (end == WatchEnd::kExpired) {
       need_list = true;  // 410: relist; the Cacher turns the difference into events.
       log_.Info("upstream watch expired, relisting",
@@ -207,7 +211,7 @@ asio::awaitable<Reflector::WatchEnd> Reflector::WatchOnce() {
   std::unique_ptr<UpstreamWatch> watch = std::move(std::get<0>(*opened));
   // A Stop() while the watch was opening found nothing to cancel: the watch would have run
   // its 5-10 minutes and held the process's shutdown as long.
-  if (stopped_) co_return WatchEnd::kEnded;
+  if (stopped_ || relist_requested_) co_return WatchEnd::kEnded;
   active_ = watch.get();
   absl::Cleanup clear = [this] { active_ = nullptr; };
   for (;;) {

@@ -55,7 +55,21 @@ struct ReflectorStats {
   // Consistent reads sent to the apiserver at once, within the budget (TakeConsistentPassthrough).
   std::atomic<uint64_t> consistent_passthroughs{0};
   std::atomic<UpstreamBookmarks> upstream_bookmarks{UpstreamBookmarks::kUnknown};
+  // Self-checks (CheckConsistency), by outcome.
+  std::atomic<uint64_t> checks_consistent{0};
+  std::atomic<uint64_t> checks_inconsistent{0};  // Each one relisted the resource.
+  std::atomic<uint64_t> checks_expired{0};       // 410: the upstream no longer had the RV.
+  std::atomic<uint64_t> checks_failed{0};        // Any other failure to list.
 };
+
+// What one self-check found.
+enum class CheckResult { kSkipped, kConsistent, kInconsistent, kExpired, kFailed };
+
+// PartialObjectMetadataList: names and versions without the objects' bodies (freshness proofs,
+// self-checks). JSON after it, should the upstream not convert (it then answers the full
+// objects, which carry the same).
+inline constexpr std::string_view kMetadataListAccept =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
 
 // The apiserver sends a watch that allows bookmarks one about every minute, however quiet the
 // resource: a longer silence means the watch is dead (a half-open connection, a stuck proxy).
@@ -110,6 +124,13 @@ class Reflector {
   // from the cache, as every read did before.
   bool TakeConsistentPassthrough(std::chrono::milliseconds interval);
 
+  // --- Self-check (self_check.cc); on the reflector's thread ---------------------------------
+  // Compares the cache's objects (names, namespaces and resourceVersions) with the upstream's
+  // list at the cache's exact resourceVersion (metadata only, paginated). On a difference: logs
+  // it (the first keys that differ), counts it and relists the resource. Skipped while the
+  // cache has not synced; a 410 (the upstream no longer serves that RV) skips the round.
+  asio::awaitable<CheckResult> CheckConsistency();
+
   const ReflectorStats& stats() const { return stats_; }
   // True while the upstream's last answer to this cache's LIST was a refusal that retrying
   // will not change soon (401, 403, 404, 406: kube-fanout may not list it, or the upstream does
@@ -133,6 +154,13 @@ class Reflector {
   asio::awaitable<void> ProgressLoop();
   asio::awaitable<bool> ProgressWatch();
   void SetUpstreamBookmarks(UpstreamBookmarks b);
+  // The upstream's (key, resourceVersion) pairs at exactly `rv`, every page; a failed
+  // UpstreamResponse's status when it answered otherwise (410: too old).
+  asio::awaitable<absl::StatusOr<std::vector<Cacher::Listed>>> ListVersionsAt(uint64_t rv,
+                                                                              int* status);
+  // Relists at once: the current watch ends and Run() lists again (the Cacher turns the
+  // difference into events).
+  void Relist();
   // Applies one upstream watch line to the cache; kExpired/kFailed end the stream.
   enum class LineResult { kEvent, kBookmark, kExpired, kFailed };
   LineResult ApplyLine(std::string_view line);
@@ -155,6 +183,7 @@ class Reflector {
   UpstreamWatch* active_ = nullptr;
   UpstreamWatch* progress_active_ = nullptr;
   bool listed_once_ = false;
+  bool relist_requested_ = false;  // Relist(): the next end of the watch lists again.
   // A bookmark came on one of this resource's watches: the upstream bookmarks it, so a watch
   // silent past the idle timeout is dead rather than quiet.
   bool bookmarks_seen_ = false;

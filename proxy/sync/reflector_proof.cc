@@ -28,10 +28,6 @@ constexpr auto kProofSpacing = std::chrono::milliseconds(50);
 // A content proof lists the whole resource in one page of metadata: up to this many objects.
 // Past it a proof is a `limit=1` LIST and a quiet cache waits for a bookmark (RequestProgress).
 constexpr size_t kContentProofObjects = 500;
-// PartialObjectMetadataList: names and versions without the objects' bodies. JSON after it,
-// should the upstream not convert (it then answers the full objects, which carry the same).
-constexpr std::string_view kMetadataListAccept =
-    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
 constexpr std::string_view kInitialEventsEnd = "k8s.io/initial-events-end";
 
 }  // namespace

@@ -9,7 +9,11 @@ kube-fanout makes. It reads each request, so a test can:
   (429 with Retry-After, 503, ...) until clear();
 - stall(pattern): responses whose request target contains `pattern` stop forwarding bytes, the
   connection staying open (a dead peer behind a live socket): streams open when it is called,
-  and new ones after their response head, until unstall(); a stalled stream never resumes.
+  and new ones after their response head, until unstall(); a stalled stream never resumes;
+- drop(pattern, content): chunks of chunked responses whose request target contains `pattern`
+  and whose data contains `content` (bytes) are not forwarded, the stream going on (a lossy
+  middlebox: a watch loses the events in those chunks), in streams open when it is called and
+  new ones, until keep().
 
 Every request is recorded (time, method, target, what the relay did). The relay runs an asyncio
 loop on its own thread; the controls are called from the test's thread and return when done.
@@ -65,6 +69,7 @@ class FaultRelay:
         self.requests = []   # Recorded, in arrival order.
         self._faults = []
         self._stall_patterns = []
+        self._drops = []        # (target pattern, content) of drop().
         self._streams = set()   # _Stream objects relaying a response now.
         self._conns = set()     # Writers of every open connection (client and upstream side).
         self._server = None
@@ -116,6 +121,21 @@ class FaultRelay:
 
     def unstall(self):
         self._call(self._set(self._stall_patterns.clear))
+
+    def drop(self, pattern, content):
+        def on():
+            self._drops.append((pattern, content))
+            for s in self._streams:
+                if pattern in s.target:
+                    s.drops.append(content)
+        self._call(self._set(on))
+
+    def keep(self):
+        def off():
+            self._drops.clear()
+            for s in self._streams:
+                s.drops.clear()
+        self._call(self._set(off))
 
     async def _set(self, change):
         change()
@@ -171,6 +191,7 @@ class FaultRelay:
                 up[1].write(head + body)
                 await up[1].drain()
                 stream = _Stream(target, any(p in target for p in self._stall_patterns))
+                stream.drops = [c for p, c in self._drops if p in target]
                 self._streams.add(stream)
                 relay = asyncio.ensure_future(self._relay_response(method, up[0], writer, stream))
                 eof = asyncio.ensure_future(reader.read(1))
@@ -234,6 +255,10 @@ class FaultRelay:
                     await self._forward(writer, stream, trailer + b"\r\n")
                     return hdrs.get("connection", "").lower() != "close"
                 data = await up_reader.readexactly(size + 2)
+                if any(c in data for c in stream.drops):
+                    self.requests.append(Recorded(time.monotonic(), "-", stream.target,
+                                                  "dropped"))
+                    continue
                 await self._forward(writer, stream, size_line + data)
         if "content-length" in hdrs:
             left = int(hdrs["content-length"])
@@ -259,6 +284,7 @@ class FaultRelay:
 class _Stream:
     def __init__(self, target, stalled):
         self.target, self.stalled = target, stalled
+        self.drops = []
 
     def __hash__(self):
         return id(self)

@@ -390,7 +390,7 @@ def test_promtool_checks_and_unit_tests_the_alert_rules():
     check = subprocess.run(["promtool", "check", "rules", str(MONITORING / "alerts.yaml")],
                            capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "SUCCESS: 9 rules found" in check.stdout
+    assert "SUCCESS: 10 rules found" in check.stdout
     unit = subprocess.run(["promtool", "test", "rules", "alerts_test.yaml"], cwd=MONITORING,
                           capture_output=True, text=True, timeout=60)
     assert unit.returncode == 0, unit.stdout + unit.stderr
@@ -530,7 +530,7 @@ def test_prometheus_scrapes_kube_fanout_and_every_dashboard_query_returns_data(
                              for g in prom.api("rules")["groups"] for r in g["rules"]),
                  30, "every rule evaluated")
         rules = [r for g in prom.api("rules")["groups"] for r in g["rules"]]
-        assert len(rules) == 9
+        assert len(rules) == 10
         active = {r["name"]: r["state"] for r in rules if r["state"] != "inactive"}
         assert set(active) <= {"KubeFanoutTooManyRequests"}, active
     finally:

@@ -1,7 +1,8 @@
-// MetricWriter: the Prometheus text exposition format, family by family, as /metrics writes it
-// (proxy/server/metrics.h); and the families each component renders from its own stats.
-#ifndef KUBE_FANOUT_SERVER_METRIC_WRITER_H_
-#define KUBE_FANOUT_SERVER_METRIC_WRITER_H_
+// Writer: the Prometheus text exposition format (version 0.0.4) that every Render*Metrics
+// function writes: families, samples, escaped label values. Header-only; no state beyond the
+// text being built.
+#ifndef KUBE_FANOUT_SERVER_METRICS_WRITER_H_
+#define KUBE_FANOUT_SERVER_METRICS_WRITER_H_
 
 #include <charconv>
 #include <initializer_list>
@@ -11,9 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
-#include "proxy/serve/serve_stats.h"
 
-namespace kf {
+namespace kf::metrics {
 
 // A label value in the text exposition format: \, " and newline escaped (names from
 // configuration files and discovery must not break a scrape).
@@ -33,7 +33,7 @@ inline std::string Label(std::string_view name, std::string_view value) {
   return out;
 }
 
-class MetricWriter {
+class Writer {
  public:
   void Family(std::string_view name, std::string_view type, std::string_view help) {
     absl::StrAppend(&out_, "# HELP ", ToAbsl(name), " ", ToAbsl(help), "\n# TYPE ", ToAbsl(name),
@@ -62,9 +62,6 @@ class MetricWriter {
   std::string out_;
 };
 
-// The cache's request side (proxy/serve/serve_stats.h).
-void RenderServeMetrics(MetricWriter& w, const CacheServeStats& serve);
+}  // namespace kf::metrics
 
-}  // namespace kf
-
-#endif  // KUBE_FANOUT_SERVER_METRIC_WRITER_H_
+#endif  // KUBE_FANOUT_SERVER_METRICS_WRITER_H_
