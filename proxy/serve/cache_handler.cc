@@ -95,7 +95,7 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
     ++stats_.declined;
     co_return false;
   }
-  auto filter = FilterFor(info, cacher->type());
+  auto filter = FilterFor(info, *cacher);
   // Selector errors are the apiserver's to word; unknown users and denied access its to refuse.
   if (!filter) {
     ++stats_.declined;
