@@ -189,9 +189,10 @@ def test_sharded_watches_stream_the_apiservers_events(gated_cluster, gated_proxy
     watches = {}
     for who, port in (("direct", gated_cluster.port), ("cached", gated_proxy.secure_port)):
         for selector in (LOWER, UPPER):
+            marker = f"kfshard=w{who}{selector == LOWER}"
             watches[(who, selector)] = open_watch(
                 gated_cluster, port,
-                f"{base}?watch=1&resourceVersion={rv}&shardSelector={q(selector)}")
+                f"{base}?watch=1&resourceVersion={rv}&shardSelector={q(selector)}&{marker}")
     k = lambda *a: gated_cluster.kubectl(*a, "-n", ns)
     made = [f"w{i:02d}" for i in range(16)]
     for name in made:
@@ -218,6 +219,20 @@ def test_sharded_watches_stream_the_apiservers_events(gated_cluster, gated_proxy
     assert seen[LOWER] | seen[UPPER] == set(made) and not seen[LOWER] & seen[UPPER]
     for conn, _ in watches.values():
         conn.close()
+    for selector in (LOWER, UPPER):  # Logged when the watch ends.
+        assert routed(gated_proxy, f"kfshard=wcached{selector == LOWER}") == "cache"
+    # A watch from RV=0 (the initial state as ADDED events), once both caches have the writes.
+    for selector in (LOWER, UPPER):
+        compare(gated_cluster, gated_proxy, f"{base}?resourceVersion=0&shardSelector={q(selector)}")
+        mine = [n for n in made[:8] + made[12:] if (n in lower) == (selector == LOWER)]
+        streams = [open_watch(gated_cluster, port, f"{base}?watch=1&resourceVersion=0"
+                                                   f"&shardSelector={q(selector)}")
+                   for port in (gated_cluster.port, gated_proxy.secure_port)]
+        direct, cached = (read_events(resp, len(mine), scaled(15)) for _, resp in streams)
+        assert [json.loads(line)["object"]["metadata"]["name"] for line in direct] == mine
+        assert cached == direct, selector
+        for conn, _ in streams:
+            conn.close()
     gated_cluster.kubectl("delete", "namespace", ns, "--wait=false")
 
 
@@ -235,6 +250,14 @@ def test_without_the_gate_the_shard_selector_is_ignored(cluster, tmp_path_factor
             got = compare(cluster, p, f"{base}?shardSelector={q(selector)}")
             assert len(names(got.body)) == 6
             assert "shardInfo" not in json.loads(got.body)["metadata"]
+        # A watch gets every object's event too.
+        streams = [open_watch(cluster, port, f"{base}?watch=1&resourceVersion=0"
+                                             f"&shardSelector={q(LOWER)}")
+                   for port in (cluster.port, p.secure_port)]
+        direct, cached = (read_events(resp, 6, scaled(15)) for _, resp in streams)
+        assert len(direct) == 6 and cached == direct
+        for conn, _ in streams:
+            conn.close()
         cluster.kubectl("delete", "namespace", ns, "--wait=false")
     finally:
         assert p.stop() == 0, p.log_tail()
