@@ -7,6 +7,7 @@ namespace kf {
 bool WatchFilter::Matches(const CachedObject& object) const {
   if (!namespace_.empty() && object.namespace_() != namespace_) return false;
   if (name && object.name() != *name) return false;
+  if (!shard.Matches(object.shard_hashes())) return false;
   return labels.Matches(object.labels()) && fields.Matches(object.fields());
 }
 

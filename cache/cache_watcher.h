@@ -26,16 +26,18 @@
 #include "cache/field_selector.h"
 #include "cache/label_selector.h"
 #include "cache/queue_budget.h"
+#include "cache/shard_selector.h"
 #include "cache/watch_event.h"
 
 namespace kf {
 
-// What a list or watch selects: namespace, exact name, label and field selectors.
+// What a list or watch selects: namespace, exact name, label, field and shard selectors.
 struct WatchFilter {
   std::string namespace_;           // "" → every namespace.
   std::optional<std::string> name;  // metadata.name required by the field selector.
   LabelSelector labels;
   FieldSelector fields;
+  ShardSelector shard;  // Matched on the object's hashes, computed once per object version.
 
   bool Matches(const CachedObject& object) const;
 };

@@ -71,6 +71,7 @@ absl::StatusOr<std::shared_ptr<const CachedObject>> CachedObject::FromJson(const
     return absl::InvalidArgumentError("cannot locate metadata.resourceVersion");
   }
   obj->key_ = Key(obj->ns_, obj->name_);
+  obj->shard_hashes_ = ShardHashes::Of(str("uid"), obj->ns_);
   if (auto labels = m.FindMember("labels"); labels != m.MemberEnd()) {
     obj->labels_ = LabelSet(labels->value);
   }
@@ -89,7 +90,7 @@ absl::StatusOr<std::shared_ptr<const CachedObject>> CachedObject::FromProtobuf(
   auto obj = std::shared_ptr<CachedObject>(new CachedObject());
   obj->encoding_ = Encoding::kProtobuf;
   std::vector<LabelSet::Pair> labels;
-  std::string_view rv;
+  std::string_view rv, uid;
   ProtoReader r(meta);
   ProtoField f;
   while (r.Next(&f)) {
@@ -100,6 +101,9 @@ absl::StatusOr<std::shared_ptr<const CachedObject>> CachedObject::FromProtobuf(
         break;
       case 3:
         obj->ns_ = std::string(f.bytes);
+        break;
+      case 5:
+        uid = f.bytes;
         break;
       case 6:
         rv = f.bytes;
@@ -120,6 +124,7 @@ absl::StatusOr<std::shared_ptr<const CachedObject>> CachedObject::FromProtobuf(
     return absl::InvalidArgumentError("object has no numeric metadata.resourceVersion");
   }
   obj->key_ = Key(obj->ns_, obj->name_);
+  obj->shard_hashes_ = ShardHashes::Of(uid, obj->ns_);
   obj->labels_ = LabelSet(std::move(labels));
   obj->fields_ = type.Fields().ExtractProto(message);
   obj->json_ = std::move(message);

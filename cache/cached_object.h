@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "cache/labels.h"
 #include "cache/selectable_fields.h"
+#include "cache/shard_selector.h"
 
 namespace kf {
 
@@ -89,6 +90,8 @@ class CachedObject {
   uint64_t resource_version() const { return resource_version_; }
   const LabelSet& labels() const { return labels_; }
   const FieldSet& fields() const { return fields_; }
+  // Its uid's and namespace's hashes as shard selectors read them (computed once, here).
+  const ShardHashes& shard_hashes() const { return shard_hashes_; }
   // The object's bytes: its JSON, or its protobuf message.
   std::string_view bytes() const { return json_; }
   std::string_view json() const { return json_; }
@@ -122,6 +125,7 @@ class CachedObject {
   uint64_t resource_version_ = 0;
   LabelSet labels_;
   FieldSet fields_;
+  ShardHashes shard_hashes_;
   std::string json_;
   size_t list_item_body_ = 0;  // Offset of the first field after kind/apiVersion, or 0.
   size_t rv_value_pos_ = 0;    // Offset and length of metadata.resourceVersion's digits.

@@ -66,6 +66,16 @@ class Cacher {
   // An upstream bookmark object (any RV; its JSON, or its protobuf message), reused for
   // downstream bookmarks.
   void SetBookmarkTemplate(std::string object);
+  // Whether the upstream filters by shardSelector (its ShardedListAndWatch gate), as its
+  // answer to the reflector's LIST showed (ListMeta.shardInfo present or not).
+  enum class UpstreamSharding : uint8_t { kUnknown, kShards, kIgnores };
+  void SetUpstreamSharding(bool shards) {
+    upstream_sharding_.store(shards ? UpstreamSharding::kShards : UpstreamSharding::kIgnores,
+                             std::memory_order_relaxed);
+  }
+  UpstreamSharding upstream_sharding() const {
+    return upstream_sharding_.load(std::memory_order_relaxed);
+  }
 
   // The self-check's view (proxy/sync/self_check.h): the digest of the store's (key,
   // resourceVersion) pairs and the RV the store is at, computed under the lock without copying
@@ -242,6 +252,7 @@ class Cacher {
   // the events up to it were queued (release), so a reader that then takes a watcher's queue
   // finds them there.
   std::atomic<uint64_t> rv_published_{0};
+  std::atomic<UpstreamSharding> upstream_sharding_{UpstreamSharding::kUnknown};
   bool synced_ ABSL_GUARDED_BY(mu_) = false;
   std::string bookmark_template_ ABSL_GUARDED_BY(mu_);
   mutable std::shared_ptr<const std::string> last_bookmark_ ABSL_GUARDED_BY(mu_);

@@ -36,6 +36,7 @@ class ListHandler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, ListH
   bool StartObject() {
     ++depth_;
     if (depth_ == 2 && key_ == "metadata" && !in_items_) in_metadata_ = true;
+    if (depth_ == 3 && in_metadata_ && key_ == "shardInfo") page_->shard_info = true;
     if (in_items_ && depth_ == 2) item_start_ = in_.Tell();
     return true;
   }

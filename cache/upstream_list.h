@@ -19,6 +19,7 @@ struct ListPage {
   std::string continue_token;
   std::string kind;                     // "PodList".
   std::string api_version;              // "v1".
+  bool shard_info = false;              // metadata.shardInfo present: the upstream shards.
   std::vector<std::string_view> items;  // Raw bytes of each item, views into the body.
 };
 

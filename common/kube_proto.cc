@@ -74,13 +74,19 @@ std::string WatchFrame(std::string_view type, std::string_view envelope) {
 }
 
 std::string EncodeListMeta(std::string_view resource_version, std::string_view continue_token,
-                           std::optional<int64_t> remaining_item_count) {
+                           std::optional<int64_t> remaining_item_count,
+                           std::string_view shard_selector) {
   std::string out;
   AppendBytesField(&out, 1, "");
   AppendBytesField(&out, 2, resource_version);
   AppendBytesField(&out, 3, continue_token);
   if (remaining_item_count) {
     AppendVarintField(&out, 4, static_cast<uint64_t>(*remaining_item_count));
+  }
+  if (!shard_selector.empty()) {
+    std::string shard_info;
+    AppendBytesField(&shard_info, 1, shard_selector);
+    AppendBytesField(&out, 5, shard_info);
   }
   return out;
 }
@@ -100,6 +106,7 @@ bool ParseProtoList(std::string_view body, ProtoListPage* out) {
       ProtoField g;
       while (m.Next(&g)) {
         if (g.type != WireType::kBytes) continue;
+        if (g.number == 5) out->shard_info = true;
         if (g.number == 2 && !absl::SimpleAtoi(ToAbsl(g.bytes), &out->resource_version)) {
           return false;
         }

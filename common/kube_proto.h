@@ -52,9 +52,11 @@ std::string WatchFramePrefix(std::string_view type, size_t envelope_size);
 // An ERROR or BOOKMARK frame whole.
 std::string WatchFrame(std::string_view type, std::string_view envelope);
 
-// ListMeta's message: selfLink "", resourceVersion, continue, remainingItemCount when set.
+// ListMeta's message: selfLink "", resourceVersion, continue, remainingItemCount when set, and
+// shardInfo {selector} when `shard_selector` is not empty.
 std::string EncodeListMeta(std::string_view resource_version, std::string_view continue_token,
-                           std::optional<int64_t> remaining_item_count);
+                           std::optional<int64_t> remaining_item_count,
+                           std::string_view shard_selector = {});
 
 // --- Reading what the upstream sends ---------------------------------------------------------
 
@@ -63,6 +65,7 @@ struct ProtoListPage {
   std::string kind;  // "PodList".
   uint64_t resource_version = 0;
   std::string continue_token;
+  bool shard_info = false;              // ListMeta.shardInfo (field 5) present.
   std::vector<std::string_view> items;  // Each item's message, into the body.
 };
 // Parses a LIST body; false when malformed.

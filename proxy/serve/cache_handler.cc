@@ -97,7 +97,7 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
     if (cacher != nullptr) ReturnLater(x);  // A cache still starting: back once it has.
     co_return false;
   }
-  auto filter = FilterFor(info, cacher->type());
+  auto filter = FilterFor(info, *cacher);
   // Selector errors are the apiserver's to word; unknown users and denied access its to refuse.
   if (!filter) {
     ++stats_.declined;

@@ -107,6 +107,24 @@ std::optional<WatchFilter> FilterFor(const RequestInfo& info, const ResourceType
   return f;
 }
 
+std::optional<WatchFilter> FilterFor(const RequestInfo& info, const Cacher& cacher) {
+  std::optional<WatchFilter> f = FilterFor(info, cacher.type());
+  const std::string_view asked = info.query.First("shardSelector").value_or("");
+  if (!f || asked.empty() || (info.verb != "list" && info.verb != "watch")) return f;
+  switch (cacher.upstream_sharding()) {
+    case Cacher::UpstreamSharding::kIgnores:
+      return f;
+    case Cacher::UpstreamSharding::kUnknown:
+      return std::nullopt;
+    case Cacher::UpstreamSharding::kShards:
+      break;
+  }
+  auto shard = ShardSelector::Parse(asked);
+  if (!shard.ok()) return std::nullopt;
+  f->shard = *std::move(shard);
+  return f;
+}
+
 bool BusyWhileInitializing(const RequestInfo& info) {
   if (info.verb == "watch") return true;
   if (info.verb != "list" || info.query.Has("continue")) return false;

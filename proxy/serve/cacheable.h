@@ -22,6 +22,12 @@ bool Cacheable(const RequestInfo& info, const boost::beast::http::fields& header
 // to give.
 std::optional<WatchFilter> FilterFor(const RequestInfo& info, const ResourceType& type);
 
+// The same, with a LIST's or WATCH's shardSelector as `cacher`'s upstream reads it: matched when
+// the upstream shards; ignored when it does not (an apiserver without the ShardedListAndWatch
+// gate ignores the parameter); nullopt (the apiserver answers) while that is unknown, and for a
+// selector ShardSelector::Parse leaves to the apiserver. An empty one is no selector, as there.
+std::optional<WatchFilter> FilterFor(const RequestInfo& info, const Cacher& cacher);
+
 // A read whose cache has not synced yet (kube-fanout just started, without a snapshot), as the
 // apiserver answers one whose watch cache is still initializing (KEP-4568, GA in 1.34): true,
 // the apiserver's 429 "storage is (re)initializing" (every watch; a LIST with a selector or

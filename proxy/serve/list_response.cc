@@ -68,7 +68,9 @@ asio::awaitable<void> WriteBody(Exchange& x, int status, std::span<const asio::c
 
 // The list's metadata: its RV and, for a page with more after it, the continue token (the key
 // after the last item, relative to the listed prefix, as continue.go encodes it) and, without
-// selectors, remainingItemCount. JSON, or ListMeta's protobuf message.
+// selectors, remainingItemCount (a shard selector does not count: the apiserver's
+// SelectionPredicate.Empty looks at labels and fields only); shardInfo echoing a shard
+// selector's normal form. JSON, or ListMeta's protobuf message.
 std::string ListMeta(const Cacher::Page& list, const WatchFilter& filter, const ResourceType& t,
                      int64_t limit, Encoding encoding) {
   std::string token;
@@ -82,10 +84,11 @@ std::string ListMeta(const Cacher::Page& list, const WatchFilter& filter, const 
     if (filter.labels.Empty() && filter.fields.Empty()) remaining = list.candidates - limit;
   }
   const std::string rv = absl::StrCat(list.resource_version);
-  if (encoding == Encoding::kProtobuf) return EncodeListMeta(rv, token, remaining);
+  const std::string& shard = filter.shard.String();
+  if (encoding == Encoding::kProtobuf) return EncodeListMeta(rv, token, remaining, shard);
   if (t.list_items_have_type_meta) {
     // A custom resource's list is an UnstructuredList: a Go map, encoded with its keys sorted
-    // and `continue` always present.
+    // and `continue` always present; it has no shardInfo (no SetShardInfo).
     std::string meta = absl::StrCat("{\"continue\":\"", token, "\"");
     if (remaining) absl::StrAppend(&meta, ",\"remainingItemCount\":", *remaining);
     return absl::StrCat(meta, ",\"resourceVersion\":\"", rv, "\"}");
@@ -93,6 +96,8 @@ std::string ListMeta(const Cacher::Page& list, const WatchFilter& filter, const 
   std::string meta = absl::StrCat("{\"resourceVersion\":\"", rv, "\"");
   if (!token.empty()) absl::StrAppend(&meta, ",\"continue\":\"", token, "\"");
   if (remaining) absl::StrAppend(&meta, ",\"remainingItemCount\":", *remaining);
+  // The normal form has no character JSON escapes (shard_selector.h).
+  if (!shard.empty()) absl::StrAppend(&meta, ",\"shardInfo\":{\"selector\":\"", shard, "\"}");
   return meta + "}";
 }
 

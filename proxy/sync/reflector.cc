@@ -25,6 +25,12 @@ constexpr auto kMaxBackoff = std::chrono::milliseconds(30000);
 // What a protobuf reflector asks for: protobuf only, so a resource without it (a custom
 // resource, an aggregated API) answers 406 instead of JSON the reflector cannot read.
 constexpr std::string_view kProtobufAccept = kProtobufContentType;
+// The LIST's query: pages of 500, and a shard selector of the whole hash space, which selects
+// every object and tells by the answer's ListMeta.shardInfo whether the upstream shards
+// (KEP-5866: an apiserver without the ShardedListAndWatch gate ignores the parameter).
+constexpr std::string_view kListQuery =
+    "?limit=500&shardSelector=shardRange%28object.metadata.uid%2C%270x0000000000000000%27%2C"
+    "%270x10000000000000000%27%29";
 
 }  // namespace
 
@@ -129,7 +135,7 @@ asio::awaitable<absl::Status> Reflector::ListAll() {
   std::string cont;
   do {
     // The first page is a consistent read; the rest follow its continue token (same snapshot).
-    std::string target = absl::StrCat(CollectionPath(), "?limit=500");
+    std::string target = absl::StrCat(CollectionPath(), ToAbsl(kListQuery));
     if (!cont.empty()) absl::StrAppend(&target, "&continue=", cont);
     auto res = co_await UpstreamCall(pool_, http::verb::get, target, credentials_(), "",
                                      std::chrono::seconds(60), Accept());
@@ -152,7 +158,7 @@ asio::awaitable<absl::Status> Reflector::ListAll() {
       if (!ParseProtoList(res->body, &page)) {
         co_return absl::DataLossError(absl::StrCat("LIST ", CollectionPath(), ": bad protobuf"));
       }
-      if (cont.empty()) list_rv = page.resource_version;
+      if (cont.empty()) list_rv = FirstPage(page.resource_version, page.shard_info);
       for (std::string_view item : page.items) {
         auto obj = CachedObject::FromProtobuf(t, std::string(item));
         if (!obj.ok()) co_return obj.status();
@@ -163,7 +169,7 @@ asio::awaitable<absl::Status> Reflector::ListAll() {
     }
     auto page = ParseListPage(res->body);
     if (!page.ok()) co_return page.status();
-    if (cont.empty()) list_rv = page->resource_version;
+    if (cont.empty()) list_rv = FirstPage(page->resource_version, page->shard_info);
     const std::string kind = page->kind.substr(0, page->kind.size() - 4);
     for (std::string_view item : page->items) {
       // Built-in list items lack kind and apiVersion; a custom resource's (unstructured) items
@@ -186,6 +192,13 @@ asio::awaitable<absl::Status> Reflector::ListAll() {
                              {"objects", static_cast<int64_t>(n)},
                              {"resourceVersion", static_cast<int64_t>(list_rv)}});
   co_return absl::OkStatus();
+}
+
+uint64_t Reflector::FirstPage(uint64_t list_rv, bool shard_info) {
+  // A custom resource's list (an UnstructuredList) has no shardInfo even when the apiserver
+  // shards it: its answer does not tell, and sharded reads of it stay the apiserver's.
+  if (!cacher_.type().list_items_have_type_meta) cacher_.SetUpstreamSharding(shard_info);
+  return list_rv;
 }
 
 asio::awaitable<Reflector::WatchEnd> Reflector::WatchOnce() {

@@ -146,6 +146,8 @@ class Reflector {
  private:
   enum class WatchEnd { kEnded, kExpired, kFailed };
   asio::awaitable<absl::Status> ListAll();
+  // The first page's RV; notes whether the upstream shards (its ListMeta.shardInfo).
+  uint64_t FirstPage(uint64_t list_rv, bool shard_info);
   asio::awaitable<WatchEnd> WatchOnce();
   asio::awaitable<void> ProbeBookmarkTemplate();
   asio::awaitable<void> Backoff();

@@ -4,6 +4,7 @@ add_executable(kf_selector_tests
   ${CMAKE_CURRENT_LIST_DIR}/field_selector_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/label_selector_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/selectable_fields_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/shard_selector_test.cc
 )
 target_link_libraries(kf_selector_tests PRIVATE kf_selectors Catch2::Catch2 kf_warnings)
 catch_discover_tests(kf_selector_tests EXTRA_ARGS -w NoTests)

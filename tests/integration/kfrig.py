@@ -468,3 +468,33 @@ class Relay:
                 del self._conns[key]
                 conn[0].close()
                 conn[1].close()
+
+
+def routed(proxy, marker):
+    """The route kube-fanout's log gives for the request carrying `marker`."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        for line in proxy.log_lines():
+            if marker in line and '"msg":"request"' in line:
+                return json.loads(line)["route"]
+        time.sleep(0.02)
+    return None
+
+
+def read_events(resp, n, timeout=10):
+    lines = []
+    deadline = time.monotonic() + timeout
+    while len(lines) < n and time.monotonic() < deadline:
+        line = resp.readline()
+        if not line:
+            break
+        lines.append(line)
+    return lines
+
+
+def open_watch(cluster, port, path, tls=True):
+    conn = cluster.connection(port, tls=tls, timeout=15)
+    conn.request("GET", path, headers={"Authorization": f"Bearer {cluster.token('admin')}",
+                                       "Accept": "application/json",
+                                       "User-Agent": "kube-fanout-tests"})
+    return conn, conn.getresponse()

@@ -12,25 +12,14 @@ import time
 
 import pytest
 
-from kfrig import (Proxy, apiserver_watches, kubectl_watch_listed, metric_values,
-                   same_snapshot, scaled, wait_until)
+from kfrig import (Proxy, apiserver_watches, kubectl_watch_listed, metric_values, open_watch,
+                   read_events, routed, same_snapshot, scaled, wait_until)
 
 # Headers only the apiserver sends (per-request audit and priority-and-fairness identifiers).
 ALLOWED_HEADER_DIFFERENCES = {"audit-id", "x-kubernetes-pf-flowschema-uid",
                               "x-kubernetes-pf-prioritylevel-uid", "date"}
 
 _case = itertools.count()
-
-
-def routed(proxy, marker):
-    """The route kube-fanout's log gives for the request carrying `marker`."""
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        for line in proxy.log_lines():
-            if marker in line and '"msg":"request"' in line:
-                return json.loads(line)["route"]
-        time.sleep(0.02)
-    return None
 
 
 def compare(cluster, proxy, path, identity="admin", expect_route="cache"):
@@ -344,25 +333,6 @@ def test_unauthorized_clients_get_the_apiservers_own_answer(cluster, cached_prox
     for who in ("alice", "anonymous"):
         compare(cluster, cached_proxy, f"/api/v1/namespaces/{objects}/pods?resourceVersion=0",
                 identity=who, expect_route="passthrough")
-
-
-def read_events(resp, n, timeout=10):
-    lines = []
-    deadline = time.monotonic() + timeout
-    while len(lines) < n and time.monotonic() < deadline:
-        line = resp.readline()
-        if not line:
-            break
-        lines.append(line)
-    return lines
-
-
-def open_watch(cluster, port, path, tls=True):
-    conn = cluster.connection(port, tls=tls, timeout=15)
-    conn.request("GET", path, headers={"Authorization": f"Bearer {cluster.token('admin')}",
-                                       "Accept": "application/json",
-                                       "User-Agent": "kube-fanout-tests"})
-    return conn, conn.getresponse()
 
 
 def test_watch_from_cache_streams_the_apiservers_events(cluster, cached_proxy, namespace_factory):

@@ -85,6 +85,50 @@ TEST_CASE("WriteList pages with a continue token that the next page starts from"
   CHECK_FALSE(page2["metadata"].HasMember("continue"));
 }
 
+// The namespace "ns" hashes to 0x08b3…, "other" to 0x0a24…: this selects ns's pods.
+constexpr char kNsShard[] =
+    "shardRange%28object.metadata.namespace%2C%270x0000000000000000%27%2C%270x0a00000000000000%27%"
+    "29";
+
+TEST_CASE("WriteList filters by a shard selector and echoes it in shardInfo, as the apiserver") {
+  Pods p;
+  p.cacher.SetUpstreamSharding(true);
+  FilterCall call(http::verb::get, absl::StrCat("/api/v1/pods?limit=1&shardSelector=", kNsShard));
+  const auto filter = FilterFor(call.r.request.info, p.cacher);
+  REQUIRE(filter.has_value());
+  const ListPlan plan = PlanList(call.r.request.info, *filter, p.cacher.type());
+  CHECK(Run(p.ioc, WriteList(call.x, p.cacher, *filter, plan, 0, p.stats)));
+  // remainingItemCount counts the collection, not the shard (SelectionPredicate.Empty).
+  CHECK(call.resp.body.find(
+            ",\"remainingItemCount\":2,\"shardInfo\":{\"selector\":\"shardRange("
+            "object.metadata.namespace, '0x0000000000000000', '0x0a00000000000000')\"}},") !=
+        std::string::npos);
+  CHECK(ItemNames(Json(call.resp.body)) == std::vector<std::string>{"a"});
+}
+
+TEST_CASE("FilterFor reads a shard selector only as the upstream does") {
+  Pods p;
+  const std::string target = absl::StrCat("/api/v1/pods?shardSelector=", kNsShard);
+  FilterCall call(http::verb::get, target);
+  // Not known yet (no LIST answered): the apiserver answers.
+  CHECK_FALSE(FilterFor(call.r.request.info, p.cacher).has_value());
+  p.cacher.SetUpstreamSharding(false);  // Ignored, as the upstream ignores it.
+  auto ignored = FilterFor(call.r.request.info, p.cacher);
+  REQUIRE(ignored.has_value());
+  CHECK(ignored->shard.Empty());
+  p.cacher.SetUpstreamSharding(true);
+  auto sharded = FilterFor(call.r.request.info, p.cacher);
+  REQUIRE(sharded.has_value());
+  CHECK_FALSE(sharded->shard.Empty());
+  FilterCall bad(http::verb::get, "/api/v1/pods?shardSelector=bad%28");
+  CHECK_FALSE(FilterFor(bad.r.request.info, p.cacher).has_value());
+  FilterCall empty(http::verb::get, "/api/v1/pods?shardSelector=");
+  REQUIRE(FilterFor(empty.r.request.info, p.cacher).has_value());
+  // A GET has no shard selector at the apiserver (GetOptions): ignored.
+  FilterCall get(http::verb::get, "/api/v1/namespaces/ns/pods/a?shardSelector=bad%28");
+  CHECK(FilterFor(get.r.request.info, p.cacher).has_value());
+}
+
 TEST_CASE("WriteList declines, writing nothing, an exact RV that has left the window") {
   Pods p;
   FilterCall call(http::verb::get, "/api/v1/pods?resourceVersion=3&resourceVersionMatch=Exact");
