@@ -40,7 +40,9 @@ struct ListBuilding {
 asio::awaitable<bool> WriteList(Exchange& x, Cacher& cacher, const WatchFilter& filter,
                                 const ListPlan& plan, uint64_t at_rv, CacheServeStats& stats,
                                 ListBuilding building = {});
-asio::awaitable<void> WriteObject(Exchange& x, Cacher& cacher, CacheServeStats& stats);
+// `partial_metadata`: the object as PartialObjectMetadata (a LIST's form is its filter's).
+asio::awaitable<void> WriteObject(Exchange& x, Cacher& cacher, CacheServeStats& stats,
+                                  bool partial_metadata = false);
 
 }  // namespace kf
 
