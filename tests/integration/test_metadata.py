@@ -11,8 +11,12 @@ form asked of the other kind of endpoint (the apiserver's 406) stay the apiserve
 import json
 import time
 
+import pytest
+
 from kfrig import scaled
 from test_cache import namespace_factory, objects, routed  # noqa: F401
+from test_clients import (InformerRun, informer_binary, proxy_lines_for, split,  # noqa: F401
+                          wait_for)
 from test_protobuf import (PROTO, compare, frame_event, list_items, marked, object_meta,
                            open_watch, read_frames, unknown, wait_cached)
 
@@ -183,3 +187,41 @@ def test_metadata_watchlist_ends_with_the_apiservers_bookmark(cluster, cached_pr
     assert cached[:2] == direct[:2]
     d_rv, c_rv = (object_meta(frame_event(f[2])[2])["resourceVersion"] for f in (direct, cached))
     assert direct[2].replace(d_rv.encode(), b"RV") == cached[2].replace(c_rv.encode(), b"RV")
+
+
+@pytest.mark.parametrize("watchlist", [True, False], ids=["watchlist", "list-then-watch"])
+def test_client_go_metadata_informer_sees_the_same_events_through_the_cache(
+        cluster, cached_proxy, namespace, informer_binary, tmp_path, watchlist):
+    """client-go's metadata informer (k8s.io/client-go/metadata/metadatainformer, v0.36.3) of
+    ConfigMaps beside direct: the same handler calls, its requests answered from the cache."""
+    ns = namespace
+    cluster.kubectl("create", "configmap", "pre", "-n", ns, "--from-literal=a=0")
+    mode = "watchlist" if watchlist else "list"
+    runs = {name: InformerRun(informer_binary, cluster, server, f"{ns}-node", watchlist,
+                              f"kf-metadata-informer/{ns}/{mode}/{name}", tmp_path,
+                              extra_args=["--metadata=configmaps", f"--namespace={ns}"])
+            for name, server in (("direct", cluster.url), ("cached", cached_proxy.server))}
+    name = "metadata-configmaps"
+    try:
+        assert wait_for(lambda: all(r.synced() for r in runs.values()), scaled(30)), \
+            {n: r.stderr_tail() for n, r in runs.items()}
+        cluster.kubectl("create", "configmap", "live", "-n", ns, "--from-literal=b=1")
+        cluster.kubectl("label", "configmap", "live", "-n", ns, "x=y")
+        cluster.kubectl("delete", "configmap", "pre", "-n", ns)
+        assert wait_for(lambda: all(len(r.events(name)) >= 4 for r in runs.values()),
+                        scaled(20)), {n: r.events(name) for n, r in runs.items()}
+        time.sleep(1)
+    finally:
+        codes = {n: r.stop() for n, r in runs.items()}
+    assert codes == {"direct": 0, "cached": 0}, {n: r.stderr_tail() for n, r in runs.items()}
+    direct, cached = (split(runs[n].events(name)) for n in ("direct", "cached"))
+    # The setup happened: the initial object, then the three changes.
+    assert [op for op, key, _ in direct[0]] == ["add"] and direct[0][0][1] == f"{ns}/pre"
+    assert [(op, key.split("/")[1]) for op, key, _ in direct[1]] == [
+        ("add", "live"), ("update", "live"), ("delete", "pre")]
+    assert cached == direct
+    # Its LIST or WatchList and its WATCH went to the cache, in protobuf as client-go asked.
+    lines = [e for e in proxy_lines_for(cached_proxy, f"kf-metadata-informer/{ns}/{mode}/cached")
+             if "PartialObjectMetadata" in e.get("accept", "")]
+    assert lines and {e["route"] for e in lines} == {"cache"}, lines
+    assert {e["verb"] for e in lines} == ({"watch"} if watchlist else {"list", "watch"}), lines

@@ -112,5 +112,18 @@ TEST_CASE("NegotiateRepresentation reads as=, g= and v= as the apiserver's negot
   }
 }
 
+TEST_CASE("An error's Status is negotiated without conversions, as the apiserver negotiates it") {
+  http::fields fields;
+  fields.set(http::field::accept,
+             "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,"
+             "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json");
+  auto info = RequestInfo::Parse("GET", "/api/v1/namespaces/ns/pods/p");
+  REQUIRE(info.ok());
+  const Representation r =
+      NegotiateRepresentation(*info, fields, /*has_protobuf=*/true, /*allow_conversion=*/false);
+  CHECK(r.media == MediaChoice::kJson);
+  CHECK(r.conversion == Conversion::kNone);
+}
+
 }  // namespace
 }  // namespace kf
