@@ -1,8 +1,9 @@
 // Representation: which encoding a client gets, and what the apiserver itself must render. The
 // cache holds each object as the apiserver's compact JSON and, for built-in resources, as its
-// protobuf message; anything else (YAML, Table or PartialObjectMetadata conversion,
-// pretty-printed JSON, another user's view through impersonation) only the apiserver can
-// answer exactly. The one place this is decided. Stateless.
+// protobuf message, and derives the PartialObjectMetadata conversion from either; anything
+// else (YAML, the Table conversion, pretty-printed JSON, another user's view through
+// impersonation) only the apiserver can answer exactly. The one place this is decided.
+// Stateless.
 #ifndef KUBE_FANOUT_EDGE_REPRESENTATION_H_
 #define KUBE_FANOUT_EDGE_REPRESENTATION_H_
 
