@@ -51,6 +51,16 @@ def test_metadata_lists_and_gets_match_the_apiserver(cluster, cached_proxy, obje
     assert b'"items":null' in compare(
         cluster, cached_proxy, f"/api/v1/namespaces/{ns}/pods?resourceVersion=0&labelSelector=x",
         accept=JSON_LIST).body
+    # Pages at one RV (Exact): continue tokens and remainingItemCount as the apiserver's.
+    rv = body["metadata"]["resourceVersion"]
+    page = f"/api/v1/namespaces/{ns}/pods?limit=3&resourceVersion={rv}&resourceVersionMatch=Exact"
+    first = json.loads(compare(cluster, cached_proxy, page, accept=JSON_LIST).body)
+    assert first["metadata"]["remainingItemCount"] == 1
+    last = json.loads(compare(cluster, cached_proxy,
+                              f"/api/v1/namespaces/{ns}/pods?limit=3&continue="
+                              f"{first['metadata']['continue']}", accept=JSON_LIST).body)
+    assert [i["metadata"]["name"] for i in first["items"] + last["items"]] == [
+        "p0", "p1", "p2", "p3"]
     for path in [f"/api/v1/namespaces/{ns}/pods/p1?resourceVersion=0",
                  f"/api/v1/namespaces/{ns}/pods/p1",
                  f"/api/v1/namespaces/{ns}/pods/nope?resourceVersion=0",
