@@ -31,13 +31,16 @@
 
 namespace kf {
 
-// What a list or watch selects: namespace, exact name, label, field and shard selectors.
+// What a list or watch selects: namespace, exact name, label, field and shard selectors; and
+// the form it gets the selected objects in.
 struct WatchFilter {
   std::string namespace_;           // "" → every namespace.
   std::optional<std::string> name;  // metadata.name required by the field selector.
   LabelSelector labels;
   FieldSelector fields;
   ShardSelector shard;  // Matched on the object's hashes, computed once per object version.
+  // Objects as PartialObjectMetadata (CachedObject::PartialMetadata), selected by the object.
+  bool partial_metadata = false;
 
   bool Matches(const CachedObject& object) const;
 };

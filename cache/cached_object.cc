@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cache/partial_metadata.h"
 #include "cache/selectable_fields.h"
 #include "common/json.h"
 #include "common/kube_proto.h"
@@ -161,6 +162,33 @@ std::string_view CachedObject::proto_item_head() const {
 std::pair<std::string_view, std::string_view> CachedObject::list_item() const {
   if (list_item_body_ == 0) return {std::string_view(), json_};
   return {"{", std::string_view(json_).substr(list_item_body_)};
+}
+
+const std::shared_ptr<const CachedObject>& CachedObject::PartialMetadata() const {
+  const LazyPartialMetadata& lazy = partial_metadata_;
+  std::call_once(lazy.once_, [this, &lazy] {
+    auto form = std::shared_ptr<CachedObject>(new CachedObject());
+    form->key_ = key_;
+    form->ns_ = ns_;
+    form->name_ = name_;
+    form->resource_version_ = resource_version_;
+    form->encoding_ = encoding_;
+    // Parsed once already, so the metadata is there; should it not be, the object stands in.
+    auto bytes =
+        encoding_ == Encoding::kProtobuf ? PartialMetadataProto(json_) : PartialMetadataJson(json_);
+    if (!bytes.ok()) {
+      lazy.form_ = WithResourceVersion(resource_version_);
+      return;
+    }
+    form->json_ = *std::move(bytes);
+    if (encoding_ == Encoding::kProtobuf) {
+      form->BuildProtoHeads(kPartialMetadataApiVersion, kPartialMetadataKind);
+    } else {
+      (void)FindRv(form->json_, &form->rv_value_pos_, &form->rv_value_len_);
+    }
+    lazy.form_ = std::move(form);
+  });
+  return lazy.form_;
 }
 
 std::shared_ptr<const CachedObject> CachedObject::WithResourceVersion(uint64_t rv) const {

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -72,6 +73,23 @@ class QueueHolds {
   mutable std::atomic<uint32_t> n_{0};
 };
 
+class CachedObject;
+
+// An object's PartialObjectMetadata form, built on first use and kept with the object, so every
+// answer and watcher that asks for it shares one encoding. Not copied with its object: a copy
+// (another resourceVersion) has its own.
+class LazyPartialMetadata {
+ public:
+  LazyPartialMetadata() = default;
+  LazyPartialMetadata(const LazyPartialMetadata& /*other*/) noexcept {}
+  LazyPartialMetadata& operator=(const LazyPartialMetadata& /*other*/) noexcept { return *this; }
+
+ private:
+  friend class CachedObject;
+  mutable std::once_flag once_;
+  mutable std::shared_ptr<const CachedObject> form_;
+};
+
 class CachedObject {
  public:
   // Parses an object in event form ({"kind":..,"apiVersion":..,"metadata":{..},..}).
@@ -107,6 +125,10 @@ class CachedObject {
   std::string_view proto_get_head() const;
   std::string_view proto_item_head() const;
 
+  // The object as a meta.k8s.io/v1 PartialObjectMetadata (cache/partial_metadata.h), in the same
+  // encoding: built once, on first use, and shared. Its list item form keeps its TypeMeta.
+  const std::shared_ptr<const CachedObject>& PartialMetadata() const;
+
   // A copy whose metadata.resourceVersion is `rv` (DELETED events carry the deletion's RV).
   std::shared_ptr<const CachedObject> WithResourceVersion(uint64_t rv) const;
 
@@ -138,6 +160,7 @@ class CachedObject {
   uint16_t get_head_len_ = 0;
   uint8_t item_head_len_ = 0;
   QueueHolds queue_holds_;
+  LazyPartialMetadata partial_metadata_;
 };
 
 using ObjectPtr = std::shared_ptr<const CachedObject>;

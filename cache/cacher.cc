@@ -5,11 +5,17 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "cache/partial_metadata.h"
 #include "common/kube_proto.h"
 #include "common/protowire.h"
 
 namespace kf {
 namespace {
+
+// The form of `object` a watcher with `f` gets: itself, or its shared metadata-only form.
+const ObjectPtr& ViewOf(const WatchFilter& f, const ObjectPtr& object) {
+  return f.partial_metadata ? object->PartialMetadata() : object;
+}
 
 // What `event` means to a watcher with `filter`, applying selector transitions: entering
 // the selection is ADDED, leaving it is DELETED with the previous state at the event's RV
@@ -18,16 +24,16 @@ std::optional<FramePieces> EventFor(const WatchFilter& f, const WatchEvent& e) {
   switch (e.type()) {
     case EventType::kAdded:
       if (!f.Matches(*e.object())) return std::nullopt;
-      return Frame("ADDED", e.object());
+      return Frame("ADDED", ViewOf(f, e.object()));
     case EventType::kDeleted:
       if (!f.Matches(*e.object())) return std::nullopt;
-      return Frame("DELETED", e.object());
+      return Frame("DELETED", ViewOf(f, e.object()));
     case EventType::kModified: {
       const bool was = e.prev() != nullptr && f.Matches(*e.prev());
       const bool is = f.Matches(*e.object());
-      if (was && is) return Frame("MODIFIED", e.object());
-      if (is) return Frame("ADDED", e.object());
-      if (was) return Frame("DELETED", e.PrevAtEventVersion());
+      if (was && is) return Frame("MODIFIED", ViewOf(f, e.object()));
+      if (is) return Frame("ADDED", ViewOf(f, e.object()));
+      if (was) return Frame("DELETED", ViewOf(f, e.PrevAtEventVersion()));
       return std::nullopt;
     }
   }
@@ -284,8 +290,8 @@ bool Cacher::ProveCurrent(uint64_t rv, const std::vector<Listed>& listed) {
 void Cacher::SetBookmarkTemplate(std::string object) {
   absl::MutexLock lock(&mu_);
   bookmark_template_ = std::move(object);
-  last_bookmark_.reset();
-  last_bookmark_rv_ = 0;
+  last_bookmark_ = {};
+  last_bookmark_rv_ = {};
 }
 
 std::optional<Cacher::Digest> Cacher::VersionsDigest() const {
@@ -493,7 +499,7 @@ absl::StatusOr<std::shared_ptr<CacheWatcher>> Cacher::Watch(WatchRequest req) {
     }
     if (replay_state) {
       for (const auto& [key, obj] : store_) {
-        if (w->filter().Matches(*obj)) AppendFrame("ADDED", obj, &initial);
+        if (w->filter().Matches(*obj)) AppendFrame("ADDED", ViewOf(w->filter(), obj), &initial);
       }
     }
     // The initial burst is not held against the budget: it is what the client asked for. The
@@ -522,18 +528,33 @@ void Cacher::CloseAll() {
   Finish(notify, none);
 }
 
-std::shared_ptr<const std::string> Cacher::BookmarkFrame(uint64_t rv,
-                                                         bool initial_events_end) const {
+std::shared_ptr<const std::string> Cacher::BookmarkFrame(uint64_t rv, bool initial_events_end,
+                                                         bool partial_metadata) const {
   absl::MutexLock lock(&mu_);
-  if (!initial_events_end && last_bookmark_ && last_bookmark_rv_ == rv) return last_bookmark_;
-  if (encoding_ == Encoding::kProtobuf) {
-    auto frame = std::make_shared<const std::string>(ProtoBookmarkFrame(rv, initial_events_end));
-    if (!initial_events_end) {
-      last_bookmark_ = frame;
-      last_bookmark_rv_ = rv;
-    }
-    return frame;
+  const size_t form = partial_metadata ? 1 : 0;
+  if (!initial_events_end && last_bookmark_[form] && last_bookmark_rv_[form] == rv) {
+    return last_bookmark_[form];
   }
+  std::string frame;
+  if (encoding_ == Encoding::kProtobuf) {
+    frame = ProtoBookmarkFrame(rv, initial_events_end, partial_metadata);
+  } else {
+    std::string json = JsonBookmarkObject(rv, initial_events_end);
+    if (partial_metadata) {
+      auto converted = PartialMetadataJson(json);
+      if (converted.ok()) json = *std::move(converted);
+    }
+    frame = absl::StrCat("{\"type\":\"BOOKMARK\",\"object\":", json, "}\n");
+  }
+  auto shared = std::make_shared<const std::string>(std::move(frame));
+  if (!initial_events_end) {
+    last_bookmark_[form] = shared;
+    last_bookmark_rv_[form] = rv;
+  }
+  return shared;
+}
+
+std::string Cacher::JsonBookmarkObject(uint64_t rv, bool initial_events_end) const {
   std::string object = bookmark_template_;
   if (object.empty()) {
     object = absl::StrCat("{\"kind\":\"", type_.kind, "\",\"apiVersion\":\"", type_.ApiVersion(),
@@ -550,16 +571,11 @@ std::shared_ptr<const std::string> Cacher::BookmarkFrame(uint64_t rv,
                   ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}");
     }
   }
-  auto frame = std::make_shared<const std::string>(
-      absl::StrCat("{\"type\":\"BOOKMARK\",\"object\":", json, "}\n"));
-  if (!initial_events_end) {
-    last_bookmark_ = frame;
-    last_bookmark_rv_ = rv;
-  }
-  return frame;
+  return json;
 }
 
-std::string Cacher::ProtoBookmarkFrame(uint64_t rv, bool initial_events_end) const {
+std::string Cacher::ProtoBookmarkFrame(uint64_t rv, bool initial_events_end,
+                                       bool partial_metadata) const {
   std::string object = bookmark_template_;
   if (object.empty()) {
     // No template from upstream: an object with just the metadata a bookmark carries.
@@ -573,7 +589,14 @@ std::string Cacher::ProtoBookmarkFrame(uint64_t rv, bool initial_events_end) con
   static constexpr std::pair<std::string_view, std::string_view> kEnd{"k8s.io/initial-events-end",
                                                                       "true"};
   auto spliced = SpliceProtoMetadata(object, rv, initial_events_end ? &kEnd : nullptr);
-  const std::string message = spliced.ok() ? *std::move(spliced) : object;
+  std::string message = spliced.ok() ? *std::move(spliced) : object;
+  if (partial_metadata) {
+    auto converted = PartialMetadataProto(message);
+    if (converted.ok()) {
+      return WatchFrame("BOOKMARK",
+                        WrapUnknown(kPartialMetadataApiVersion, kPartialMetadataKind, *converted));
+    }
+  }
   return WatchFrame("BOOKMARK", WrapUnknown(type_.ApiVersion(), type_.kind, message));
 }
 

@@ -8,6 +8,7 @@
 #ifndef KUBE_FANOUT_CACHE_CACHER_H_
 #define KUBE_FANOUT_CACHE_CACHER_H_
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -196,9 +197,15 @@ class Cacher {
   // Closes every watcher (shutdown).
   void CloseAll();
 
-  // A BOOKMARK frame at `rv`, built once per RV and shared.
-  std::shared_ptr<const std::string> BookmarkFrame(uint64_t rv,
-                                                   bool initial_events_end = false) const;
+  // A BOOKMARK frame at `rv`, built once per RV (and form) and shared; `partial_metadata`: its
+  // object as PartialObjectMetadata, as the apiserver converts a bookmark too.
+  std::shared_ptr<const std::string> BookmarkFrame(uint64_t rv, bool initial_events_end = false,
+                                                   bool partial_metadata = false) const;
+  // The same in the form a watcher with `filter` gets.
+  std::shared_ptr<const std::string> BookmarkFrame(uint64_t rv, const WatchFilter& filter,
+                                                   bool initial_events_end = false) const {
+    return BookmarkFrame(rv, initial_events_end, filter.partial_metadata);
+  }
 
   // Calls `ready` (without the lock, on the thread that advances the RV, or at once) when the
   // cache's RV reaches `rv`.
@@ -222,7 +229,9 @@ class Cacher {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddEventLocked(EventType type, ObjectPtr object, ObjectPtr prev, Notifications* notify)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::string ProtoBookmarkFrame(uint64_t rv, bool initial_events_end) const
+  std::string ProtoBookmarkFrame(uint64_t rv, bool initial_events_end, bool partial_metadata) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string JsonBookmarkObject(uint64_t rv, bool initial_events_end) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Notifies, then calls `ready`, without the lock.
   static void Finish(const Notifications& notify, std::vector<std::function<void()>>& ready);
@@ -255,8 +264,9 @@ class Cacher {
   std::atomic<UpstreamSharding> upstream_sharding_{UpstreamSharding::kUnknown};
   bool synced_ ABSL_GUARDED_BY(mu_) = false;
   std::string bookmark_template_ ABSL_GUARDED_BY(mu_);
-  mutable std::shared_ptr<const std::string> last_bookmark_ ABSL_GUARDED_BY(mu_);
-  mutable uint64_t last_bookmark_rv_ ABSL_GUARDED_BY(mu_) = 0;
+  // The last periodic bookmark built, per form (the object's, PartialObjectMetadata).
+  mutable std::array<std::shared_ptr<const std::string>, 2> last_bookmark_ ABSL_GUARDED_BY(mu_);
+  mutable std::array<uint64_t, 2> last_bookmark_rv_ ABSL_GUARDED_BY(mu_){};
   std::multimap<uint64_t, std::function<void()>> waiters_ ABSL_GUARDED_BY(mu_);
   uint64_t dispatched_ ABSL_GUARDED_BY(mu_) = 0;
   CutCounts cuts_;  // Atomic: a watcher may be cut from another cache's dispatch.

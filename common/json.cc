@@ -38,10 +38,14 @@ size_t Utf8Length(std::string_view s, size_t i) {
 
 }  // namespace
 
-size_t JsonDepth(std::string_view json, size_t limit) {
-  size_t depth = 0, max = 0;
+namespace {
+
+// Calls `bracket(c, i)` for each brace or bracket of `json` from `begin` outside strings, until
+// it returns true; returns that position, or npos.
+template <typename F>
+size_t ScanBrackets(std::string_view json, size_t begin, F bracket) {
   bool in_string = false;
-  for (size_t i = 0; i < json.size(); ++i) {
+  for (size_t i = begin; i < json.size(); ++i) {
     const char c = json[i];
     if (in_string) {
       if (c == '\\') {
@@ -53,14 +57,38 @@ size_t JsonDepth(std::string_view json, size_t limit) {
     }
     if (c == '"') {
       in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > max) max = depth;
-      if (max > limit) return max;
-    } else if ((c == '}' || c == ']') && depth > 0) {
-      --depth;
+    } else if ((c == '{' || c == '[' || c == '}' || c == ']') && bracket(c, i)) {
+      return i;
     }
   }
+  return std::string_view::npos;
+}
+
+}  // namespace
+
+size_t JsonDepth(std::string_view json, size_t limit) {
+  size_t depth = 0, max = 0;
+  ScanBrackets(json, 0, [&](char c, size_t) {
+    if (c == '{' || c == '[') {
+      if (++depth > max) max = depth;
+      return max > limit;
+    }
+    if (depth > 0) --depth;
+    return false;
+  });
   return max;
+}
+
+size_t JsonValueEnd(std::string_view json, size_t begin) {
+  size_t depth = 0;
+  const size_t close = ScanBrackets(json, begin, [&](char c, size_t) {
+    if (c == '{' || c == '[') {
+      ++depth;
+      return false;
+    }
+    return depth == 0 || --depth == 0;
+  });
+  return close == std::string_view::npos ? close : close + 1;
 }
 
 absl::Status ParseJson(std::string_view json, rapidjson::Document& doc, JsonLimits limits) {

@@ -32,6 +32,10 @@ inline constexpr unsigned kJsonParseFlags = rapidjson::kParseIterativeFlag;
 // once it exceeds `limit`. Does not validate.
 size_t JsonDepth(std::string_view json, size_t limit);
 
+// The end (one past the closing brace or bracket) of the object or array that starts at `begin`
+// in JSON text, strings skipped; npos when it does not close. Does not validate.
+size_t JsonValueEnd(std::string_view json, size_t begin);
+
 // Parses `json` into `doc`. InvalidArgument when it is too large, too deep or not JSON.
 absl::Status ParseJson(std::string_view json, rapidjson::Document& doc, JsonLimits limits = {});
 

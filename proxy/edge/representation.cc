@@ -1,6 +1,7 @@
 #include "proxy/edge/representation.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,11 +23,6 @@ bool PrettyUserAgent(std::string_view ua) {
 }
 
 bool ApiserverRendersAnswer(const RequestInfo&, const boost::beast::http::fields& headers) {
-  namespace http = boost::beast::http;
-  const std::string accept = absl::AsciiStrToLower(ToAbsl(headers[http::field::accept]));
-  if (accept.find(";as=") != std::string::npos || accept.find("; as=") != std::string::npos) {
-    return true;  // Table, PartialObjectMetadata.
-  }
   for (const auto& f : headers) {
     if (absl::StartsWithIgnoreCase(ToAbsl(f.name_string()), "impersonate-")) return true;
   }
@@ -39,7 +35,33 @@ struct Clause {
   std::string type;  // "application/json", "*/*", ...
   double q = 1;
   int specificity = 2;  // 0 "*/*", 1 "x/*", 2 "x/y".
+  // The parameters NegotiateMediaTypeOptions reads (goautoneg keeps the last of a repeated one).
+  std::optional<std::string> as, group, version, stream;
+  bool pretty = false, server_version = false;
 };
+
+void ReadParameter(absl::string_view p, Clause* c) {
+  const size_t eq = p.find('=');
+  if (eq == absl::string_view::npos) return;
+  const absl::string_view key = absl::StripAsciiWhitespace(p.substr(0, eq));
+  const std::string value(absl::StripAsciiWhitespace(p.substr(eq + 1)));
+  if (key == "q") {
+    double q = 1;
+    if (absl::SimpleAtod(value, &q)) c->q = q;
+  } else if (key == "as") {
+    c->as = value;
+  } else if (key == "g") {
+    c->group = value;
+  } else if (key == "v") {
+    c->version = value;
+  } else if (key == "stream") {
+    c->stream = value;
+  } else if (key == "pretty") {
+    c->pretty = value == "1";
+  } else if (key == "sv") {
+    c->server_version = true;
+  }
+}
 
 std::vector<Clause> ParseAccept(std::string_view accept) {
   std::vector<Clause> out;
@@ -48,13 +70,7 @@ std::vector<Clause> ParseAccept(std::string_view accept) {
     Clause c;
     c.type = absl::AsciiStrToLower(absl::StripAsciiWhitespace(params[0]));
     if (c.type.empty()) continue;
-    for (size_t i = 1; i < params.size(); ++i) {
-      absl::string_view p = absl::StripAsciiWhitespace(params[i]);
-      if (absl::ConsumePrefix(&p, "q=")) {
-        double q = 1;
-        if (absl::SimpleAtod(p, &q)) c.q = q;
-      }
-    }
+    for (size_t i = 1; i < params.size(); ++i) ReadParameter(params[i], &c);
     if (c.type == "*/*") {
       c.specificity = 0;
     } else if (absl::EndsWith(c.type, "/*")) {
@@ -70,35 +86,71 @@ std::vector<Clause> ParseAccept(std::string_view accept) {
   return out;
 }
 
+// The conversion a clause asks for, as the apiserver's AllowsConversion allows it for a
+// resource's endpoint (handlers/rest.go): nullopt, not allowed (the clause is skipped).
+std::optional<Conversion> ConversionOf(const Clause& c) {
+  if (!c.as && !c.group && !c.version) return Conversion::kNone;
+  const std::string group = c.group.value_or(""), version = c.version.value_or("");
+  const std::string kind = c.as.value_or("");
+  if (group != "meta.k8s.io" || (version != "v1" && version != "v1beta1")) return std::nullopt;
+  if (kind == "Table") {
+    if (c.type != "application/json" && c.type != "application/yaml") return std::nullopt;
+    return Conversion::kApiserver;
+  }
+  if (kind != "PartialObjectMetadata" && kind != "PartialObjectMetadataList") return std::nullopt;
+  if (version != "v1") return Conversion::kApiserver;
+  return kind == "PartialObjectMetadata" ? Conversion::kPartialMetadata
+                                         : Conversion::kPartialMetadataList;
+}
+
+// The representation a clause picks, or nullopt when no serializer takes it.
+std::optional<Representation> Pick(const Clause& c, bool has_protobuf) {
+  const bool json = c.type == "application/json" || c.type == "application/*" || c.type == "*/*";
+  const bool protobuf = c.type == "application/vnd.kubernetes.protobuf" && has_protobuf;
+  const bool other = c.type == "application/yaml" || c.type == "application/cbor";
+  if (!json && !protobuf && !other) return std::nullopt;
+  if (c.stream && !c.stream->empty() && (*c.stream != "watch" || c.type == "application/yaml")) {
+    return std::nullopt;  // No such stream serializer.
+  }
+  const std::optional<Conversion> conversion = ConversionOf(c);
+  if (!conversion) return std::nullopt;
+  Representation r{.media = MediaChoice::kApiserver, .conversion = *conversion};
+  if (json) r.media = c.pretty ? MediaChoice::kApiserver : MediaChoice::kJson;
+  if (protobuf) r.media = MediaChoice::kProtobuf;
+  if (c.server_version) r.conversion = Conversion::kApiserver;
+  return r;  // A serializer the cache does not hold (YAML, CBOR): the apiserver's.
+}
+
 }  // namespace
 
-MediaChoice NegotiateMedia(const RequestInfo& info, const boost::beast::http::fields& headers,
-                           bool has_protobuf) {
+Representation NegotiateRepresentation(const RequestInfo& info,
+                                       const boost::beast::http::fields& headers, bool has_protobuf,
+                                       bool allow_conversion) {
   namespace http = boost::beast::http;
-  MediaChoice choice = MediaChoice::kJson;
+  Representation choice;
   const std::string_view accept = headers[http::field::accept];
   if (!absl::StripAsciiWhitespace(ToAbsl(accept)).empty()) {
-    choice = MediaChoice::kApiserver;  // No clause a serializer matches: the apiserver's 406.
+    // No clause a serializer matches: the apiserver's answer.
+    choice.media = MediaChoice::kApiserver;
     for (const Clause& c : ParseAccept(accept)) {
-      if (c.type == "application/json" || c.type == "application/*" || c.type == "*/*") {
-        choice = MediaChoice::kJson;
+      if (!allow_conversion && (c.as || c.group || c.version)) continue;
+      if (std::optional<Representation> picked = Pick(c, has_protobuf)) {
+        choice = *picked;
         break;
-      }
-      if (c.type == "application/vnd.kubernetes.protobuf") {
-        if (!has_protobuf) continue;
-        choice = MediaChoice::kProtobuf;
-        break;
-      }
-      if (c.type == "application/yaml" || c.type == "application/cbor") {
-        break;  // A serializer the cache does not hold.
       }
     }
   }
-  if (choice == MediaChoice::kJson &&
+  if (choice.media == MediaChoice::kJson &&
       (PrettyUserAgent(headers[http::field::user_agent]) || info.query.Has("pretty"))) {
-    return MediaChoice::kApiserver;
+    choice.media = MediaChoice::kApiserver;
   }
   return choice;
+}
+
+MediaChoice NegotiateMedia(const RequestInfo& info, const boost::beast::http::fields& headers,
+                           bool has_protobuf) {
+  const Representation r = NegotiateRepresentation(info, headers, has_protobuf);
+  return r.conversion == Conversion::kNone ? r.media : MediaChoice::kApiserver;
 }
 
 }  // namespace kf

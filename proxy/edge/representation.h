@@ -1,8 +1,9 @@
 // Representation: which encoding a client gets, and what the apiserver itself must render. The
 // cache holds each object as the apiserver's compact JSON and, for built-in resources, as its
-// protobuf message; anything else (YAML, Table or PartialObjectMetadata conversion,
-// pretty-printed JSON, another user's view through impersonation) only the apiserver can
-// answer exactly. The one place this is decided. Stateless.
+// protobuf message, and derives the PartialObjectMetadata conversion from either; anything
+// else (YAML, the Table conversion, pretty-printed JSON, another user's view through
+// impersonation) only the apiserver can answer exactly. The one place this is decided.
+// Stateless.
 #ifndef KUBE_FANOUT_EDGE_REPRESENTATION_H_
 #define KUBE_FANOUT_EDGE_REPRESENTATION_H_
 
@@ -17,7 +18,7 @@ namespace kf {
 bool PrettyUserAgent(std::string_view ua);
 
 // True when the answer must come from the apiserver's own encoders whatever the media type:
-// conversions (as=Table), impersonation.
+// impersonation (another user's view). Conversions are NegotiateRepresentation's.
 bool ApiserverRendersAnswer(const RequestInfo& info, const boost::beast::http::fields& headers);
 
 enum class MediaChoice {
@@ -30,8 +31,26 @@ enum class MediaChoice {
 // built-in ones) or not: clauses by q (highest first, ties in header order, wildcards after
 // concrete types), the first one a serializer matches wins. No Accept, */* and application/*
 // mean JSON. JSON is then only the cache's when not pretty-printed (curl, browsers, ?pretty).
+// As NegotiateRepresentation, kApiserver for any conversion.
 MediaChoice NegotiateMedia(const RequestInfo& info, const boost::beast::http::fields& headers,
                            bool has_protobuf);
+
+// What the object is converted to (the clause's as=, g=, v= parameters, apiserver
+// AllowsConversion): none; meta.k8s.io/v1 PartialObjectMetadata or PartialObjectMetadataList;
+// anything else the apiserver renders (Table, meta.k8s.io/v1beta1).
+enum class Conversion { kNone, kPartialMetadata, kPartialMetadataList, kApiserver };
+struct Representation {
+  MediaChoice media = MediaChoice::kJson;
+  Conversion conversion = Conversion::kNone;
+};
+// NegotiateMedia's rules, with the clauses' parameters read as NegotiateMediaTypeOptions reads
+// them: a conversion the endpoint does not allow (Table in protobuf, an unknown kind or group)
+// skips the clause; `pretty=1` and `sv=` are the apiserver's; other parameters are ignored.
+// `allow_conversion` false: as the apiserver negotiates an error's Status (its default endpoint
+// restrictions), every clause asking for a conversion skipped.
+Representation NegotiateRepresentation(const RequestInfo& info,
+                                       const boost::beast::http::fields& headers, bool has_protobuf,
+                                       bool allow_conversion = true);
 
 }  // namespace kf
 

@@ -57,6 +57,38 @@ asio::awaitable<const CachedResources::Entry*> FindOnceStarted(const CachedResou
   co_return cache.Find(info);
 }
 
+// The cache holding the representation the apiserver would answer in (protobuf's is started by
+// the first request for it, and until it has synced the apiserver answers), and whether in
+// PartialObjectMetadata form. None: the apiserver's answer (YAML, pretty JSON, Table, a metadata
+// form asked of the other kind of endpoint, which it refuses with 406, a custom resource's).
+struct Chosen {
+  Cacher* cacher = nullptr;
+  Reflector* reflector = nullptr;
+  bool partial_metadata = false;
+};
+Chosen Choose(const CachedResources& cache, const CachedResources::Entry& entry,
+              const Request& request) {
+  const Representation r =
+      NegotiateRepresentation(request.info, request.headers, entry.proto_cacher != nullptr);
+  const bool list = request.info.verb == "list";
+  const bool partial = r.conversion == Conversion::kPartialMetadata ||
+                       r.conversion == Conversion::kPartialMetadataList;
+  if (r.conversion == Conversion::kApiserver ||
+      (partial && (entry.cacher->type().list_items_have_type_meta ||
+                   list != (r.conversion == Conversion::kPartialMetadataList)))) {
+    return {};
+  }
+  switch (r.media) {
+    case MediaChoice::kJson:
+      return {entry.cacher.get(), entry.reflector.get(), partial};
+    case MediaChoice::kProtobuf:
+      return {cache.UseProtobuf(entry), entry.proto_reflector.get(), partial};
+    case MediaChoice::kApiserver:
+      break;
+  }
+  return {};
+}
+
 }  // namespace
 
 asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
@@ -66,22 +98,9 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
     ++stats_.declined;
     co_return false;
   }
-  // The encoding the apiserver would answer in; the cache holding it (protobuf's is started by
-  // the first request for it, and until it has synced the apiserver answers).
-  Cacher* cacher = nullptr;
-  Reflector* reflector = nullptr;
-  switch (NegotiateMedia(info, x.request.headers, entry->proto_cacher != nullptr)) {
-    case MediaChoice::kJson:
-      cacher = entry->cacher.get();
-      reflector = entry->reflector.get();
-      break;
-    case MediaChoice::kProtobuf:
-      cacher = cache_.UseProtobuf(*entry);
-      reflector = entry->proto_reflector.get();
-      break;
-    case MediaChoice::kApiserver:
-      break;
-  }
+  const Chosen chosen = Choose(cache_, *entry, x.request);
+  Cacher* const cacher = chosen.cacher;
+  Reflector* const reflector = chosen.reflector;
   bool synced = cacher != nullptr && cacher->synced();
   // A protobuf cache still starting is waited for, unless its reflector has failed (e.g. the
   // upstream does not serve protobuf for it): then the apiserver answers at once.
@@ -98,6 +117,7 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
     co_return false;
   }
   auto filter = FilterFor(info, *cacher);
+  if (filter) filter->partial_metadata = chosen.partial_metadata;
   // Selector errors are the apiserver's to word; unknown users and denied access its to refuse.
   if (!filter) {
     ++stats_.declined;
@@ -203,8 +223,8 @@ asio::awaitable<bool> CacheHandler::ServeRead(Exchange& x, Cacher& cacher, Refle
       co_await RefuseUnfresh(x, fresh, stats_);
       co_return true;
     }
-    const bool written =
-        co_await WriteObject(x, cacher, stats_, /*miss_is_upstreams=*/asked && *asked == "0");
+    const bool written = co_await WriteObject(x, cacher, stats_, filter.partial_metadata,
+                                              /*miss_is_upstreams=*/asked && *asked == "0");
     co_return written;
   }
   const ListPlan plan = PlanList(info, filter, cacher.type());

@@ -60,7 +60,12 @@ bool NumbersParse(const Query& q) {
 }  // namespace
 
 bool Cacheable(const RequestInfo& info, const http::fields& headers) {
-  if (!info.subresource.empty() || ApiserverRendersAnswer(info, headers)) return false;
+  // Conversions but PartialObjectMetadata (Table, meta.k8s.io/v1beta1) are the apiserver's.
+  if (!info.subresource.empty() || ApiserverRendersAnswer(info, headers) ||
+      NegotiateRepresentation(info, headers, /*has_protobuf=*/true).conversion ==
+          Conversion::kApiserver) {
+    return false;
+  }
   const Query& q = info.query;
   if (info.verb == "list") return ListQueryCacheable(q) && NumbersParse(q);
   if (info.verb == "watch") return WatchQueryCacheable(q) && NumbersParse(q);

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cache/continue_token.h"
+#include "cache/partial_metadata.h"
 #include "common/kube_proto.h"
 #include "common/protowire.h"
 #include "common/strings.h"
@@ -116,12 +117,13 @@ struct ListAnswer {
 };
 
 // A list in protobuf: the envelope around XList{1: ListMeta, 2: each item's message}.
-void BuildProtoList(ListAnswer& a, const ResourceType& t, const std::string& list_meta) {
+void BuildProtoList(ListAnswer& a, std::string_view api_version, std::string_view list_kind,
+                    const std::string& list_meta) {
   AppendBytesField(&a.meta_field, 1, list_meta);
   size_t raw = a.meta_field.size();
   for (const ObjectPtr& item : a.page.items)
     raw += item->proto_item_head().size() + item->bytes().size();
-  a.head = UnknownHead(t.ApiVersion(), absl::StrCat(t.kind, "List"), raw);
+  a.head = UnknownHead(api_version, list_kind, raw);
   a.body.reserve(a.page.items.size() * 2 + 3);
   a.body.emplace_back(a.head.data(), a.head.size());
   a.body.emplace_back(a.meta_field.data(), a.meta_field.size());
@@ -154,6 +156,23 @@ void BuildJsonList(ListAnswer& a, const ResourceType& t, const std::string& meta
   a.body.emplace_back(a.close.data(), a.close.size());
 }
 
+// A PartialObjectMetadataList in JSON: items with their TypeMeta, and `null` for none (the
+// conversion's nil slice).
+void BuildPartialMetadataList(ListAnswer& a, const std::string& meta) {
+  a.open = absl::StrCat("{\"kind\":\"", ToAbsl(kPartialMetadataListKind), "\",\"apiVersion\":\"",
+                        ToAbsl(kPartialMetadataApiVersion), "\",\"metadata\":", meta,
+                        a.page.items.empty() ? ",\"items\":null" : ",\"items\":[");
+  a.close = a.page.items.empty() ? "}\n" : "]}\n";
+  static constexpr std::string_view kComma = ",";
+  a.body.reserve(a.page.items.size() * 2 + 2);
+  a.body.emplace_back(a.open.data(), a.open.size());
+  for (size_t i = 0; i < a.page.items.size(); ++i) {
+    if (i > 0) a.body.emplace_back(kComma.data(), kComma.size());
+    a.body.emplace_back(a.page.items[i]->json().data(), a.page.items[i]->json().size());
+  }
+  a.body.emplace_back(a.close.data(), a.close.size());
+}
+
 // False: the state at that RV has left the window.
 bool BuildList(ListAnswer& a, const Cacher& cacher, const WatchFilter& filter, const ListPlan& plan,
                uint64_t at_rv) {
@@ -164,8 +183,15 @@ bool BuildList(ListAnswer& a, const Cacher& cacher, const WatchFilter& filter, c
   a.page = *std::move(page);
   const ResourceType& t = cacher.type();
   const std::string meta = ListMeta(a.page, filter, t, plan.page.limit, cacher.encoding());
-  if (cacher.encoding() == Encoding::kProtobuf) {
-    BuildProtoList(a, t, meta);
+  if (filter.partial_metadata) {
+    for (ObjectPtr& item : a.page.items) item = item->PartialMetadata();
+  }
+  if (cacher.encoding() == Encoding::kProtobuf && filter.partial_metadata) {
+    BuildProtoList(a, kPartialMetadataApiVersion, kPartialMetadataListKind, meta);
+  } else if (cacher.encoding() == Encoding::kProtobuf) {
+    BuildProtoList(a, t.ApiVersion(), absl::StrCat(t.kind, "List"), meta);
+  } else if (filter.partial_metadata) {
+    BuildPartialMetadataList(a, meta);
   } else {
     BuildJsonList(a, t, meta);
   }
@@ -220,9 +246,10 @@ asio::awaitable<bool> WriteList(Exchange& x, Cacher& cacher, const WatchFilter& 
   // at the same RV is the same list (the state at an RV is the apiserver's at that RV), and the
   // length is checked too. Read here, on the session's thread; completed where it is built.
   const ResourceType& t = cacher.type();
-  const std::string identity = absl::StrCat(
-      t.ApiVersion(), " ", t.resource, " ",
-      cacher.encoding() == Encoding::kProtobuf ? "protobuf " : "json ", ToAbsl(x.request.target));
+  const std::string identity =
+      absl::StrCat(t.ApiVersion(), " ", t.resource, " ",
+                   cacher.encoding() == Encoding::kProtobuf ? "protobuf " : "json ",
+                   filter.partial_metadata ? "metadata " : "", ToAbsl(x.request.target));
   const auto build = [&] { found = BuildList(a, cacher, filter, plan, at_rv); };
   const auto compress = [&] {
     if (!found || !accepts_gzip || a.length <= kGzipThresholdBytes) return;
@@ -264,21 +291,24 @@ asio::awaitable<bool> WriteList(Exchange& x, Cacher& cacher, const WatchFilter& 
 }
 
 asio::awaitable<bool> WriteObject(Exchange& x, Cacher& cacher, CacheServeStats& stats,
-                                  bool miss_is_upstreams) {
+                                  bool partial_metadata, bool miss_is_upstreams) {
   const ResourceType& t = cacher.type();
   const RequestInfo& info = x.request.info;
-  const ObjectPtr obj =
+  ObjectPtr obj =
       cacher.Get(CachedObject::Key(t.namespaced ? info.namespace_ : "", info.name)).first;
   if (!obj && miss_is_upstreams) co_return false;  // Declined: counted by the caller.
+  if (obj && partial_metadata) obj = obj->PartialMetadata();
   ++stats.gets;
   const Encoding encoding = cacher.encoding();
   if (!obj) {
     // A Status has protobuf even where the object does not (a custom resource): client-go's
-    // Accept gets it in protobuf, as from the apiserver.
-    const MediaChoice media = NegotiateMedia(info, x.request.headers, /*has_protobuf=*/true);
+    // Accept gets it in protobuf, as from the apiserver. Negotiated without conversions, as the
+    // apiserver negotiates errors: the metadata client's protobuf clause asks for one, so its
+    // NotFound is JSON.
+    const Representation status_media = NegotiateRepresentation(
+        info, x.request.headers, /*has_protobuf=*/true, /*allow_conversion=*/false);
     const Encoding status_encoding =
-        encoding == Encoding::kProtobuf || media == MediaChoice::kProtobuf ? Encoding::kProtobuf
-                                                                           : Encoding::kJson;
+        status_media.media == MediaChoice::kProtobuf ? Encoding::kProtobuf : Encoding::kJson;
     const KubeStatus status = NotFoundStatus(t.group, t.resource, info.name);
     const std::string body = status_encoding == Encoding::kProtobuf ? EncodeStatusProto(status)
                                                                     : EncodeStatusBody(status);

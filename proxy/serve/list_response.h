@@ -40,11 +40,12 @@ struct ListBuilding {
 asio::awaitable<bool> WriteList(Exchange& x, Cacher& cacher, const WatchFilter& filter,
                                 const ListPlan& plan, uint64_t at_rv, CacheServeStats& stats,
                                 ListBuilding building = {});
-// A GET's object, or its NotFound Status. False (nothing written) when the object is not cached
-// and `miss_is_upstreams`: an RV=0 GET, which the apiserver answers from its own watch cache,
+// A GET's object (as PartialObjectMetadata when `partial_metadata`; a LIST's form is its
+// filter's), or its NotFound Status. False (nothing written) when the object is not cached and
+// `miss_is_upstreams`: an RV=0 GET, which the apiserver answers from its own watch cache,
 // usually ahead of this one (a Node its kubelet has just registered).
 asio::awaitable<bool> WriteObject(Exchange& x, Cacher& cacher, CacheServeStats& stats,
-                                  bool miss_is_upstreams = false);
+                                  bool partial_metadata = false, bool miss_is_upstreams = false);
 
 }  // namespace kf
 

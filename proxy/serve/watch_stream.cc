@@ -240,13 +240,13 @@ std::shared_ptr<const std::string> DueBookmark(WatchRun& w, Clock::time_point no
   const WatchParams& p = w.params;
   std::shared_ptr<const std::string> bookmark;
   if (w.first && p.initial_events_end) {
-    bookmark = w.cacher.BookmarkFrame(w.watcher->start_rv, /*initial_events_end=*/true);
+    bookmark = w.cacher.BookmarkFrame(w.watcher->start_rv, w.watcher->filter(), /*end=*/true);
     w.last_rv = std::max(w.last_rv, w.watcher->start_rv);
   } else if (w.proof && w.proof->done) {
     // Proven current (or not: then the scheduled bookmarks follow as usual).
     if (w.proof->proven) {
       w.last_rv = std::max(w.last_rv, cache_rv);
-      bookmark = w.cacher.BookmarkFrame(w.last_rv);
+      bookmark = w.cacher.BookmarkFrame(w.last_rv, w.watcher->filter());
     }
     w.proof.reset();
   } else if (p.bookmarks && now >= w.bookmarks.next) {
@@ -254,7 +254,7 @@ std::shared_ptr<const std::string> DueBookmark(WatchRun& w, Clock::time_point no
     // watches etcd for it, which sends none); a tier below then tells it apart as well.
     if (w.reflector == nullptr || w.reflector->upstream_bookmarks() != UpstreamBookmarks::kNone) {
       w.last_rv = std::max(w.last_rv, cache_rv);
-      bookmark = w.cacher.BookmarkFrame(w.last_rv);
+      bookmark = w.cacher.BookmarkFrame(w.last_rv, w.watcher->filter());
     }
     w.bookmarks.next = w.bookmarks.After(now);
   }

@@ -656,5 +656,44 @@ TEST_CASE("Cacher drops and counts events a content proof overtook, and serves t
   CHECK(f.cacher.List(Filter()).items.size() == 1);
 }
 
+TEST_CASE("A metadata-only watcher gets each object's shared PartialObjectMetadata form") {
+  Fixture f;
+  f.cacher.Replace({Pod("a", "x", 5, "", "web")}, 10);
+  WatchFilter partial = Filter("", "app=web");
+  partial.partial_metadata = true;
+  auto w = f.Watch(partial);
+  auto full = f.Watch(Filter("", "app=web"));
+  (void)full->Take();
+  // The labels select (the object's), the frames carry the metadata form.
+  f.cacher.Apply(EventType::kModified, Pod("a", "x", 11, "", "db"));
+  std::string bytes;
+  for (const Piece& p : w->Take().pieces) bytes.append(p.bytes);
+  CHECK(bytes ==
+        "{\"type\":\"ADDED\",\"object\":{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":"
+        "\"meta.k8s.io/v1\",\"metadata\":{\"name\":\"x\",\"namespace\":\"a\",\"uid\":\"u-x\","
+        "\"resourceVersion\":\"5\",\"creationTimestamp\":\"2026-11-22T00:00:00Z\","
+        "\"labels\":{\"app\":\"web\"}}}}\n"
+        "{\"type\":\"DELETED\",\"object\":{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":"
+        "\"meta.k8s.io/v1\",\"metadata\":{\"name\":\"x\",\"namespace\":\"a\",\"uid\":\"u-x\","
+        "\"resourceVersion\":\"11\",\"creationTimestamp\":\"2026-11-22T00:00:00Z\","
+        "\"labels\":{\"app\":\"web\"}}}}\n");
+  CHECK(Drain(*full) == std::vector<Seen>{{"DELETED", "x", 11}});
+  // Built once per object and shared.
+  const ObjectPtr obj = f.cacher.Get("a/x").first;
+  CHECK(obj->PartialMetadata().get() == obj->PartialMetadata().get());
+  CHECK(obj->PartialMetadata()->list_item().first.empty());
+  // Bookmarks in that form too.
+  f.cacher.SetBookmarkTemplate(
+      "{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"3\"},"
+      "\"spec\":{\"containers\":null},\"status\":{}}");
+  CHECK(*f.cacher.BookmarkFrame(12, partial, /*initial_events_end=*/true) ==
+        "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":"
+        "\"meta.k8s.io/v1\",\"metadata\":{\"resourceVersion\":\"12\",\"annotations\":{"
+        "\"k8s.io/initial-events-end\":\"true\"}}}}\n");
+  CHECK(*f.cacher.BookmarkFrame(12) ==
+        "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{"
+        "\"resourceVersion\":\"12\"},\"spec\":{\"containers\":null},\"status\":{}}}\n");
+}
+
 }  // namespace
 }  // namespace kf

@@ -112,6 +112,33 @@ TEST_CASE("A protobuf object answers a GET with the apiserver's bytes") {
   CHECK(get == kGet);
 }
 
+// kube-apiserver v1.36.3's GET of one ConfigMap in protobuf, whole and with
+// `Accept: application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`.
+const std::string kFullGet = Hex(
+    "6b3873000a0f0a0276311209436f6e6669674d617012a4010a99010a02706d12001a026d6422002a243832323964"
+    "3838652d393834382d346436312d616636352d6363396638323062396666383204323235343800420808c395add8"
+    "0610008a01520a0e6b75626563746c2d63726561746512065570646174651a027631220808c395add80610003208"
+    "4669656c647356313a1e0a1c7b22663a64617461223a7b222e223a7b7d2c22663a6b223a7b7d7d7d420012060a01"
+    "6b1201761a002200");
+const std::string kPartialMetadataGet = Hex(
+    "6b3873000a270a0e6d6574612e6b38732e696f2f763112155061727469616c4f626a6563744d6574616461746112"
+    "9c010a99010a02706d12001a026d6422002a2438323239643838652d393834382d346436312d616636352d636339"
+    "6638323062396666383204323235343800420808c395add80610008a01520a0e6b75626563746c2d637265617465"
+    "12065570646174651a027631220808c395add806100032084669656c647356313a1e0a1c7b22663a64617461223a"
+    "7b222e223a7b7d2c22663a6b223a7b7d7d7d42001a002200");
+
+TEST_CASE("A protobuf object's PartialObjectMetadata form is the apiserver's") {
+  UnknownView u;
+  REQUIRE(ParseUnknown(kFullGet, &u));
+  auto obj = CachedObject::FromProtobuf(kConfigMaps, std::string(u.raw));
+  REQUIRE(obj.ok());
+  const ObjectPtr& form = (*obj)->PartialMetadata();
+  CHECK(form->key() == (*obj)->key());
+  CHECK(std::string(form->proto_get_head()) + std::string(form->bytes()) +
+            std::string(kUnknownTail) ==
+        kPartialMetadataGet);
+}
+
 TEST_CASE("A protobuf LIST is parsed and rebuilt from its items' messages") {
   ProtoListPage page;
   REQUIRE(ParseProtoList(kList, &page));

@@ -14,6 +14,13 @@ TEST_CASE("GoJsonString escapes as encoding/json") {
   CHECK(GoJsonString("\xFF") == R"("\ufffd")");
 }
 
+TEST_CASE("JsonValueEnd finds where an object closes, brackets in strings skipped") {
+  const std::string_view json = R"({"kind":"X","metadata":{"a":"}\"]","b":[{}]},"spec":{}})";
+  const size_t begin = json.find("{\"a\"");
+  CHECK(json.substr(begin, JsonValueEnd(json, begin) - begin) == R"({"a":"}\"]","b":[{}]})");
+  CHECK(JsonValueEnd(R"({"a":[)", 0) == std::string_view::npos);
+}
+
 TEST_CASE("JsonDepth counts nesting outside strings and stops past the limit") {
   CHECK(JsonDepth("{}", 10) == 1);
   CHECK(JsonDepth(R"({"a":[1,{"b":"[[[["}]})", 10) == 3);

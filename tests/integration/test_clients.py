@@ -49,7 +49,7 @@ class InformerRun:
     """One informer process; its stdout lines are collected as they come."""
 
     def __init__(self, binary, cluster, server, node, watchlist, user_agent, log_dir,
-                 http1=False):
+                 http1=False, extra_args=()):
         self.user_agent = user_agent
         self.lines = []
         self.stderr_path = log_dir / f"{user_agent.replace('/', '_')}.stderr"
@@ -59,7 +59,7 @@ class InformerRun:
             [str(binary), f"--server={server}", f"--ca-file={cluster.env['KF_CA_FILE']}",
              f"--token={cluster.token('admin')}", f"--node={node}",
              f"--duration={RUN_LIMIT_S}", f"--user-agent={user_agent}"]
-            + (["--http1.1"] if http1 else []),
+            + (["--http1.1"] if http1 else []) + list(extra_args),
             stdout=subprocess.PIPE, stderr=open(self.stderr_path, "wb"), text=True, env=env)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -4,7 +4,11 @@
 //   - pods bound to the node (kubelet: fieldSelector=spec.nodeName=<node>),
 //   - the node's own Node (kubelet, kube-proxy: fieldSelector=metadata.name=<node>),
 //   - EndpointSlices as kube-proxy selects them
-//     (labelSelector=!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name).
+//     (labelSelector=!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name),
+//   - with --metadata=RESOURCE, a metadata-only informer of that core/v1 resource (in --namespace),
+//     as the garbage collector and quota run them (k8s.io/client-go/metadata: Accept
+//     ...;as=PartialObjectMetadataList / PartialObjectMetadata, protobuf first); its events are
+//     named "metadata-RESOURCE".
 //
 // The integration tests (tests/integration/test_clients.py) run it against the apiserver and
 // against kube-fanout at the same time and compare the two outputs.
@@ -59,10 +63,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -191,6 +198,7 @@ func main() {
 	namespace := flag.String("namespace", "", "limit pods and EndpointSlices to this namespace (default: all, as kubelet and kube-proxy do)")
 	userAgent := flag.String("user-agent", "kf-informer", "User-Agent header (to find this run's requests in a proxy log)")
 	http1 := flag.Bool("http1.1", false, "offer only http/1.1 by ALPN (client-go negotiates HTTP/2 over TLS by default)")
+	metadataResource := flag.String("metadata", "", "also run a metadata-only informer of this core/v1 resource (e.g. configmaps)")
 	decodeCost := flag.Bool("decode-cost", false, "measure what decoding watch events costs, JSON vs protobuf (decode.go), instead of running informers")
 	decodeResources := flag.String("decode-resources", "pods,nodes,endpointslices", "--decode-cost: the resources whose watch streams are measured")
 	decodeRuns := flag.Int("decode-runs", 5, "--decode-cost: runs per resource and encoding (the median is reported)")
@@ -301,6 +309,18 @@ func main() {
 	for _, f := range []informers.SharedInformerFactory{pods, nodes, slices} {
 		f.Start(ctx.Done())
 	}
+	var metadataFactory metadatainformer.SharedInformerFactory
+	if *metadataResource != "" {
+		metadataClient, err := metadata.NewForConfig(cfg)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "informer: %v\n", err)
+			os.Exit(1)
+		}
+		metadataFactory = metadatainformer.NewFilteredSharedInformerFactory(metadataClient, 0, *namespace, nil)
+		gvr := schema.GroupVersionResource{Version: "v1", Resource: *metadataResource}
+		watch("metadata-"+*metadataResource, metadataFactory.ForResource(gvr).Informer())
+		metadataFactory.Start(ctx.Done())
+	}
 	status := 0
 	// Handler registrations are synced once their informer has synced and every event of the
 	// initial state has been delivered to the handler.
@@ -313,6 +333,9 @@ func main() {
 	<-ctx.Done()
 	for _, f := range []informers.SharedInformerFactory{pods, nodes, slices} {
 		f.Shutdown()
+	}
+	if metadataFactory != nil {
+		metadataFactory.Shutdown()
 	}
 
 	log := rec.snapshot()

@@ -60,5 +60,70 @@ TEST_CASE("NegotiateMedia picks what the apiserver's negotiation picks") {
   }
 }
 
+struct ConversionRow {
+  std::string_view accept;
+  bool has_protobuf;
+  MediaChoice media;
+  Conversion conversion;
+};
+
+TEST_CASE("NegotiateRepresentation reads as=, g= and v= as the apiserver's negotiation does") {
+  constexpr std::string_view kMetadataInformerWatch =
+      "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,"
+      "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+  const ConversionRow rows[] = {
+      // client-go's metadata client: protobuf where the resource has it, else JSON.
+      {kMetadataInformerWatch, true, MediaChoice::kProtobuf, Conversion::kPartialMetadata},
+      {kMetadataInformerWatch, false, MediaChoice::kJson, Conversion::kPartialMetadata},
+      {"application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json", true,
+       MediaChoice::kJson, Conversion::kPartialMetadataList},
+      {"application/json; as=PartialObjectMetadataList; v=v1; g=meta.k8s.io", true,
+       MediaChoice::kJson, Conversion::kPartialMetadataList},
+      // A conversion the endpoint does not allow skips its clause: no group or version, another
+      // group or kind, Table in protobuf.
+      {"application/json;as=PartialObjectMetadata,application/vnd.kubernetes.protobuf", true,
+       MediaChoice::kProtobuf, Conversion::kNone},
+      {"application/json;as=PartialObjectMetadata;g=apps;v=v1", true, MediaChoice::kApiserver,
+       Conversion::kNone},
+      {"application/json;as=Pod;g=meta.k8s.io;v=v1,application/json", true, MediaChoice::kJson,
+       Conversion::kNone},
+      {"application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1,application/json", true,
+       MediaChoice::kJson, Conversion::kNone},
+      // What the apiserver renders: Table, meta.k8s.io/v1beta1, a server version.
+      {"application/json;as=Table;g=meta.k8s.io;v=v1,application/json", true, MediaChoice::kJson,
+       Conversion::kApiserver},
+      {"application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1", true,
+       MediaChoice::kJson, Conversion::kApiserver},
+      {"application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1;sv=v1", true,
+       MediaChoice::kJson, Conversion::kApiserver},
+      // Pretty: the apiserver's JSON.
+      {"application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1;pretty=1", true,
+       MediaChoice::kApiserver, Conversion::kPartialMetadata},
+  };
+  for (const ConversionRow& row : rows) {
+    INFO(row.accept << " has_protobuf=" << row.has_protobuf);
+    http::fields fields;
+    fields.set(http::field::accept, row.accept);
+    auto info = RequestInfo::Parse("GET", "/api/v1/pods");
+    REQUIRE(info.ok());
+    const Representation r = NegotiateRepresentation(*info, fields, row.has_protobuf);
+    CHECK(r.media == row.media);
+    CHECK(r.conversion == row.conversion);
+  }
+}
+
+TEST_CASE("An error's Status is negotiated without conversions, as the apiserver negotiates it") {
+  http::fields fields;
+  fields.set(http::field::accept,
+             "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,"
+             "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json");
+  auto info = RequestInfo::Parse("GET", "/api/v1/namespaces/ns/pods/p");
+  REQUIRE(info.ok());
+  const Representation r =
+      NegotiateRepresentation(*info, fields, /*has_protobuf=*/true, /*allow_conversion=*/false);
+  CHECK(r.media == MediaChoice::kJson);
+  CHECK(r.conversion == Conversion::kNone);
+}
+
 }  // namespace
 }  // namespace kf

@@ -41,6 +41,16 @@ TEST_CASE("Cacheable answers only the reads whose form the cache serves exactly"
       {"POST", "/api/v1/namespaces/ns/pods", false},
       {"DELETE", "/api/v1/namespaces/ns/pods", false},
       {"GET", "/api/v1/pods", false, "application/json;as=Table;g=meta.k8s.io;v=v1"},
+      {"GET", "/api/v1/pods", false, "application/json;as=Table;v=v1;g=meta.k8s.io,*/*"},
+      {"GET", "/api/v1/pods", false,
+       "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1"},
+      // PartialObjectMetadata (meta.k8s.io/v1) is the cache's (which form fits the verb: the
+      // cache handler's).
+      {"GET", "/api/v1/pods", true,
+       "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"},
+      {"GET", "/api/v1/pods?watch=1", true,
+       "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,"
+       "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"},
       {"GET", "/api/v1/pods", false, "", "Impersonate-User"},
       // The media type is NegotiateMedia's (proxy/edge/representation.h) to decide.
       {"GET", "/api/v1/pods", true, "application/vnd.kubernetes.protobuf"},
