@@ -208,9 +208,9 @@ def test_cached_list_and_get_over_h2_match_the_apiserver(cluster, cached_proxy, 
     try:
         for i, path in enumerate([f"/api/v1/namespaces/{ns}/configmaps?resourceVersion=0",
                                   f"/api/v1/namespaces/{ns}/configmaps/cm1?resourceVersion=0",
-                                  f"/api/v1/namespaces/{ns}/configmaps/nope?resourceVersion=0",
+                                  f"/api/v1/namespaces/{ns}/configmaps/nope",
                                   "/api/v1/namespaces?resourceVersion=0&limit=1"]):
-            marked = f"{path}&kfh2={tls}-{i}"
+            marked = f"{path}{'&' if '?' in path else '?'}kfh2={tls}-{i}"
 
             def get(port, marked=marked):
                 got = (direct if port is None else ours).get(marked, token)

@@ -222,9 +222,15 @@ def test_a_watch_passed_through_on_a_kept_denial_comes_back_to_the_cache(cluster
     path = f"/api/v1/namespaces/{namespace}/configmaps?watch=1&timeoutSeconds=600"
 
     def route(marker):
-        lines = [json.loads(line) for line in proxy.log_lines()
-                 if marker in line and '"msg":"request"' in line]
-        return lines[0]["route"] if lines else None
+        # Logged as the request ends, which may be just after its client saw the end.
+        deadline = time.monotonic() + scaled(5)
+        while True:
+            lines = [json.loads(line) for line in proxy.log_lines()
+                     if marker in line and '"msg":"request"' in line]
+            if lines:
+                return lines[0]["route"]
+            assert time.monotonic() < deadline, f"no log line for {marker}"
+            time.sleep(0.05)
 
     try:
         # One connection for both watches: one I/O thread, whose review cache keeps the denial.
@@ -261,10 +267,6 @@ def test_a_watch_passed_through_on_a_kept_denial_comes_back_to_the_cache(cluster
         conn, resp = _watch(cluster, proxy.secure_port, path + "&kfback=back", "alice")
         assert resp.status == 200
         conn.close()
-        deadline = time.monotonic() + scaled(5)
-        while route("kfback=back") is None:
-            assert time.monotonic() < deadline, "no log line for the resumed watch"
-            time.sleep(0.05)
         assert route("kfback=back") == "cache"
     finally:
         proxy.stop()

@@ -63,7 +63,7 @@ def test_metadata_lists_and_gets_match_the_apiserver(cluster, cached_proxy, obje
         "p0", "p1", "p2", "p3"]
     for path in [f"/api/v1/namespaces/{ns}/pods/p1?resourceVersion=0",
                  f"/api/v1/namespaces/{ns}/pods/p1",
-                 f"/api/v1/namespaces/{ns}/pods/nope?resourceVersion=0",
+                 f"/api/v1/namespaces/{ns}/pods/nope",
                  "/api/v1/nodes/node-a?resourceVersion=0"]:
         compare(cluster, cached_proxy, path, accept=JSON_OBJECT)
 
@@ -83,7 +83,7 @@ def test_metadata_in_protobuf_matches_the_apiserver(cluster, cached_proxy, objec
                   accept=CLIENT_OBJECT)
     assert unknown(res.body)[0] == "PartialObjectMetadata"
     # The NotFound Status: JSON, as the apiserver negotiates an error without the conversion.
-    res = compare(cluster, cached_proxy, f"/api/v1/namespaces/{ns}/pods/nope?resourceVersion=0",
+    res = compare(cluster, cached_proxy, f"/api/v1/namespaces/{ns}/pods/nope",
                   accept=CLIENT_OBJECT)
     assert res.status == 404 and res.body.startswith(b'{"kind":"Status"')
 
