@@ -124,10 +124,10 @@ bool Http2Session::Init() {
   // body is bounded by its window.
   nghttp2_option_set_no_auto_window_update(option, 1);
   nghttp2_option_set_max_deflate_dynamic_table_size(option, limits_.header_table_size);
-  // An answer's head may be as large as the relay reads from the upstream (1 MiB: relay.cc),
-  // not only nghttp2's default 64 KiB, past which nghttp2 would drop the stream's answer.
+  // Answer heads as large as the relay reads (1 MiB, relay.cc), past nghttp2's default 64 KiB.
   nghttp2_option_set_max_send_header_block_length(option, kMaxSendHeaderBlock);
-  if (nghttp2_session_server_new2(&session_, callbacks, this, option) != 0) return false;
+  if (nghttp2_session_server_new3(&session_, callbacks, this, option, Http2Memory::Get()) != 0)
+    return false;
   const std::array<nghttp2_settings_entry, 5> settings{{
       {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, limits_.max_frame_size},
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, limits_.max_concurrent_streams},

@@ -41,6 +41,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "common/any_stream.h"
 #include "common/batched_sends.h"
+#include "proxy/edge/http2_memory.h"
 #include "proxy/edge/http2_stream.h"
 #include "proxy/edge/pipeline.h"
 
