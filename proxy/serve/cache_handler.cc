@@ -216,6 +216,7 @@ asio::awaitable<Freshness> CacheHandler::RequireVersion(const RequestInfo& info,
 
 void CacheHandler::Decline(Exchange& x, const Decision& decision) {
   ++stats_.declined;
+  ++stats_.passed[static_cast<size_t>(decision.pass)];
   // A declined watch that may be the cache's later: sent upstream to end by then.
   if (!decision.send_back) return;
   x.request.upstream_target =

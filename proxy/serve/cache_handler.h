@@ -17,9 +17,14 @@
 // system:auth-delegator), still passes through: the apiserver answered, and serving the request
 // itself is the only way left.
 //
-//   Cacheable? ─► FilterFor ─► Authenticator ─► AccessReview ─┬─► watch: ServeWatch
-//          get:  RequiredVersion ─► WriteObject             ◄─┤
-//          list: PlanList ─► RequiredVersion ─► WriteList   ◄─┘
+// What to do is Decide's (decision.h, pure); Serve learns the facts it asks for, one step at a
+// time, and acts on its answer:
+//
+//   Decide ─► learn: FindCache, WaitSynced, Select (FilterFor), Authenticate, ReviewAccess,
+//     │              TakeWatchSlot, TakeConsistentTurn, RequireVersion ─► Decide again
+//     ├─► serve:  watch: ServeWatch; get: WriteObject; list: WriteList
+//     ├─► pass:   false (counted by PassReason; a watch perhaps sent back, watch_return.h)
+//     └─► refuse: the Status of its RefuseReason
 //
 // One per worker thread (the pool, the review caches, the Wakeups and the bound on the LISTs in
 // the list pool are that thread's).
