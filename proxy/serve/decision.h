@@ -95,7 +95,7 @@ enum class Step {
   kTakeWatchSlot,       // WatchSlots::Take.
   kTakeConsistentTurn,  // Reflector::TakeConsistentPassthrough.
   kRequireVersion,      // RequiredVersion.
-  kServe,               // Answer from `form`'s cache.
+  kServe,               // Answer from the chosen cache (ServeFacts::form).
   kPass,                // Pass through, for `pass`.
   kRefuse,              // Answer the Status of `refuse`.
 };
