@@ -10,6 +10,7 @@
 #include "proxy/edge/status_response.h"
 #include "proxy/serve/cacheable.h"
 #include "proxy/serve/consistent_read.h"
+#include "proxy/serve/decision.h"
 #include "proxy/serve/list_response.h"
 #include "proxy/serve/watch_return.h"
 
@@ -35,15 +36,12 @@ asio::awaitable<void> RejectInitializing(Exchange& x, const Reflector& reflector
   co_await x.Reject(busy, "cache not synced yet");
 }
 
-// The entry of a cached resource for a request the cache may answer (Cacheable), waiting (up to
-// kCacheStartWait) while the cache starts (its snapshots read, its resources discovered): the
-// listeners serve from the first moment, and a fleet reconnecting to a restarted replica waits
-// for its cache instead of going to the apiserver. Null when the request is not the cache's, or
-// the cache did not start in time.
+// The entry of a cached resource, waiting (up to kCacheStartWait) while the cache starts (its
+// snapshots read, its resources discovered): the listeners serve from the first moment, and a
+// fleet reconnecting to a restarted replica waits for its cache instead of going to the
+// apiserver. Null when the kind is not cached, or the cache did not start in time.
 asio::awaitable<const CachedResources::Entry*> FindOnceStarted(const CachedResources& cache,
-                                                               const Request& request) {
-  const RequestInfo& info = request.info;
-  if (!Cacheable(info, request.headers)) co_return nullptr;
+                                                               const RequestInfo& info) {
   const auto until = std::chrono::steady_clock::now() + kCacheStartWait;
   asio::steady_timer timer(co_await asio::this_coro::executor);
   // Checked again after 20 ms, doubling to 250 ms: a fleet waiting for a large snapshot wakes a
@@ -57,140 +55,202 @@ asio::awaitable<const CachedResources::Entry*> FindOnceStarted(const CachedResou
   co_return cache.Find(info);
 }
 
-// The cache holding the representation the apiserver would answer in (protobuf's is started by
-// the first request for it, and until it has synced the apiserver answers), and whether in
-// PartialObjectMetadata form. None: the apiserver's answer (YAML, pretty JSON, Table, a metadata
-// form asked of the other kind of endpoint, which it refuses with 406, a custom resource's).
-struct Chosen {
-  Cacher* cacher = nullptr;
-  Reflector* reflector = nullptr;
-  bool partial_metadata = false;
-};
-Chosen Choose(const CachedResources& cache, const CachedResources::Entry& entry,
-              const Request& request) {
-  const Representation r =
-      NegotiateRepresentation(request.info, request.headers, entry.proto_cacher != nullptr);
-  const bool list = request.info.verb == "list";
-  const bool partial = r.conversion == Conversion::kPartialMetadata ||
-                       r.conversion == Conversion::kPartialMetadataList;
-  if (r.conversion == Conversion::kApiserver ||
-      (partial && (entry.cacher->type().list_items_have_type_meta ||
-                   list != (r.conversion == Conversion::kPartialMetadataList)))) {
-    return {};
-  }
-  switch (r.media) {
-    case MediaChoice::kJson:
-      return {entry.cacher.get(), entry.reflector.get(), partial};
-    case MediaChoice::kProtobuf:
-      return {cache.UseProtobuf(entry), entry.proto_reflector.get(), partial};
-    case MediaChoice::kApiserver:
-      break;
-  }
-  return {};
+ReadVerb VerbOf(const RequestInfo& info) {
+  if (info.verb == "watch") return ReadVerb::kWatch;
+  return info.verb == "list" ? ReadVerb::kList : ReadVerb::kGet;
+}
+
+// What the request says of itself (decision.h), before anything is asked.
+ServeFacts RequestFacts(const Exchange& x, const WatchOptions& options) {
+  const RequestInfo& info = x.request.info;
+  const std::optional<std::string_view> rv = info.query.First("resourceVersion");
+  ServeFacts f;
+  f.verb = VerbOf(info);
+  f.cacheable = Cacheable(info, x.request.headers);
+  f.busy_while_initializing = BusyWhileInitializing(info);
+  // (Not a page after the first: its continue token is kube-fanout's to read.)
+  f.consistent = f.verb != ReadVerb::kWatch && (!rv || rv->empty()) && !info.query.Has("continue");
+  f.lookup_unavailable = x.identity_unavailable;
+  f.lookup_throttled = x.identity_throttled;
+  f.watch_slots_bounded = options.slots != nullptr && x.priority_level != "exempt";
+  return f;
 }
 
 }  // namespace
 
+// What Serve has learnt of one read: the facts Decide reads, and what they were learnt from.
+struct CacheHandler::Read {
+  ServeFacts facts;
+  const CachedResources::Entry* entry = nullptr;
+  Cacher* cacher = nullptr;  // The chosen cache (facts.form), and its reflector.
+  Reflector* reflector = nullptr;
+  std::optional<WatchFilter> filter;
+  Authentication authn;
+  WatchSlots::Slot slot;  // A cached watch's, held while it is open.
+  ListPlan plan;
+  Freshness fresh;
+};
+
 asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
-  const RequestInfo& info = x.request.info;
-  const CachedResources::Entry* entry = co_await FindOnceStarted(cache_, x.request);
-  if (entry == nullptr) {
-    ++stats_.declined;
-    co_return false;
-  }
-  const Chosen chosen = Choose(cache_, *entry, x.request);
-  Cacher* const cacher = chosen.cacher;
-  Reflector* const reflector = chosen.reflector;
-  bool synced = cacher != nullptr && cacher->synced();
-  // A protobuf cache still starting is waited for, unless its reflector has failed (e.g. the
-  // upstream does not serve protobuf for it): then the apiserver answers at once.
-  if (cacher != nullptr && !synced && cacher->encoding() == Encoding::kProtobuf) {
-    synced = co_await WaitSynced(*cacher, *reflector);
-  }
-  // Not synced yet: answered as the apiserver answers while its own watch cache initializes
-  // (once the user is known to be allowed), unless the cache cannot sync (its LIST refused).
-  const bool initializing =
-      !synced && reflector != nullptr && !reflector->list_refused() && BusyWhileInitializing(info);
-  if (!synced && !initializing) {
-    ++stats_.declined;
-    if (cacher != nullptr) ReturnLater(x);  // A cache still starting: back once it has.
-    co_return false;
-  }
-  auto filter = FilterFor(info, *cacher);
-  if (filter) filter->partial_metadata = chosen.partial_metadata;
-  // Selector errors are the apiserver's to word; unknown users and denied access its to refuse.
-  if (!filter) {
-    ++stats_.declined;
-    co_return false;
-  }
-  // Asked again even when the identity filter knew the user: its answer may be a stale one
-  // (kept for admission while the apiserver cannot be asked), which must not open the cache.
-  // Unless the filter's lookup just got no answer, or was not asked for want of budget: asking
-  // again would wait as long, or spend what is left of the budget on a token already refused.
-  Authentication who;
-  if (x.identity_unavailable || x.identity_throttled) {
-    who.unavailable = x.identity_unavailable;
-    who.throttled = x.identity_throttled;
-  } else {
-    Authentication asked = co_await authn_.Authenticate(pool_, x.request, /*allow_stale=*/false);
-    who = std::move(asked);
-  }
-  if (who.unavailable || who.throttled) {
-    co_await RefuseUnreviewed(
-        x, who.unavailable ? Refusal::kTokenReviewUnavailable : Refusal::kTokenReviewThrottled);
-    co_return true;
-  }
-  const std::optional<UserInfo>& user = who.user;
-  Access access = Access::kDenied;
-  if (user) access = co_await access_.Allowed(pool_, who.by, *user, info);
-  if (access == Access::kUnavailable) {
-    co_await RefuseUnreviewed(x, Refusal::kAccessReviewUnavailable);
-    co_return true;
-  }
-  if (access != Access::kAllowed) {
-    ++stats_.declined;
-    ReturnLater(x);  // The apiserver's authorizer may say yes before the denial expires here.
-    co_return false;
-  }
-  if (initializing) {
-    ++stats_.initializing;
-    co_await RejectInitializing(x, *reflector);
-    co_return true;
-  }
-  // A cached watch holds a slot while it is open; past the bounds it is refused as the
-  // apiserver refuses a request when overloaded (the exempt level is not counted).
-  WatchSlots::Slot slot;
-  if (info.verb == "watch" && options_.slots != nullptr && x.priority_level != "exempt") {
-    const WatchSlots::Refused refused = options_.slots->Take(WatchCapKey(*user), &slot);
-    if (refused != WatchSlots::Refused::kNone) {
-      co_await RejectWatch(x, refused);
-      co_return true;
+  Read read{.facts = RequestFacts(x, options_)};
+  // Each step learns one fact; Decide answers within kMaxLearnSteps.
+  for (int steps = 0; steps <= kMaxLearnSteps; ++steps) {
+    const Decision decision = Decide(read.facts);
+    switch (decision.step) {
+      case Step::kServe: {
+        const bool served = co_await ServeFromCache(x, read);
+        if (!served) Decline(x, {.pass = PassReason::kServeDeclined});
+        if (served && read.cacher->encoding() == Encoding::kProtobuf) ++stats_.protobuf;
+        co_return served;
+      }
+      case Step::kPass:
+        Decline(x, decision);
+        co_return false;
+      case Step::kRefuse:
+        co_await Refuse(x, decision.refuse, read);
+        co_return true;
+      default:
+        co_await Learn(x, decision.step, read);
     }
   }
-  bool served = false;
-  if (info.verb == "watch") {
-    // Set up and left to run once this frame has ended (ServeWatch), with its slot.
-    const Cacher* witness =
-        cacher == entry->cacher.get()
-            ? (entry->proto_started.load() ? entry->proto_cacher.get() : nullptr)
-            : entry->cacher.get();
-    const bool watched = co_await ServeWatch(x, *cacher, *reflector, *filter, wakeups_, stats_,
-                                             options_, witness, &slot);
-    served = watched;
-  } else {
-    const bool read = co_await ServeRead(x, *cacher, *reflector, *filter);
-    served = read;
-  }
-  if (!served) ++stats_.declined;
-  if (served && cacher->encoding() == Encoding::kProtobuf) ++stats_.protobuf;
-  co_return served;
+  Decline(x, {});
+  co_return false;
 }
 
-void CacheHandler::ReturnLater(Exchange& x) {
-  if (x.request.info.verb != "watch") return;
+asio::awaitable<void> CacheHandler::Learn(Exchange& x, Step step, Read& read) {
+  ServeFacts& f = read.facts;
+  const RequestInfo& info = x.request.info;
+  switch (step) {
+    case Step::kFindCache: {
+      const CachedResources::Entry* entry = co_await FindOnceStarted(cache_, info);
+      read.entry = entry;
+      f.cached = entry != nullptr;
+      if (entry != nullptr) Bind(x, read);
+      break;
+    }
+    case Step::kWaitSynced: {
+      // Unless its reflector has failed (e.g. the upstream serves no protobuf for it).
+      const bool synced = co_await WaitSynced(*read.cacher, *read.reflector);
+      f.sync = synced ? Sync::kSynced : Sync::kWaitedOut;
+      f.list_refused = read.reflector->list_refused();
+      break;
+    }
+    case Step::kAuthenticate: {
+      // Asked again even when the identity filter knew the user: its answer may be a stale
+      // one (kept for admission while the apiserver cannot be asked), which must not open the
+      // cache.
+      Authentication asked = co_await authn_.Authenticate(pool_, x.request, /*allow_stale=*/false);
+      read.authn = std::move(asked);
+      f.who = WhoOf(read.authn);
+      break;
+    }
+    case Step::kReviewAccess: {
+      const Access access = co_await access_.Allowed(pool_, read.authn.by, *read.authn.user, info);
+      f.access = access;
+      break;
+    }
+    case Step::kRequireVersion: {
+      const Freshness fresh = co_await RequireVersion(info, read);
+      read.fresh = fresh;
+      f.freshness = fresh.verdict;
+      break;
+    }
+    default:
+      LearnAtOnce(x, step, read);
+  }
+}
+
+void CacheHandler::Bind(const Exchange& x, Read& read) const {
+  const CachedResources::Entry& entry = *read.entry;
+  const bool has_protobuf = entry.proto_cacher != nullptr;
+  const Representation r = NegotiateRepresentation(x.request.info, x.request.headers, has_protobuf);
+  ServeFacts& f = read.facts;
+  f.form = ChooseForm(f.verb, r, has_protobuf, entry.cacher->type().list_items_have_type_meta);
+  switch (f.form.cache) {
+    case Form::Cache::kJson:
+      read.cacher = entry.cacher.get();
+      read.reflector = entry.reflector.get();
+      break;
+    case Form::Cache::kProtobuf:  // Started by the first request for it.
+      read.cacher = cache_.UseProtobuf(entry);
+      read.reflector = entry.proto_reflector.get();
+      break;
+    case Form::Cache::kNone:
+      return;
+  }
+  f.sync = read.cacher->synced() ? Sync::kSynced : Sync::kSyncing;
+  f.list_refused = read.reflector->list_refused();
+}
+
+void CacheHandler::LearnAtOnce(const Exchange& x, Step step, Read& read) {
+  ServeFacts& f = read.facts;
+  switch (step) {
+    case Step::kSelect:
+      read.filter = FilterFor(x.request.info, *read.cacher);
+      if (read.filter) read.filter->partial_metadata = f.form.partial_metadata;
+      f.selects = read.filter.has_value();
+      break;
+    case Step::kTakeWatchSlot:
+      f.slot = options_.slots->Take(WatchCapKey(*read.authn.user), &read.slot);
+      break;
+    case Step::kTakeConsistentTurn:
+      // A consistent read of a quiet resource waits for the apiserver's bookmark to prove the
+      // cache current; one per interval goes straight to the apiserver.
+      f.consistent_turn =
+          read.reflector->TakeConsistentPassthrough(options_.consistent_passthrough_interval);
+      break;
+    default:
+      break;
+  }
+}
+
+asio::awaitable<Freshness> CacheHandler::RequireVersion(const RequestInfo& info, Read& read) {
+  std::optional<std::string_view> rv = info.query.First("resourceVersion");
+  if (read.facts.verb == ReadVerb::kList) {
+    read.plan = PlanList(info, *read.filter, read.cacher->type());
+    rv = read.plan.rv ? std::optional<std::string_view>(*read.plan.rv) : std::nullopt;
+  }
+  const Freshness fresh = co_await RequiredVersion(*read.cacher, *read.reflector, rv);
+  co_return fresh;
+}
+
+void CacheHandler::Decline(Exchange& x, const Decision& decision) {
+  ++stats_.declined;
+  ++stats_.passed[static_cast<size_t>(decision.pass)];
+  // A declined watch that may be the cache's later: sent upstream to end by then.
+  if (!decision.send_back) return;
   x.request.upstream_target =
       CappedWatchTarget(x.request.target, WatchReturnCap(access_.negative_ttl()));
   if (x.request.upstream_target) ++stats_.watches_sent_back;
+}
+
+asio::awaitable<void> CacheHandler::Refuse(Exchange& x, RefuseReason why, const Read& read) {
+  switch (why) {
+    case RefuseReason::kTokenReviewUnavailable:
+      co_await RefuseUnreviewed(x, Refusal::kTokenReviewUnavailable);
+      break;
+    case RefuseReason::kTokenReviewThrottled:
+      co_await RefuseUnreviewed(x, Refusal::kTokenReviewThrottled);
+      break;
+    case RefuseReason::kAccessReviewUnavailable:
+      co_await RefuseUnreviewed(x, Refusal::kAccessReviewUnavailable);
+      break;
+    case RefuseReason::kInitializing:
+      ++stats_.initializing;
+      co_await RejectInitializing(x, *read.reflector);
+      break;
+    case RefuseReason::kWatchersTotal:
+      co_await RejectWatch(x, WatchSlots::Refused::kTotal);
+      break;
+    case RefuseReason::kWatchersPerUser:
+      co_await RejectWatch(x, WatchSlots::Refused::kPerUser);
+      break;
+    case RefuseReason::kTooLargeResourceVersion:
+    case RefuseReason::kUnproven:
+    case RefuseReason::kNone:
+      co_await RefuseUnfresh(x, read.fresh, stats_);
+      break;
+  }
 }
 
 asio::awaitable<void> CacheHandler::RefuseUnreviewed(Exchange& x, Refusal why) {
@@ -204,41 +264,29 @@ asio::awaitable<void> CacheHandler::RefuseUnreviewed(Exchange& x, Refusal why) {
   co_await x.Reject(status, std::move(reason));
 }
 
-asio::awaitable<bool> CacheHandler::ServeRead(Exchange& x, Cacher& cacher, Reflector& reflector,
-                                              const WatchFilter& filter) {
-  const RequestInfo& info = x.request.info;
-  // A consistent read (no resourceVersion) of a quiet resource waits for the apiserver's
-  // bookmark to prove the cache current; one per interval goes straight to the apiserver.
-  // (Not a page after the first: its continue token is kube-fanout's to read.)
-  const std::optional<std::string_view> asked = info.query.First("resourceVersion");
-  if ((!asked || asked->empty()) && !info.query.First("continue") &&
-      reflector.TakeConsistentPassthrough(options_.consistent_passthrough_interval)) {
-    co_return false;
+asio::awaitable<bool> CacheHandler::ServeFromCache(Exchange& x, Read& read) {
+  Cacher& cacher = *read.cacher;
+  if (read.facts.verb == ReadVerb::kWatch) {
+    // Set up and left to run once this frame has ended (ServeWatch), with its slot.
+    const CachedResources::Entry& entry = *read.entry;
+    const Cacher* witness = &cacher == entry.cacher.get()
+                                ? (entry.proto_started.load() ? entry.proto_cacher.get() : nullptr)
+                                : entry.cacher.get();
+    const bool watched = co_await ServeWatch(x, cacher, *read.reflector, *read.filter, wakeups_,
+                                             stats_, options_, witness, &read.slot);
+    co_return watched;
   }
-  // Not fresh in time: refused, not passed through (consistent_read.h).
-  if (info.verb == "get") {
-    const Freshness fresh = co_await RequiredVersion(cacher, reflector, asked);
-    if (fresh.verdict == Freshness::Verdict::kPassThrough) co_return false;
-    if (fresh.verdict != Freshness::Verdict::kServe) {
-      co_await RefuseUnfresh(x, fresh, stats_);
-      co_return true;
-    }
-    const bool written = co_await WriteObject(x, cacher, stats_, filter.partial_metadata,
+  if (read.facts.verb == ReadVerb::kGet) {
+    const std::optional<std::string_view> asked = x.request.info.query.First("resourceVersion");
+    const bool written = co_await WriteObject(x, cacher, stats_, read.filter->partial_metadata,
                                               /*miss_is_upstreams=*/asked && *asked == "0");
     co_return written;
-  }
-  const ListPlan plan = PlanList(info, filter, cacher.type());
-  const Freshness fresh = co_await RequiredVersion(
-      cacher, reflector, plan.rv ? std::optional<std::string_view>(*plan.rv) : std::nullopt);
-  if (fresh.verdict == Freshness::Verdict::kPassThrough) co_return false;
-  if (fresh.verdict != Freshness::Verdict::kServe) {
-    co_await RefuseUnfresh(x, fresh, stats_);
-    co_return true;
   }
   const ListBuilding building{.builds = list_builds_ ? &*list_builds_ : nullptr,
                               .gzip = options_.list_gzip};
   // (false: the state at that RV has left the window; the apiserver has it.)
-  const bool written = co_await WriteList(x, cacher, filter, plan, fresh.rv, stats_, building);
+  const bool written =
+      co_await WriteList(x, cacher, *read.filter, read.plan, read.fresh.rv, stats_, building);
   co_return written;
 }
 

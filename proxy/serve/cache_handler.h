@@ -17,9 +17,14 @@
 // system:auth-delegator), still passes through: the apiserver answered, and serving the request
 // itself is the only way left.
 //
-//   Cacheable? ─► FilterFor ─► Authenticator ─► AccessReview ─┬─► watch: ServeWatch
-//          get:  RequiredVersion ─► WriteObject             ◄─┤
-//          list: PlanList ─► RequiredVersion ─► WriteList   ◄─┘
+// What to do is Decide's (decision.h, pure); Serve learns the facts it asks for, one step at a
+// time, and acts on its answer:
+//
+//   Decide ─► learn: FindCache, WaitSynced, Select (FilterFor), Authenticate, ReviewAccess,
+//     │              TakeWatchSlot, TakeConsistentTurn, RequireVersion ─► Decide again
+//     ├─► serve:  watch: ServeWatch; get: WriteObject; list: WriteList
+//     ├─► pass:   false (counted by PassReason; a watch perhaps sent back, watch_return.h)
+//     └─► refuse: the Status of its RefuseReason
 //
 // One per worker thread (the pool, the review caches, the Wakeups and the bound on the LISTs in
 // the list pool are that thread's).
@@ -27,6 +32,7 @@
 #define KUBE_FANOUT_SERVE_CACHE_HANDLER_H_
 
 #include "proxy/edge/filter.h"
+#include "proxy/serve/decision.h"
 #include "proxy/serve/list_pool.h"
 #include "proxy/serve/list_response.h"
 #include "proxy/serve/serve_stats.h"
@@ -60,14 +66,24 @@ class CacheHandler : public Handler {
   asio::awaitable<bool> Serve(Exchange& x) override;
 
  private:
-  // A GET or LIST (a WATCH goes to ServeWatch).
-  asio::awaitable<bool> ServeRead(Exchange& x, Cacher& cacher, Reflector& reflector,
-                                  const WatchFilter& filter);
+  struct Read;  // What Serve has learnt of one read (decision.h's facts, and their sources).
+
+  // Learns the fact `step` names (decision.h), into `read`: LearnAtOnce the ones with no wait.
+  asio::awaitable<void> Learn(Exchange& x, Step step, Read& read);
+  void LearnAtOnce(const Exchange& x, Step step, Read& read);
+  // The cache of the representation the apiserver would answer in (ChooseForm), and its state.
+  void Bind(const Exchange& x, Read& read) const;
+  // The resourceVersion a GET or LIST must reflect (a LIST's from its plan), waited for.
+  asio::awaitable<Freshness> RequireVersion(const RequestInfo& info, Read& read);
+  // Answers from the chosen cache; false: declined as it looked (nothing written).
+  asio::awaitable<bool> ServeFromCache(Exchange& x, Read& read);
+  // Counts a declined read; a watch that may be the cache's later is sent upstream to end by
+  // then (watch_return.h).
+  void Decline(Exchange& x, const Decision& decision);
+  // Answers a refused read with its Status, and counts it.
+  asio::awaitable<void> Refuse(Exchange& x, RefuseReason why, const Read& read);
   // Answers 429 for a read whose review got no answer in time, and counts it.
   asio::awaitable<void> RefuseUnreviewed(Exchange& x, Refusal why);
-  // A declined watch that may be the cache's later: sent upstream to end by then
-  // (watch_return.h).
-  void ReturnLater(Exchange& x);
 
   const CachedResources& cache_;
   UpstreamPool& pool_;

@@ -3,13 +3,18 @@
 #ifndef KUBE_FANOUT_SERVE_SERVE_STATS_H_
 #define KUBE_FANOUT_SERVE_SERVE_STATS_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
+
+#include "proxy/serve/pass_reason.h"
 
 namespace kf {
 
 struct CacheServeStats {
   std::atomic<uint64_t> lists{0}, gets{0}, watches{0}, declined{0};
+  // `declined` by why (PassReason).
+  std::array<std::atomic<uint64_t>, kPassReasons> passed{};
   // Declined watches sent upstream with a shorter timeout, to come back to the cache when it
   // can answer them (watch_return.h).
   std::atomic<uint64_t> watches_sent_back{0};

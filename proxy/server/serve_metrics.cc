@@ -1,5 +1,7 @@
 #include "proxy/server/serve_metrics.h"
 
+#include <string>
+
 namespace kf {
 
 void RenderServeMetrics(metrics::Writer& w, const CacheServeStats& serve) {
@@ -39,6 +41,15 @@ void RenderServeMetrics(metrics::Writer& w, const CacheServeStats& serve) {
   w.Family("kube_fanout_cache_declined_total", "counter",
            "Reads of cached resources passed through (not answerable exactly, or not allowed).");
   w.Sample("kube_fanout_cache_declined_total", "", static_cast<double>(serve.declined.load()));
+  w.Family("kube_fanout_cache_passed_through_total", "counter",
+           "Reads of cached resources passed through, by why (the reasons of "
+           "proxy/serve/README.md's decision table).");
+  for (size_t i = 1; i < kPassReasons; ++i) {  // (0: none.)
+    const std::string label =
+        "reason=\"" + std::string(PassReasonName(static_cast<PassReason>(i))) + "\"";
+    w.Sample("kube_fanout_cache_passed_through_total", label,
+             static_cast<double>(serve.passed[i].load()));
+  }
   w.Family(
       "kube_fanout_cache_watches_sent_back_total", "counter",
       "Watches of cached resources passed through for a reason that passes (their "

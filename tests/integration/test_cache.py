@@ -341,6 +341,41 @@ def test_unauthorized_clients_get_the_apiservers_own_answer(cluster, cached_prox
                 identity=who, expect_route="passthrough")
 
 
+def test_each_read_passed_through_is_counted_under_its_reason(cluster, cached_proxy, objects):
+    """proxy/serve/README.md's decision table: a read of a cached kind the apiserver answers is
+    counted by why (kube_fanout_cache_passed_through_total{reason})."""
+    ns = objects
+    pods = f"/api/v1/namespaces/{ns}/pods"
+    cases = [
+        ("not_cacheable", f"{pods}?resourceVersionMatch=NotOlderThan", "admin", {}),  # 422
+        # Exact at an RV long past the cache's window: the cache finds it cannot answer.
+        ("serve_declined", f"{pods}?resourceVersion=1&resourceVersionMatch=Exact", "admin", {}),
+        ("representation", f"{pods}?resourceVersion=0", "admin", {"Accept": "application/yaml"}),
+        ("selector", f"{pods}?fieldSelector=foo%3Dbar", "admin", {}),
+        ("denied", f"{pods}?resourceVersion=0", "alice", {}),
+        ("unknown_user", f"{pods}?resourceVersion=0", "anonymous", {}),
+    ]
+
+    def reasons():
+        return metric_values(cluster.request("GET", "/metrics", port=cached_proxy.port,
+                                             tls=False).body.decode(),
+                             "kube_fanout_cache_passed_through_total")
+
+    for i, (reason, path, who, headers) in enumerate(cases):
+        label = f'{{reason="{reason}"}}'
+        before = reasons()
+        assert label in before, before  # Every reason is rendered, from 0.
+        marker = f"kfpass={i}"
+        res = cluster.request("GET", f"{path}&{marker}", identity=who,
+                              port=cached_proxy.secure_port,
+                              headers={"User-Agent": "kube-fanout-tests", **headers})
+        assert res.status in (200, 400, 401, 403, 422), (reason, res.status, res.body[:200])
+        assert routed(cached_proxy, marker) == "passthrough", reason
+        after = reasons()
+        changed = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+        assert after[label] == before[label] + 1, (reason, changed)
+
+
 def test_watch_from_cache_streams_the_apiservers_events(cluster, cached_proxy, namespace_factory):
     ns = namespace_factory()
     cluster.kubectl("create", "configmap", "seed", "-n", ns, "--from-literal=k=0")

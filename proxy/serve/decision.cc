@@ -1,0 +1,113 @@
+#include "proxy/serve/decision.h"
+
+namespace kf {
+namespace {
+
+Decision Next(Step step) { return {.step = step}; }
+Decision Pass(PassReason reason, bool send_back = false) {
+  return {.step = Step::kPass, .pass = reason, .send_back = send_back};
+}
+Decision Refuse(RefuseReason reason) { return {.step = Step::kRefuse, .refuse = reason}; }
+
+// Once the user may read it: a cache still initializing, the watch bounds, and for a GET or LIST
+// the resourceVersion it must reflect (the apiserver's consistent read: delegator.go GetList).
+Decision DecideAllowed(const ServeFacts& f, bool initializing) {
+  if (initializing) return Refuse(RefuseReason::kInitializing);
+  if (f.verb == ReadVerb::kWatch) {
+    if (f.watch_slots_bounded && !f.slot) return Next(Step::kTakeWatchSlot);
+    if (f.slot == WatchSlots::Refused::kTotal) return Refuse(RefuseReason::kWatchersTotal);
+    if (f.slot == WatchSlots::Refused::kPerUser) return Refuse(RefuseReason::kWatchersPerUser);
+    return Next(Step::kServe);  // ServeWatch decides where it starts (RequiredVersion there).
+  }
+  if (f.consistent && !f.consistent_turn) return Next(Step::kTakeConsistentTurn);
+  if (f.consistent_turn == true) return Pass(PassReason::kConsistentTurn);
+  if (!f.freshness) return Next(Step::kRequireVersion);
+  switch (*f.freshness) {
+    case Freshness::Verdict::kServe:
+      return Next(Step::kServe);
+    case Freshness::Verdict::kPassThrough:
+      return Pass(PassReason::kUnprovable);
+    case Freshness::Verdict::kTooLarge:
+      return Refuse(RefuseReason::kTooLargeResourceVersion);
+    case Freshness::Verdict::kUnproven:
+      return Refuse(RefuseReason::kUnproven);
+  }
+  return Pass(PassReason::kUnprovable);
+}
+
+// Who asks, and whether they may: the apiserver's answers (TokenReview, SubjectAccessReview).
+// Unknown users and denied access are the apiserver's to refuse; a review with no answer is
+// answered 429 here rather than turning kube-fanout's overload into the apiserver's.
+Decision DecideReviewed(const ServeFacts& f, bool initializing) {
+  const bool watch = f.verb == ReadVerb::kWatch;
+  switch (f.who) {
+    case Who::kUnasked:
+      if (f.lookup_unavailable) return Refuse(RefuseReason::kTokenReviewUnavailable);
+      if (f.lookup_throttled) return Refuse(RefuseReason::kTokenReviewThrottled);
+      return Next(Step::kAuthenticate);
+    case Who::kUnavailable:
+      return Refuse(RefuseReason::kTokenReviewUnavailable);
+    case Who::kThrottled:
+      return Refuse(RefuseReason::kTokenReviewThrottled);
+    case Who::kNoUser:
+      return Pass(PassReason::kUnknownUser, watch);
+    case Who::kUser:
+      break;
+  }
+  if (!f.access) return Next(Step::kReviewAccess);
+  if (*f.access == Access::kUnavailable) return Refuse(RefuseReason::kAccessReviewUnavailable);
+  // The apiserver's authorizer may say yes before the denial expires here: a watch comes back.
+  if (*f.access != Access::kAllowed) return Pass(PassReason::kDenied, watch);
+  return DecideAllowed(f, initializing);
+}
+
+}  // namespace
+
+Form ChooseForm(ReadVerb verb, const Representation& r, bool has_protobuf,
+                bool items_have_type_meta) {
+  const bool partial = r.conversion == Conversion::kPartialMetadata ||
+                       r.conversion == Conversion::kPartialMetadataList;
+  const bool list_form = r.conversion == Conversion::kPartialMetadataList;
+  if (r.conversion == Conversion::kApiserver ||
+      (partial && (items_have_type_meta || (verb == ReadVerb::kList) != list_form))) {
+    return {};
+  }
+  switch (r.media) {
+    case MediaChoice::kJson:
+      return {Form::Cache::kJson, partial};
+    case MediaChoice::kProtobuf:
+      if (has_protobuf) return {Form::Cache::kProtobuf, partial};
+      break;
+    case MediaChoice::kApiserver:
+      break;
+  }
+  return {};
+}
+
+Who WhoOf(const Authentication& who) {
+  if (who.unavailable) return Who::kUnavailable;
+  if (who.throttled) return Who::kThrottled;
+  return who.user ? Who::kUser : Who::kNoUser;
+}
+
+Decision Decide(const ServeFacts& f) {
+  if (!f.cacheable) return Pass(PassReason::kNotCacheable);
+  if (!f.cached) return Next(Step::kFindCache);
+  if (!*f.cached) return Pass(PassReason::kNotCached);
+  if (f.form.cache == Form::Cache::kNone) return Pass(PassReason::kRepresentation);
+  // A protobuf cache still starting is waited for, unless its reflector has failed.
+  if (f.form.cache == Form::Cache::kProtobuf && f.sync == Sync::kSyncing) {
+    return Next(Step::kWaitSynced);
+  }
+  // Not synced: the apiserver's answer while its own watch cache initializes (KEP-4568) once
+  // the user is known to be allowed, or, for what it would read from etcd, the apiserver's.
+  // A cache whose LIST is refused will not sync: the apiserver answers.
+  const bool synced = f.sync == Sync::kSynced;
+  const bool initializing = !synced && !f.list_refused && f.busy_while_initializing;
+  if (!synced && !initializing) return Pass(PassReason::kNotSynced, f.verb == ReadVerb::kWatch);
+  if (!f.selects) return Next(Step::kSelect);
+  if (!*f.selects) return Pass(PassReason::kSelector);
+  return DecideReviewed(f, initializing);
+}
+
+}  // namespace kf

@@ -1,0 +1,401 @@
+#include "proxy/serve/decision.h"
+
+#include <catch2/catch.hpp>
+#include <functional>
+#include <set>
+#include <string>
+
+namespace kf {
+namespace {
+
+using Verdict = Freshness::Verdict;
+
+// Every fact learnt, and all of them say serve: a synced JSON cache, selectors that parse, a
+// user allowed, a free watch slot, the cache fresh.
+ServeFacts Ready(ReadVerb verb) {
+  ServeFacts f;
+  f.verb = verb;
+  f.cacheable = true;
+  f.watch_slots_bounded = true;
+  f.cached = true;
+  f.form = {Form::Cache::kJson, false};
+  f.sync = Sync::kSynced;
+  f.selects = true;
+  f.who = Who::kUser;
+  f.access = Access::kAllowed;
+  f.slot = WatchSlots::Refused::kNone;
+  f.consistent_turn = false;
+  f.freshness = Verdict::kServe;
+  return f;
+}
+
+Decision Next(Step step) { return {.step = step}; }
+Decision Pass(PassReason reason, bool send_back = false) {
+  return {.step = Step::kPass, .pass = reason, .send_back = send_back};
+}
+Decision Refuse(RefuseReason reason) { return {.step = Step::kRefuse, .refuse = reason}; }
+
+struct Row {
+  std::string name;
+  ReadVerb verb;
+  std::function<void(ServeFacts&)> facts;  // Changes to Ready(verb).
+  Decision want;
+};
+
+void Check(const Row& row) {
+  ServeFacts f = Ready(row.verb);
+  row.facts(f);
+  const Decision got = Decide(f);
+  CHECK(static_cast<int>(got.step) == static_cast<int>(row.want.step));
+  CHECK(static_cast<int>(got.pass) == static_cast<int>(row.want.pass));
+  CHECK(static_cast<int>(got.refuse) == static_cast<int>(row.want.refuse));
+  CHECK(got.send_back == row.want.send_back);
+}
+
+const auto kGet = ReadVerb::kGet;
+const auto kList = ReadVerb::kList;
+const auto kWatch = ReadVerb::kWatch;
+
+// Each row one case, in the order the rules apply (as delegator_test.go enumerates
+// shouldDelegateList's cases).
+const Row kRows[] = {
+    // The request itself and its cache.
+    {"a query form the apiserver words its own answer for passes", kList,
+     [](ServeFacts& f) { f.cacheable = false; }, Pass(PassReason::kNotCacheable)},
+    {"not cacheable passes before the cache is looked for", kList,
+     [](ServeFacts& f) { f = ServeFacts{.verb = ReadVerb::kList}; },
+     Pass(PassReason::kNotCacheable)},
+    {"a cacheable read first finds its cache", kList,
+     [](ServeFacts& f) { f = ServeFacts{.verb = ReadVerb::kList, .cacheable = true}; },
+     Next(Step::kFindCache)},
+    {"a kind not cached, or not started in time, passes", kGet,
+     [](ServeFacts& f) { f.cached = false; }, Pass(PassReason::kNotCached)},
+    {"a representation only the apiserver renders passes", kWatch,
+     [](ServeFacts& f) {
+       f.form = {};
+       f.sync = Sync::kSyncing;
+     },
+     Pass(PassReason::kRepresentation)},
+    {"a protobuf cache just started is waited for", kList,
+     [](ServeFacts& f) {
+       f.form.cache = Form::Cache::kProtobuf;
+       f.sync = Sync::kSyncing;
+     },
+     Next(Step::kWaitSynced)},
+    {"a protobuf cache synced is not waited for", kList,
+     [](ServeFacts& f) { f.form.cache = Form::Cache::kProtobuf; }, Next(Step::kServe)},
+    // Not synced (KEP-4568): what the apiserver reads from etcd passes, the rest is refused
+    // once the user is known to be allowed.
+    {"a GET of a cache not synced passes (the apiserver reads etcd)", kGet,
+     [](ServeFacts& f) { f.sync = Sync::kSyncing; }, Pass(PassReason::kNotSynced)},
+    {"a protobuf cache waited out passes a limited LIST", kList,
+     [](ServeFacts& f) {
+       f.form.cache = Form::Cache::kProtobuf;
+       f.sync = Sync::kWaitedOut;
+     },
+     Pass(PassReason::kNotSynced)},
+    {"a watch of a cache not synced whose LIST is refused passes, sent back", kWatch,
+     [](ServeFacts& f) {
+       f.sync = Sync::kSyncing;
+       f.busy_while_initializing = true;
+       f.list_refused = true;
+     },
+     Pass(PassReason::kNotSynced, /*send_back=*/true)},
+    {"an unbounded LIST of a cache initializing is refused 429", kList,
+     [](ServeFacts& f) {
+       f.sync = Sync::kSyncing;
+       f.busy_while_initializing = true;
+     },
+     Refuse(RefuseReason::kInitializing)},
+    {"a watch of a cache initializing is refused 429 before a slot is taken", kWatch,
+     [](ServeFacts& f) {
+       f.sync = Sync::kSyncing;
+       f.busy_while_initializing = true;
+       f.slot.reset();
+     },
+     Refuse(RefuseReason::kInitializing)},
+    {"a cache initializing still asks who the user is first", kList,
+     [](ServeFacts& f) {
+       f.sync = Sync::kSyncing;
+       f.busy_while_initializing = true;
+       f.who = Who::kUnasked;
+       f.access.reset();
+     },
+     Next(Step::kAuthenticate)},
+    {"a cache initializing passes a user denied", kWatch,
+     [](ServeFacts& f) {
+       f.sync = Sync::kSyncing;
+       f.busy_while_initializing = true;
+       f.access = Access::kDenied;
+     },
+     Pass(PassReason::kDenied, /*send_back=*/true)},
+    // Selectors.
+    {"selectors are parsed once the cache is synced", kList,
+     [](ServeFacts& f) { f.selects.reset(); }, Next(Step::kSelect)},
+    {"selectors the apiserver refuses, or a shard selector not known yet, pass", kWatch,
+     [](ServeFacts& f) { f.selects = false; }, Pass(PassReason::kSelector)},
+    // Who, and whether they may.
+    {"the user is asked for", kGet,
+     [](ServeFacts& f) {
+       f.who = Who::kUnasked;
+       f.access.reset();
+     },
+     Next(Step::kAuthenticate)},
+    {"a lookup that got no answer is not asked again: 429", kGet,
+     [](ServeFacts& f) {
+       f.who = Who::kUnasked;
+       f.lookup_unavailable = true;
+       f.lookup_throttled = true;
+     },
+     Refuse(RefuseReason::kTokenReviewUnavailable)},
+    {"a lookup not made for want of budget is not asked again: 429", kGet,
+     [](ServeFacts& f) {
+       f.who = Who::kUnasked;
+       f.lookup_throttled = true;
+     },
+     Refuse(RefuseReason::kTokenReviewThrottled)},
+    {"a TokenReview with no answer in time: 429", kList,
+     [](ServeFacts& f) { f.who = Who::kUnavailable; },
+     Refuse(RefuseReason::kTokenReviewUnavailable)},
+    {"a new token with the TokenReview budget spent: 429", kList,
+     [](ServeFacts& f) { f.who = Who::kThrottled; }, Refuse(RefuseReason::kTokenReviewThrottled)},
+    {"no user: the apiserver's to refuse", kList, [](ServeFacts& f) { f.who = Who::kNoUser; },
+     Pass(PassReason::kUnknownUser)},
+    {"a watch with no user passes, sent back", kWatch, [](ServeFacts& f) { f.who = Who::kNoUser; },
+     Pass(PassReason::kUnknownUser, /*send_back=*/true)},
+    {"a user's access is reviewed", kWatch, [](ServeFacts& f) { f.access.reset(); },
+     Next(Step::kReviewAccess)},
+    {"a SubjectAccessReview with no answer in time: 429", kGet,
+     [](ServeFacts& f) { f.access = Access::kUnavailable; },
+     Refuse(RefuseReason::kAccessReviewUnavailable)},
+    {"a denied GET passes", kGet, [](ServeFacts& f) { f.access = Access::kDenied; },
+     Pass(PassReason::kDenied)},
+    {"a denied watch passes, sent back", kWatch, [](ServeFacts& f) { f.access = Access::kDenied; },
+     Pass(PassReason::kDenied, /*send_back=*/true)},
+    // Watch bounds.
+    {"a watch takes a slot", kWatch, [](ServeFacts& f) { f.slot.reset(); },
+     Next(Step::kTakeWatchSlot)},
+    {"a watch with no bounds, or at the exempt level, takes none", kWatch,
+     [](ServeFacts& f) {
+       f.slot.reset();
+       f.watch_slots_bounded = false;
+     },
+     Next(Step::kServe)},
+    {"a watch past --max-watchers: 429", kWatch,
+     [](ServeFacts& f) { f.slot = WatchSlots::Refused::kTotal; },
+     Refuse(RefuseReason::kWatchersTotal)},
+    {"a watch past --max-watchers-per-user: 429", kWatch,
+     [](ServeFacts& f) { f.slot = WatchSlots::Refused::kPerUser; },
+     Refuse(RefuseReason::kWatchersPerUser)},
+    {"a watch is served, whatever its resourceVersion (ServeWatch starts it)", kWatch,
+     [](ServeFacts& f) {
+       f.consistent = true;
+       f.consistent_turn.reset();
+       f.freshness.reset();
+     },
+     Next(Step::kServe)},
+    // A GET's or LIST's resourceVersion.
+    {"a consistent read takes its turn first", kList,
+     [](ServeFacts& f) {
+       f.consistent = true;
+       f.consistent_turn.reset();
+       f.freshness.reset();
+     },
+     Next(Step::kTakeConsistentTurn)},
+    {"a consistent read whose turn it is goes upstream", kGet,
+     [](ServeFacts& f) {
+       f.consistent = true;
+       f.consistent_turn = true;
+     },
+     Pass(PassReason::kConsistentTurn)},
+    {"a read at a resourceVersion takes no turn", kGet,
+     [](ServeFacts& f) {
+       f.consistent_turn.reset();
+       f.freshness.reset();
+     },
+     Next(Step::kRequireVersion)},
+    {"a consistent read not sent upstream waits for the version", kList,
+     [](ServeFacts& f) {
+       f.consistent = true;
+       f.freshness.reset();
+     },
+     Next(Step::kRequireVersion)},
+    {"a cache the upstream cannot prove current passes", kList,
+     [](ServeFacts& f) { f.freshness = Verdict::kPassThrough; }, Pass(PassReason::kUnprovable)},
+    {"a resourceVersion not reached in time: 504", kGet,
+     [](ServeFacts& f) { f.freshness = Verdict::kTooLarge; },
+     Refuse(RefuseReason::kTooLargeResourceVersion)},
+    {"a consistent read not proven current in time: 429", kList,
+     [](ServeFacts& f) {
+       f.consistent = true;
+       f.freshness = Verdict::kUnproven;
+     },
+     Refuse(RefuseReason::kUnproven)},
+    {"a fresh GET is served", kGet, [](ServeFacts&) {}, Next(Step::kServe)},
+    {"a fresh LIST is served", kList, [](ServeFacts&) {}, Next(Step::kServe)},
+};
+
+TEST_CASE("Decide serves, passes or refuses a cached kind's read as the table says") {
+  for (const Row& row : kRows) {
+    SECTION(row.name) { Check(row); }
+  }
+}
+
+TEST_CASE("Decide's table has a row for every step and every reason") {
+  std::set<int> steps, passes, refusals;
+  for (const Row& row : kRows) {
+    ServeFacts f = Ready(row.verb);
+    row.facts(f);
+    const Decision d = Decide(f);
+    steps.insert(static_cast<int>(d.step));
+    passes.insert(static_cast<int>(d.pass));
+    refusals.insert(static_cast<int>(d.refuse));
+  }
+  CHECK(steps.size() == static_cast<size_t>(Step::kRefuse) + 1);
+  // All but kServeDeclined, the serving step's own.
+  CHECK(passes.size() == static_cast<size_t>(PassReason::kCount) - 1);
+  CHECK(refusals.size() == static_cast<size_t>(RefuseReason::kUnproven) + 1);
+}
+
+TEST_CASE("Decide asks for each fact at most once, and answers within kMaxLearnSteps") {
+  // The longest path: a consistent LIST of a protobuf cache just started, everything unasked.
+  ServeFacts f{.verb = ReadVerb::kList, .cacheable = true, .consistent = true};
+  int steps = 0;
+  std::set<int> asked;
+  for (Decision d = Decide(f); d.step < Step::kServe; d = Decide(f), ++steps) {
+    REQUIRE(asked.insert(static_cast<int>(d.step)).second);
+    switch (d.step) {
+      case Step::kFindCache:
+        f.cached = true;
+        f.form.cache = Form::Cache::kProtobuf;
+        break;
+      case Step::kWaitSynced:
+        f.sync = Sync::kSynced;
+        break;
+      case Step::kSelect:
+        f.selects = true;
+        break;
+      case Step::kAuthenticate:
+        f.who = Who::kUser;
+        break;
+      case Step::kReviewAccess:
+        f.access = Access::kAllowed;
+        break;
+      case Step::kTakeConsistentTurn:
+        f.consistent_turn = false;
+        break;
+      case Step::kRequireVersion:
+        f.freshness = Verdict::kServe;
+        break;
+      default:
+        FAIL("not asked of a LIST");
+    }
+  }
+  CHECK(Decide(f).step == Step::kServe);
+  CHECK(steps == 7);
+  CHECK(steps <= kMaxLearnSteps);
+}
+
+TEST_CASE("ChooseForm picks the cache of the negotiated representation") {
+  struct Case {
+    std::string name;
+    ReadVerb verb;
+    Representation r;
+    bool has_protobuf, items_have_type_meta;
+    Form::Cache want;
+    bool partial;
+  };
+  using C = Conversion;
+  using M = MediaChoice;
+  const Case cases[] = {
+      {"JSON", kList, {M::kJson, C::kNone}, true, false, Form::Cache::kJson, false},
+      {"protobuf", kGet, {M::kProtobuf, C::kNone}, true, false, Form::Cache::kProtobuf, false},
+      {"protobuf of a kind with none",
+       kGet,
+       {M::kProtobuf, C::kNone},
+       false,
+       false,
+       Form::Cache::kNone,
+       false},
+      {"YAML, pretty JSON",
+       kList,
+       {M::kApiserver, C::kNone},
+       true,
+       false,
+       Form::Cache::kNone,
+       false},
+      {"Table", kList, {M::kJson, C::kApiserver}, true, false, Form::Cache::kNone, false},
+      {"PartialObjectMetadataList to a LIST",
+       kList,
+       {M::kProtobuf, C::kPartialMetadataList},
+       true,
+       false,
+       Form::Cache::kProtobuf,
+       true},
+      {"PartialObjectMetadata to a GET",
+       kGet,
+       {M::kJson, C::kPartialMetadata},
+       true,
+       false,
+       Form::Cache::kJson,
+       true},
+      {"PartialObjectMetadata to a WATCH",
+       kWatch,
+       {M::kJson, C::kPartialMetadata},
+       true,
+       false,
+       Form::Cache::kJson,
+       true},
+      {"PartialObjectMetadata to a LIST: the apiserver's 406",
+       kList,
+       {M::kJson, C::kPartialMetadata},
+       true,
+       false,
+       Form::Cache::kNone,
+       false},
+      {"PartialObjectMetadataList to a WATCH: the apiserver's 406",
+       kWatch,
+       {M::kJson, C::kPartialMetadataList},
+       true,
+       false,
+       Form::Cache::kNone,
+       false},
+      {"a custom resource's metadata form",
+       kGet,
+       {M::kJson, C::kPartialMetadata},
+       false,
+       true,
+       Form::Cache::kNone,
+       false},
+  };
+  for (const Case& c : cases) {
+    SECTION(c.name) {
+      const Form got = ChooseForm(c.verb, c.r, c.has_protobuf, c.items_have_type_meta);
+      CHECK(static_cast<int>(got.cache) == static_cast<int>(c.want));
+      CHECK(got.partial_metadata == c.partial);
+    }
+  }
+}
+
+TEST_CASE("WhoOf ranks a review with no answer above a user it kept") {
+  Authentication who;
+  CHECK(WhoOf(who) == Who::kNoUser);
+  who.user = UserInfo{};
+  CHECK(WhoOf(who) == Who::kUser);
+  who.throttled = true;
+  CHECK(WhoOf(who) == Who::kThrottled);
+  who.unavailable = true;
+  CHECK(WhoOf(who) == Who::kUnavailable);
+}
+
+TEST_CASE("Every pass reason has its own name") {
+  std::set<std::string_view> names;
+  for (int i = 0; i < static_cast<int>(PassReason::kCount); ++i) {
+    names.insert(PassReasonName(static_cast<PassReason>(i)));
+  }
+  CHECK(names.size() == static_cast<size_t>(PassReason::kCount));
+  CHECK(PassReasonName(PassReason::kDenied) == "denied");
+}
+
+}  // namespace
+}  // namespace kf
