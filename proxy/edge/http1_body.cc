@@ -4,14 +4,9 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http/read.hpp>
 
+#include "proxy/edge/deadlines.h"
+
 namespace kf {
-namespace {
-
-// A client sending a body must keep it coming (Go's server has no such limit by default; this
-// only frees connections that stalled for good).
-constexpr auto kBodyIdleTimeout = std::chrono::seconds(120);
-
-}  // namespace
 
 Http1Body::Http1Body(AnyStream& stream, beast::flat_buffer& buffer, RequestParser& parser)
     : stream_(stream),

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/strings.h"
+#include "proxy/edge/deadlines.h"
 #include "proxy/edge/request_parser.h"
 
 namespace kf {
@@ -20,7 +21,6 @@ namespace {
 
 namespace http = beast::http;
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
-constexpr auto kWriteTimeout = std::chrono::seconds(60);
 // Go's net/http buffers a handler's output up to this size; an answer that fits goes out with a
 // Content-Length, a longer one chunked.
 constexpr size_t kGoChunkingThreshold = 2048;

@@ -16,12 +16,12 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "common/read_buffer.h"
+#include "proxy/edge/deadlines.h"
 
 namespace kf {
 namespace {
 
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
-constexpr auto kWriteTimeout = std::chrono::seconds(60);
 // Frames gathered into one socket write.
 constexpr size_t kWriteBatchBytes = 64 * 1024;
 // Reads: a quiet connection's pending read holds the small buffer (a client's WINDOW_UPDATEs,

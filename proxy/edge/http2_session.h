@@ -41,6 +41,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "common/any_stream.h"
 #include "common/batched_sends.h"
+#include "proxy/edge/deadlines.h"
 #include "proxy/edge/http2_memory.h"
 #include "proxy/edge/http2_stream.h"
 #include "proxy/edge/pipeline.h"
@@ -59,11 +60,11 @@ struct Http2Limits {
   uint32_t max_frame_size = 256 * 1024;
   uint32_t max_header_list_size = (1u << 20) + 10 * 32;
   uint32_t header_table_size = 4096;
-  std::chrono::milliseconds idle_timeout = std::chrono::seconds(90);
+  std::chrono::milliseconds idle_timeout = kKeepAliveIdleTimeout;
   // What kube-fanout adds to bound what a client can hold or make it do (docs/limits.md):
   // A header block (HEADERS and its CONTINUATIONs) must end within this of its first frame, as
   // an HTTP/1.1 head must (Go's ReadHeaderTimeout); past it: GOAWAY, closed.
-  std::chrono::milliseconds header_block_timeout = std::chrono::seconds(30);
+  std::chrono::milliseconds header_block_timeout = kHeadTimeout;
   // CONTINUATION frames after one HEADERS (nghttp2's own default since 1.61, which a 1 MiB
   // list at our 256 KiB frames needs 4 of); a block that needs more: GOAWAY ENHANCE_YOUR_CALM
   // as the last one allowed begins without END_HEADERS.

@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "common/kept_room.h"
 #include "common/strings.h"
+#include "proxy/edge/deadlines.h"
 
 namespace kf {
 namespace {
@@ -24,9 +25,6 @@ namespace http = beast::http;
 // Go's HTTP/2 server buffers a handler's output up to this size (handlerChunkWriteSize); an
 // answer that fits goes out with a content-length, a longer one without.
 constexpr size_t kGoH2BufferedBytes = 4096;
-// As HTTP/1.1's writes (http1_response.cc): an answer's bytes must be taken within this, else
-// the stream is reset (a client that stopped reading this stream; the connection goes on).
-constexpr auto kWriteTimeout = std::chrono::seconds(60);
 // Go counts each header field as its name, value and 32 bytes (RFC 9113 §6.5.2).
 constexpr size_t kFieldOverhead = 32;
 // Pieces of an answer's write whose room a stream keeps between writes (Http2Stream::ClearOut).

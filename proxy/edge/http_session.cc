@@ -21,7 +21,9 @@ namespace {
 namespace http = beast::http;
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
-constexpr auto kWriteTimeout = std::chrono::seconds(30);
+// The 400 or 431 answer to a head that does not parse (WriteGoServerError): shorter than
+// kWriteTimeout (deadlines.h), the connection closes after it.
+constexpr auto kUnparsedAnswerWriteTimeout = std::chrono::seconds(30);
 constexpr auto kTlsCloseBudget = std::chrono::milliseconds(500);
 
 std::string IpOf(std::string_view remote) {
@@ -275,7 +277,7 @@ asio::awaitable<void> HttpSession::WriteGoServerError(int code, std::string_view
   const std::string response = absl::StrCat(
       "HTTP/1.1 ", status,
       "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n", status);
-  client_->tcp().expires_after(kWriteTimeout);
+  client_->tcp().expires_after(kUnparsedAnswerWriteTimeout);
   auto [ec, n] = co_await asio::async_write(*client_, asio::buffer(response), use_nothrow);
   pipeline_.LogUnparsed(remote_, code, ec ? ec.message() : std::string(why));
 }

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "common/any_stream.h"
+#include "proxy/edge/deadlines.h"
 #include "proxy/edge/exchange.h"
 #include "proxy/edge/http2_session.h"
 #include "proxy/edge/pipeline.h"
@@ -56,8 +57,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
   // connection's first request, from its first byte for a kept-alive connection's next one.
   // `idle`: how long a kept-alive connection may wait for that first byte.
   struct HeadTimeouts {
-    std::chrono::milliseconds header{std::chrono::seconds(30)};
-    std::chrono::milliseconds idle{std::chrono::seconds(90)};
+    std::chrono::milliseconds header{kHeadTimeout};
+    std::chrono::milliseconds idle{kKeepAliveIdleTimeout};
   };
   // Before Start (tests shorten them).
   void SetHeadTimeouts(const HeadTimeouts& timeouts) { head_timeouts_ = timeouts; }

@@ -9,6 +9,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
+#include "proxy/edge/deadlines.h"
 #include "proxy/edge/hop_by_hop.h"
 #include "proxy/edge/request_parser.h"
 #include "proxy/passthrough/tunnel.h"
@@ -22,7 +23,6 @@ namespace {
 namespace http = beast::http;
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 constexpr auto kResponseHeaderTimeout = std::chrono::seconds(60);
-constexpr auto kBodyIdleTimeout = std::chrono::seconds(120);
 // Longer than any watch the apiserver keeps open (its default limit is under an hour); TCP
 // keep-alive notices a dead peer before then.
 constexpr auto kWatchIdleTimeout = std::chrono::minutes(70);

@@ -4,7 +4,7 @@ namespace kf::flags {
 namespace po = boost::program_options;
 namespace {
 
-// Listener flags (--help lists them under this title).
+// Listener flags: one of --help's topics (Topics, below).
 void ListenerFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
   // clang-format off
   d.add_options()
@@ -60,7 +60,7 @@ void ListenerFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
   // clang-format on
 }
 
-// Client authentication and authorization flags (--help lists them under this title).
+// Client authentication and authorization flags: one of --help's topics (Topics, below).
 void IdentityFlags(po::options_description& d, ProxyOptions* o, RawFlags* /*raw*/) {
   // clang-format off
   d.add_options()
@@ -136,7 +136,7 @@ void ReviewFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
   // clang-format on
 }
 
-// Upstream flags (--help lists them under this title).
+// Upstream flags: one of --help's topics (Topics, below).
 void UpstreamFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
   // clang-format off
   d.add_options()
@@ -175,7 +175,7 @@ void UpstreamFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
   // clang-format on
 }
 
-// Cache flags (--help lists them under this title).
+// Cache flags: one of --help's topics (Topics, below).
 void CacheFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
   // clang-format off
   d.add_options()
@@ -225,7 +225,7 @@ void CacheFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
 }
 
 // Cache flags, continued: consistent reads and self-checks.
-void FreshnessFlags(po::options_description& d, RawFlags* raw) {
+void FreshnessFlags(po::options_description& d, ProxyOptions* /*o*/, RawFlags* raw) {
   // clang-format off
   d.add_options()
     ("consistent-read-passthrough-interval",
@@ -281,7 +281,7 @@ void SnapshotFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
   // clang-format on
 }
 
-// Admission and passthrough flags (--help lists them under this title).
+// Admission and passthrough flags: one of --help's topics (Topics, below).
 void AdmissionFlags(po::options_description& d, ProxyOptions* o, RawFlags* /*raw*/) {
   // clang-format off
   d.add_options()
@@ -315,7 +315,7 @@ void AdmissionFlags(po::options_description& d, ProxyOptions* o, RawFlags* /*raw
   // clang-format on
 }
 
-// Process flags (--help lists them under this title).
+// Process flags: one of --help's topics (Topics, below).
 void ProcessFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
   // clang-format off
   d.add_options()
@@ -340,56 +340,24 @@ void ProcessFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
 
 }  // namespace
 
-po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
-  po::options_description d("Flags", /*line_length=*/100, /*min_description_length=*/50);
-  ListenerFlags(d, o, raw);
-  IdentityFlags(d, o, raw);
-  ReviewFlags(d, o, raw);
-  UpstreamFlags(d, o, raw);
-  CacheFlags(d, o, raw);
-  FreshnessFlags(d, raw);
-  SnapshotFlags(d, o, raw);
-  AdmissionFlags(d, o, raw);
-  ProcessFlags(d, o, raw);
-  return d;
-}
-
 const std::vector<Topic>& Topics() {
   static const auto* topics = new std::vector<Topic>{
-      {"Listener",
-       {"listen", "secure-listen", "tls-cert-file", "tls-private-key-file", "tls-cipher-suites",
-        "tls-min-version", "metrics-listen", "allow-insecure-listen",
-        "http2-max-streams-per-connection", "http2-header-block-timeout", "http2-max-continuations",
-        "http2-max-header-bytes-per-connection", "http2-stream-reset-burst",
-        "http2-stream-reset-rate"}},
-      {"Client authentication and authorization",
-       {"client-ca-file", "requestheader-client-ca-file", "requestheader-allowed-names",
-        "proxy-client-cert-file", "proxy-client-key-file", "requestheader-username-headers",
-        "requestheader-group-headers", "requestheader-uid-headers",
-        "requestheader-extra-headers-prefix", "authentication-token-webhook-cache-ttl",
-        "authentication-token-webhook-cache-unauthorized-ttl",
-        "authorization-webhook-cache-authorized-ttl",
-        "authorization-webhook-cache-unauthorized-ttl", "authentication-token-review-qps",
-        "authentication-cache-max-entries", "authorization-cache-max-entries"}},
-      {"Upstream",
-       {"kubeconfig", "context", "upstream", "events-upstream", "upstream-ca-file",
-        "upstream-token-file", "upstream-insecure-skip-tls-verify", "upstream-dial-timeout",
-        "upstream-http2", "upstream-watch-idle-timeout"}},
-      {"Cache",
-       {"cache-resources", "protobuf-cache-resources", "watch-cache-window-bytes",
-        "watcher-max-queue-bytes", "watchers-max-total-queue-bytes", "max-watchers",
-        "max-watchers-per-user", "watch-bookmark-interval", "consistent-read-passthrough-interval",
-        "cache-check-interval", "cache-snapshot-dir", "cache-snapshot-max-bytes",
-        "cache-snapshot-interval", "cache-snapshot-max-age", "cache-snapshot-secrets",
-        "list-threads", "list-gzip-cache-bytes"}},
-      {"Admission and passthrough",
-       {"enable-admission", "admission-config", "max-passthrough-in-flight",
-        "max-passthrough-watches", "max-passthrough-watches-per-user", "event-spam-filter",
-        "coalesce-reads"}},
-      {"Process",
-       {"config", "threads", "io-uring", "shutdown-grace-period", "v", "version", "help"}},
+      {"Listener", {ListenerFlags}},
+      {"Client authentication and authorization", {IdentityFlags, ReviewFlags}},
+      {"Upstream", {UpstreamFlags}},
+      {"Cache", {CacheFlags, FreshnessFlags, SnapshotFlags}},
+      {"Admission and passthrough", {AdmissionFlags}},
+      {"Process", {ProcessFlags}},
   };
   return *topics;
+}
+
+po::options_description Describe(ProxyOptions* o, RawFlags* raw) {
+  po::options_description d("Flags", /*line_length=*/100, /*min_description_length=*/50);
+  for (const Topic& t : Topics()) {
+    for (DeclareFlags declare : t.declare) declare(d, o, raw);
+  }
+  return d;
 }
 
 }  // namespace kf::flags

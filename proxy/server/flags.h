@@ -3,7 +3,6 @@
 
 #include <boost/program_options.hpp>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "proxy/server/options.h"
@@ -20,10 +19,15 @@ struct RawFlags {
 // Every flag, bound to `o` (and to `raw` for those parsed after Boost).
 boost::program_options::options_description Describe(ProxyOptions* o, RawFlags* raw);
 
-// --help's topics, in order; a flag named in none is listed under "Other flags".
+// Declares a group of flags on `d`, bound to `o` (and to `raw` for those parsed after Boost).
+using DeclareFlags = void (*)(boost::program_options::options_description& d, ProxyOptions* o,
+                              RawFlags* raw);
+
+// --help's topics, in order: each a title and the functions that declare its flags (so a flag
+// is named once, where it is declared, and belongs to exactly one topic).
 struct Topic {
   const char* title;
-  std::vector<std::string_view> flags;
+  std::vector<DeclareFlags> declare;
 };
 const std::vector<Topic>& Topics();
 

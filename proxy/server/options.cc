@@ -161,23 +161,11 @@ std::string HelpText() {
       << "Upstream: --upstream URLs, else --kubeconfig, else the in-cluster ServiceAccount,\n"
       << "else $KUBECONFIG. Clients' requests pass through with their own credentials.\n\n"
       << "Flags on the command line win over those read from --config.\n";
-  const po::options_description all = flags::Describe(&o, &raw);
-  std::vector<po::options_description> groups;
-  for (const flags::Topic& t : flags::Topics())
-    groups.emplace_back(std::string(t.title) + " flags", 100, 50);
-  po::options_description other("Other flags", 100, 50);
-  for (const auto& flag : all.options()) {
-    po::options_description* group = &other;
-    for (size_t i = 0; i < flags::Topics().size(); ++i) {
-      const auto& names = flags::Topics()[i].flags;
-      if (std::find(names.begin(), names.end(), flag->long_name()) != names.end()) {
-        group = &groups[i];
-      }
-    }
-    group->add(flag);
+  for (const flags::Topic& t : flags::Topics()) {
+    po::options_description group(std::string(t.title) + " flags", 100, 50);
+    for (flags::DeclareFlags declare : t.declare) declare(group, &o, &raw);
+    out << "\n" << group;
   }
-  for (const auto& g : groups) out << "\n" << g;
-  if (!other.options().empty()) out << "\n" << other;
   return out.str();
 }
 

@@ -225,7 +225,8 @@ void Server::LogServing() const {
 }
 
 void Server::BuildSharedStages() {
-  local_ = std::make_unique<LocalHandler>(health_, [this] { return RenderAllMetrics(); });
+  local_ =
+      std::make_unique<LocalHandler>(health_, [this] { return RenderMetrics(MetricsRenderers()); });
   if (admission_) {
     admission_filter_ = std::make_unique<AdmissionFilter>(*admission_);
     passthrough_charge_ = std::make_unique<PassthroughCharge>(*admission_);
@@ -264,28 +265,6 @@ SharedStages Server::Stages() {
   s.watch.list_pool = list_pool_.get();
   s.watch.list_gzip = &list_gzip_;
   return s;
-}
-
-std::string Server::RenderAllMetrics() const {
-  std::string out =
-      RenderMetrics(cache_.get(), cache_stats_, route_stats_, active_sessions_.load());
-  if (admission_) {
-    out += RenderAdmissionMetrics(*admission_, in_flight_cap_ ? in_flight_cap_->in_flight() : 0,
-                                  in_flight_cap_ ? in_flight_cap_->rejected() : 0);
-  }
-  out += RenderFilterMetrics(coalescer_.get(), event_filter_.get());
-  out += RenderReviewMetrics(authentication_stats_, authorization_stats_);
-  if (serving_cert_) {
-    out += RenderServingCertificateMetrics(
-        serving_cert_->reloads(), serving_cert_->reload_failures(), serving_cert_->not_after());
-  }
-  out += RenderWatchLimitMetrics(watch_queue_budget_, watch_slots_, passthrough_slots_);
-  out += RenderListGzipMetrics(list_gzip_.GetStats());
-  out += RenderUpstreamPoolMetrics(upstream_pool_stats_);
-  out += RenderConnectionsRefusedMetrics(connections_refused_[0].load(),
-                                         connections_refused_[1].load(), accept_paused_.load());
-  out += RenderProcessMetrics();
-  return out;
 }
 
 asio::awaitable<void> Server::CheckDelegation(UpstreamPool& own_pool) {

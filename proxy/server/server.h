@@ -32,6 +32,7 @@
 #include "proxy/serve/serve_stats.h"
 #include "proxy/server/health.h"
 #include "proxy/server/local_handler.h"
+#include "proxy/server/metrics.h"
 #include "proxy/server/options.h"
 #include "proxy/server/worker.h"
 #include "proxy/sync/cached_resources.h"
@@ -99,7 +100,8 @@ class Server {
   // The pipeline's stages every worker shares, built once from the options.
   void BuildSharedStages();
   SharedStages Stages();
-  std::string RenderAllMetrics() const;
+  // Each component's metric families, in /metrics order (server_metrics.cc).
+  std::vector<MetricsRenderer> MetricsRenderers() const;
 
   ProxyOptions options_;
   UpstreamConfig upstream_;

@@ -3,8 +3,9 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 
-#include "proxy/serve/serve_stats.h"
+#include "proxy/serve/serve_metrics.h"
 #include "proxy/server/metrics.h"
+#include "proxy/server/process_metrics.h"
 #include "tests/proxy/edge/test_support.h"
 
 namespace kf::test {
@@ -74,7 +75,7 @@ namespace kf {
 namespace {
 
 TEST_CASE("RenderProcessMetrics reports this process's memory, CPU, descriptors and start") {
-  const std::string text = RenderProcessMetrics();
+  const std::string text = RenderMetrics({RenderProcessMetrics});
   auto value = [&text](const std::string& name) {
     const size_t at = text.find("\n" + name + " ");
     REQUIRE(at != std::string::npos);
@@ -101,8 +102,9 @@ TEST_CASE("Metric values keep every digit (a byte counter past a million is not 
   CacheServeStats serve;
   serve.bytes_written = 1234567891;
   serve.declined = 3;
-  RouteStats routes;
-  const std::string text = RenderMetrics(nullptr, serve, routes, 0);
+  const std::string text =
+      RenderMetrics({[&](metrics::Writer& w) { RenderServeMetrics(w, serve); },
+                     [&](metrics::Writer& w) { RenderWatchWriteMetrics(w, serve); }});
   CHECK(text.find("\nkube_fanout_cache_bytes_written_total 1234567891\n") != std::string::npos);
   CHECK(text.find("\nkube_fanout_cache_declined_total 3\n") != std::string::npos);
 }

@@ -1,8 +1,8 @@
-// Writer: the Prometheus text exposition format (version 0.0.4) that every Render*Metrics
-// function writes: families, samples, escaped label values. Header-only; no state beyond the
+// Writer: the Prometheus text exposition format (version 0.0.4) that each component's
+// Render*Metrics writes: families, samples, escaped label values. Header-only; no state beyond the
 // text being built.
-#ifndef KUBE_FANOUT_SERVER_METRICS_WRITER_H_
-#define KUBE_FANOUT_SERVER_METRICS_WRITER_H_
+#ifndef KUBE_FANOUT_COMMON_METRICS_WRITER_H_
+#define KUBE_FANOUT_COMMON_METRICS_WRITER_H_
 
 #include <charconv>
 #include <initializer_list>
@@ -47,6 +47,11 @@ class Writer {
     absl::StrAppend(&out_, ToAbsl(name), labels.empty() ? "" : "{", ToAbsl(labels),
                     labels.empty() ? "" : "}", " ", absl::string_view(digits, end - digits), "\n");
   }
+  // A family of one sample, without labels.
+  void Single(std::string_view name, std::string_view type, std::string_view help, double value) {
+    Family(name, type, help);
+    Sample(name, "", value);
+  }
   // A family whose samples differ by one label: {label="value"} per (value, sample).
   void ByLabel(std::string_view name, std::string_view type, std::string_view help,
                std::string_view label,
@@ -64,4 +69,4 @@ class Writer {
 
 }  // namespace kf::metrics
 
-#endif  // KUBE_FANOUT_SERVER_METRICS_WRITER_H_
+#endif  // KUBE_FANOUT_COMMON_METRICS_WRITER_H_

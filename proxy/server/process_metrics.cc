@@ -1,0 +1,59 @@
+#include "proxy/server/process_metrics.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace kf {
+
+void RenderProcessMetrics(metrics::Writer& w) {
+  // /proc/self/stat: the fields after the command's closing parenthesis, numbered from 3
+  // (proc(5)): 14 utime, 15 stime, 22 starttime (clock ticks), 24 rss (pages).
+  std::ifstream stat_file("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return;
+  const std::vector<absl::string_view> fields =
+      absl::StrSplit(absl::string_view(stat).substr(paren + 2), ' ');
+  auto field = [&fields](size_t n) {
+    double v = 0;
+    return n - 3 < fields.size() && absl::SimpleAtod(fields[n - 3], &v) ? v : 0.0;
+  };
+  const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
+  const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
+  double boot_time = 0;  // /proc/stat's btime: the boot's Unix time.
+  std::ifstream proc_stat("/proc/stat");
+  for (std::string line; std::getline(proc_stat, line);) {
+    absl::string_view rest = line;
+    if (absl::ConsumePrefix(&rest, "btime ")) absl::SimpleAtod(rest, &boot_time);
+  }
+  std::error_code ec;
+  double open_fds = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++open_fds;
+  }
+  rlimit nofile{};
+  getrlimit(RLIMIT_NOFILE, &nofile);
+
+  w.Single("process_cpu_seconds_total", "counter", "Total user and system CPU time in seconds.",
+           (field(14) + field(15)) / ticks);
+  w.Single("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
+           field(24) * page);
+  w.Single("process_open_fds", "gauge", "Number of open file descriptors.", open_fds);
+  w.Single("process_max_fds", "gauge", "Maximum number of open file descriptors.",
+           static_cast<double>(nofile.rlim_cur));
+  w.Single("process_start_time_seconds", "gauge",
+           "Start time of the process since unix epoch in seconds.", boot_time + field(22) / ticks);
+}
+
+}  // namespace kf

@@ -1,0 +1,15 @@
+// The process_* families every Prometheus client library exports.
+#ifndef KUBE_FANOUT_SERVER_PROCESS_METRICS_H_
+#define KUBE_FANOUT_SERVER_PROCESS_METRICS_H_
+
+#include "common/metrics_writer.h"
+
+namespace kf {
+
+// Resident memory, CPU seconds, open and maximum descriptors, start time, read from /proc/self
+// at each call; nothing where /proc cannot be read.
+void RenderProcessMetrics(metrics::Writer& w);
+
+}  // namespace kf
+
+#endif  // KUBE_FANOUT_SERVER_PROCESS_METRICS_H_
