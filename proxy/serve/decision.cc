@@ -50,7 +50,8 @@ Decision DecideReviewed(const ServeFacts& f, bool initializing) {
     case Who::kThrottled:
       return Refuse(RefuseReason::kTokenReviewThrottled);
     case Who::kNoUser:
-      return Pass(PassReason::kUnknownUser, watch);
+      // Anonymous, or a credential the apiserver refused: the apiserver's for good.
+      return Pass(PassReason::kUnknownUser);
     case Who::kUser:
       break;
   }
@@ -104,7 +105,8 @@ Decision Decide(const ServeFacts& f) {
   // A cache whose LIST is refused will not sync: the apiserver answers.
   const bool synced = f.sync == Sync::kSynced;
   const bool initializing = !synced && !f.list_refused && f.busy_while_initializing;
-  if (!synced && !initializing) return Pass(PassReason::kNotSynced, f.verb == ReadVerb::kWatch);
+  // (A watch passes here only when its cache's LIST is refused: it would not come back.)
+  if (!synced && !initializing) return Pass(PassReason::kNotSynced);
   if (!f.selects) return Next(Step::kSelect);
   if (!*f.selects) return Pass(PassReason::kSelector);
   return DecideReviewed(f, initializing);

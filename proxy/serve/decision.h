@@ -117,8 +117,8 @@ struct Decision {
   Step step = Step::kPass;
   PassReason pass = PassReason::kNone;
   RefuseReason refuse = RefuseReason::kNone;
-  // kPass of a watch that may be the cache's soon (its cache syncing, a denial that may
-  // expire): sent upstream with a shorter timeout (watch_return.h).
+  // kPass of a watch whose review said no (the apiserver's authorizer may say yes before the
+  // denial kept here expires): sent upstream with a shorter timeout (watch_return.h).
   bool send_back = false;
 };
 

@@ -51,8 +51,8 @@ void RenderServeMetrics(metrics::Writer& w, const CacheServeStats& serve) {
   }
   w.Single(
       "kube_fanout_cache_watches_sent_back_total", "counter",
-      "Watches of cached resources passed through for a reason that passes (their "
-      "SubjectAccessReview said no, or their cache had not synced) and sent upstream with "
+      "Watches of cached resources passed through because their SubjectAccessReview said no "
+      "(the apiserver's authorizer may say yes before the denial expires) and sent upstream with "
       "timeoutSeconds at most twice --authorization-webhook-cache-unauthorized-ttl (at least 5 s), "
       "so that the client resumes them from the cache once it can answer them.",
       static_cast<double>(serve.watches_sent_back.load()));

@@ -1,11 +1,11 @@
 // A watch of a cached kind that passes through for a reason that passes: its review said no
 // while the apiserver's authorizer may already say yes (a node's watch of a ConfigMap its
 // just-bound pod uses, before the Node authorizer's graph has the pod; the denial is then kept
-// for --authorization-webhook-cache-unauthorized-ttl), or its cache has not synced yet. As the
-// client sent it, such a watch would stay at the apiserver for the client's timeout (client-go:
-// 5-10 minutes; none given: the apiserver's 30-60). Sent upstream with a shorter timeoutSeconds,
-// the apiserver ends it cleanly by then, and the client resumes from its last RV, this time
-// from the cache if its review now says yes.
+// for --authorization-webhook-cache-unauthorized-ttl). As the client sent it, such a watch
+// would stay at the apiserver for the client's timeout (client-go: 5-10 minutes; none given:
+// the apiserver's 30-60). Sent upstream with a shorter timeoutSeconds, the apiserver ends it
+// cleanly by then, and the client resumes from its last RV, this time from the cache if its
+// review now says yes.
 #ifndef KUBE_FANOUT_SERVE_WATCH_RETURN_H_
 #define KUBE_FANOUT_SERVE_WATCH_RETURN_H_
 

@@ -94,13 +94,13 @@ const Row kRows[] = {
        f.sync = Sync::kWaitedOut;
      },
      Pass(PassReason::kNotSynced)},
-    {"a watch of a cache not synced whose LIST is refused passes, sent back", kWatch,
+    {"a watch of a cache whose LIST is refused passes, not sent back (it will not sync)", kWatch,
      [](ServeFacts& f) {
        f.sync = Sync::kSyncing;
        f.busy_while_initializing = true;
        f.list_refused = true;
      },
-     Pass(PassReason::kNotSynced, /*send_back=*/true)},
+     Pass(PassReason::kNotSynced)},
     {"an unbounded LIST of a cache initializing is refused 429", kList,
      [](ServeFacts& f) {
        f.sync = Sync::kSyncing;
@@ -161,8 +161,8 @@ const Row kRows[] = {
      [](ServeFacts& f) { f.who = Who::kThrottled; }, Refuse(RefuseReason::kTokenReviewThrottled)},
     {"no user: the apiserver's to refuse", kList, [](ServeFacts& f) { f.who = Who::kNoUser; },
      Pass(PassReason::kUnknownUser)},
-    {"a watch with no user passes, sent back", kWatch, [](ServeFacts& f) { f.who = Who::kNoUser; },
-     Pass(PassReason::kUnknownUser, /*send_back=*/true)},
+    {"a watch with no user passes, not sent back (the apiserver's for good)", kWatch,
+     [](ServeFacts& f) { f.who = Who::kNoUser; }, Pass(PassReason::kUnknownUser)},
     {"a user's access is reviewed", kWatch, [](ServeFacts& f) { f.access.reset(); },
      Next(Step::kReviewAccess)},
     {"a SubjectAccessReview with no answer in time: 429", kGet,
