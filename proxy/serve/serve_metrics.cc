@@ -1,7 +1,5 @@
 #include "proxy/serve/serve_metrics.h"
 
-#include <string>
-
 #include "common/batched_sends.h"
 
 namespace kf {
@@ -44,9 +42,8 @@ void RenderServeMetrics(metrics::Writer& w, const CacheServeStats& serve) {
            "Reads of cached resources passed through, by why (the reasons of "
            "proxy/serve/README.md's decision table).");
   for (size_t i = 1; i < kPassReasons; ++i) {  // (0: none.)
-    const std::string label =
-        "reason=\"" + std::string(PassReasonName(static_cast<PassReason>(i))) + "\"";
-    w.Sample("kube_fanout_cache_passed_through_total", label,
+    w.Sample("kube_fanout_cache_passed_through_total",
+             metrics::Label("reason", PassReasonName(static_cast<PassReason>(i))),
              static_cast<double>(serve.passed[i].load()));
   }
   w.Single(

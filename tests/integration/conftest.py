@@ -15,13 +15,12 @@ import contextlib
 import fcntl
 import os
 import pathlib
-import subprocess
 import tempfile
 import uuid
 
 import pytest
 
-from kfrig import Cluster, Proxy
+from kfrig import Proxy, control_plane
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -88,16 +87,8 @@ def pytest_runtest_protocol(item, nextitem):
 
 @pytest.fixture(scope="session")
 def cluster():
-    reuse = os.environ.get("KF_CLUSTER_DIR")
-    if reuse:
-        yield Cluster.load(pathlib.Path(reuse))
-        return
-    directory = pathlib.Path(tempfile.mkdtemp(prefix="kf-cluster-"))
-    subprocess.run([str(ROOT / "tests/cluster/up"), str(directory)], check=True)
-    try:
-        yield Cluster.load(directory)
-    finally:
-        subprocess.run([str(ROOT / "tests/cluster/down"), str(directory)], check=True)
+    with control_plane("KF_CLUSTER_DIR", "kf-cluster-") as c:
+        yield c
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 Requests go out with Python's http.client so status, headers and body bytes can be compared
 exactly between the apiserver and kube-fanout.
 """
+import contextlib
 import dataclasses
 import gzip
 import http.client
@@ -14,6 +15,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -296,6 +298,26 @@ class Cluster:
                         "-CAkey", self.env["KF_CA_KEY_FILE"], "-CAcreateserial", "-days", "2",
                         "-out", crt, "-extfile", ext], check=True, capture_output=True)
         return crt, key
+
+
+@contextlib.contextmanager
+def control_plane(reuse_variable, prefix, apiserver_args=None):
+    """A control plane of its own (tests/cluster/up, `apiserver_args` as
+    KF_APISERVER_EXTRA_ARGS), stopped afterwards; or, when the environment names one in
+    `reuse_variable`, that one, left running."""
+    reuse = os.environ.get(reuse_variable)
+    if reuse:
+        yield Cluster.load(pathlib.Path(reuse))
+        return
+    directory = pathlib.Path(tempfile.mkdtemp(prefix=prefix))
+    env = dict(os.environ)
+    if apiserver_args is not None:
+        env["KF_APISERVER_EXTRA_ARGS"] = apiserver_args
+    subprocess.run([str(ROOT / "tests/cluster/up"), str(directory)], check=True, env=env)
+    try:
+        yield Cluster.load(directory)
+    finally:
+        subprocess.run([str(ROOT / "tests/cluster/down"), str(directory)], check=True)
 
 
 @dataclasses.dataclass

@@ -8,16 +8,13 @@ the parameter, and so must kube-fanout.
 """
 import itertools
 import json
-import os
-import pathlib
-import subprocess
-import tempfile
 import urllib.parse
 import uuid
 
 import pytest
 
-from kfrig import ROOT, Cluster, Proxy, open_watch, read_events, routed, same_snapshot, scaled
+from kfrig import (Proxy, control_plane, open_watch, read_events, routed, same_snapshot,
+                   scaled)
 
 _case = itertools.count()
 LOWER = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')"
@@ -44,17 +41,9 @@ def q(selector):
 @pytest.fixture(scope="module")
 def gated_cluster():
     """A control plane whose apiserver shards (KF_SHARDED_CLUSTER_DIR: one already running)."""
-    reuse = os.environ.get("KF_SHARDED_CLUSTER_DIR")
-    if reuse:
-        yield Cluster.load(pathlib.Path(reuse))
-        return
-    directory = pathlib.Path(tempfile.mkdtemp(prefix="kf-sharded-"))
-    env = dict(os.environ, KF_APISERVER_EXTRA_ARGS="--feature-gates=ShardedListAndWatch=true")
-    subprocess.run([str(ROOT / "tests/cluster/up"), str(directory)], check=True, env=env)
-    try:
-        yield Cluster.load(directory)
-    finally:
-        subprocess.run([str(ROOT / "tests/cluster/down"), str(directory)], check=True)
+    with control_plane("KF_SHARDED_CLUSTER_DIR", "kf-sharded-",
+                       apiserver_args="--feature-gates=ShardedListAndWatch=true") as c:
+        yield c
 
 
 def start_proxy(cluster, tmp_path_factory, name):
