@@ -231,10 +231,11 @@ void FreshnessFlags(po::options_description& d, ProxyOptions* /*o*/, RawFlags* r
     ("consistent-read-passthrough-interval",
      po::value(&raw->consistent_passthrough)->value_name("DURATION")->default_value("1s"),
      "A consistent read (a LIST or GET without resourceVersion) of a cached resource is served "
-     "from the cache once the cache is proven current, which on a quiet resource takes the "
-     "apiserver's bookmark timer (1-2s). One such read per resource per this interval goes to "
-     "the apiserver at once instead, so an occasional reader (kubectl) waits no longer than "
-     "direct; the others are proven and served from the cache. 0: never.")
+     "from the cache once a shared consistent LIST proves the cache current (by content under "
+     "500 objects; larger quiet resources wait for the apiserver's bookmark timer, 1-2s). One "
+     "such read per resource per this interval goes to the apiserver at once instead, so an "
+     "occasional reader (kubectl) waits no longer than direct; the others are proven and served "
+     "from the cache. 0: never.")
     ("cache-check-interval",
      po::value(&raw->cache_check)->value_name("DURATION")->default_value("5m"),
      "How often each cache checks itself, as the apiserver's DetectCacheInconsistency checks "
