@@ -12,8 +12,10 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <deque>
+#include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -63,6 +65,9 @@ struct ScriptedUpstream {
   std::vector<std::string> watch_targets;
   // While true, a WATCH's answer waits (the request read, nothing sent yet).
   bool hold_watches = false;
+  // Fixed answers by exact target (discovery documents), before the rules above: status, body.
+  std::map<std::string, std::pair<int, std::string>> documents;
+  std::vector<std::string> document_targets;
 
   static asio::awaitable<void> Serve(ScriptedUpstream* s) {
     for (;;) {
@@ -102,7 +107,12 @@ struct ScriptedUpstream {
       if (rec) co_return;
       const std::string target(req.target());
       std::string answer;
-      if (target.find("metadata.name%3D-") != std::string::npos) {
+      if (auto d = s->documents.find(target); d != s->documents.end()) {
+        s->document_targets.push_back(target);
+        answer =
+            absl::StrCat("HTTP/1.1 ", d->second.first, " X\r\nContent-Type: application/json\r\n",
+                         "Content-Length: ", d->second.second.size(), "\r\n\r\n", d->second.second);
+      } else if (target.find("metadata.name%3D-") != std::string::npos) {
         answer = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
       } else if (target.find("watch=true") != std::string::npos) {
         s->watch_targets.push_back(target);
