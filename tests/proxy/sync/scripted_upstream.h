@@ -12,6 +12,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <deque>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -68,6 +69,10 @@ struct ScriptedUpstream {
   // Fixed answers by exact target (discovery documents), before the rules above: status, body.
   std::map<std::string, std::pair<int, std::string>> documents;
   std::vector<std::string> document_targets;
+  std::vector<std::string> document_bodies;  // What was sent with each (a review's body).
+  // When set, answers a document's request in its place from what was sent (a review's body).
+  std::function<std::pair<int, std::string>(const std::string& target, const std::string& body)>
+      respond;
 
   static asio::awaitable<void> Serve(ScriptedUpstream* s) {
     for (;;) {
@@ -109,9 +114,10 @@ struct ScriptedUpstream {
       std::string answer;
       if (auto d = s->documents.find(target); d != s->documents.end()) {
         s->document_targets.push_back(target);
-        answer =
-            absl::StrCat("HTTP/1.1 ", d->second.first, " X\r\nContent-Type: application/json\r\n",
-                         "Content-Length: ", d->second.second.size(), "\r\n\r\n", d->second.second);
+        s->document_bodies.push_back(req.body());
+        const auto [status, body] = s->respond ? s->respond(target, req.body()) : d->second;
+        answer = absl::StrCat("HTTP/1.1 ", status, " X\r\nContent-Type: application/json\r\n",
+                              "Content-Length: ", body.size(), "\r\n\r\n", body);
       } else if (target.find("metadata.name%3D-") != std::string::npos) {
         answer = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
       } else if (target.find("watch=true") != std::string::npos) {
