@@ -62,7 +62,7 @@ struct Rig {
 }  // namespace
 
 TEST_CASE(
-    "a resource's kind and scope come from discovery; one the upstream does not serve is "
+    "a resource's kind and scope come from discovery: one the upstream does not serve is "
     "passed through",
     "[cached_resources]") {
   Rig rig({"pods", "nodes", "widgets.example.com/v1"});

@@ -102,7 +102,7 @@ TEST_CASE("a 410 on the watch relists, and the cache becomes the new list", "[re
   CHECK(rig.upstream.watch_targets[1].find("resourceVersion=20") != std::string::npos);
 }
 
-TEST_CASE("a watch line that does not parse ends the watch; the reflector resumes, not relists",
+TEST_CASE("a watch line that does not parse ends the watch: the reflector resumes, not relists",
           "[reflector]") {
   Rig rig;
   rig.upstream.lists = {PodList(5, {})};
