@@ -164,6 +164,94 @@ void CachedResources::RestoreProtobuf(Entry& e,
   e.proto_started.store(true);
 }
 
+namespace {
+
+// Built-in groups encode list items without type fields; custom resources keep them.
+bool BuiltinGroup(std::string_view group) {
+  static constexpr std::string_view kBuiltinGroups[] = {"",
+                                                        "apps",
+                                                        "batch",
+                                                        "discovery.k8s.io",
+                                                        "events.k8s.io",
+                                                        "networking.k8s.io",
+                                                        "policy",
+                                                        "rbac.authorization.k8s.io",
+                                                        "storage.k8s.io",
+                                                        "coordination.k8s.io",
+                                                        "autoscaling",
+                                                        "node.k8s.io",
+                                                        "scheduling.k8s.io",
+                                                        "admissionregistration.k8s.io",
+                                                        "certificates.k8s.io",
+                                                        "resource.k8s.io"};
+  return std::find(std::begin(kBuiltinGroups), std::end(kBuiltinGroups), group) !=
+         std::end(kBuiltinGroups);
+}
+
+// `spec`'s kind and scope from its group version's discovery document `body`; nullopt when the
+// document does not list the resource.
+std::optional<ResourceType> TypeFromDiscovery(const ResourceSpec& spec, std::string_view body) {
+  ResourceType type{spec.group, spec.version, spec.resource, "", true, !spec.group.empty()};
+  type.list_items_have_type_meta = !BuiltinGroup(type.group);
+  rapidjson::Document doc;
+  if (!ParseJson(body, doc).ok() || !doc.IsObject() || !doc.HasMember("resources") ||
+      !doc["resources"].IsArray()) {
+    return std::nullopt;
+  }
+  bool found = false;
+  for (const auto& r : doc["resources"].GetArray()) {
+    if (!r.IsObject() || !r.HasMember("name") || !r["name"].IsString() ||
+        r["name"].GetString() != spec.resource || !r.HasMember("kind") || !r["kind"].IsString() ||
+        !r.HasMember("namespaced") || !r["namespaced"].IsBool()) {
+      continue;
+    }
+    type.kind = r["kind"].GetString();
+    type.namespaced = r["namespaced"].GetBool();
+    found = true;
+  }
+  if (!found) return std::nullopt;
+  return type;
+}
+
+}  // namespace
+
+asio::awaitable<std::optional<ResourceType>> CachedResources::Discover(
+    UpstreamPool& pool, const std::function<std::string()>& cred, const ResourceSpec& spec) {
+  const std::string path = spec.group.empty()
+                               ? absl::StrCat("/api/", spec.version)
+                               : absl::StrCat("/apis/", spec.group, "/", spec.version);
+  absl::StatusOr<UpstreamResponse> res = absl::UnavailableError("");
+  // An unreachable upstream is waited for (readyz stays failing meanwhile); only an answer
+  // that the resource is not served excludes it.
+  for (auto wait = std::chrono::milliseconds(250);; wait = std::min(wait * 2, kMaxWait)) {
+    res = co_await UpstreamCall(pool, http::verb::get, path, cred());
+    if (res.ok() && res->status < 500 && res->status != 429) break;
+    if (ioc_ == nullptr || stopping_) co_return std::nullopt;
+    asio::steady_timer t(co_await asio::this_coro::executor);
+    t.expires_after(wait);
+    co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+  std::optional<ResourceType> type;
+  if (res->status == 200) type = TypeFromDiscovery(spec, res->body);
+  if (!type) {
+    log_.Error("cached resource not served by the upstream; passing it through",
+               {{"resource", absl::StrCat(spec.resource, ".", spec.group, "/", spec.version)}});
+  }
+  co_return type;
+}
+
+std::unique_ptr<CachedResources::Entry> CachedResources::Restore(
+    SnapshotStore::Loaded& loaded, UpstreamPool& pool, const std::function<std::string()>& cred,
+    const asio::any_io_executor& executor) const {
+  std::unique_ptr<Entry> entry = MakeEntry(loaded.type, pool, cred, executor);
+  if (absl::Status s = entry->cacher->ImportState(std::move(loaded.state)); !s.ok()) {
+    log_.Warning("cache snapshot not usable",
+                 {{"resource", loaded.type.GroupResource()}, {"error", ToStd(s.message())}});
+    entry = MakeEntry(loaded.type, pool, cred, executor);
+  }
+  return entry;
+}
+
 asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
                                                       std::function<std::string()> cred) {
   const asio::any_io_executor executor = co_await asio::this_coro::executor;
@@ -173,79 +261,18 @@ asio::awaitable<void> CachedResources::DiscoverAndRun(UpstreamPool& pool,
   for (size_t i = 0; i < specs_.size(); ++i) {
     const ResourceSpec& spec = specs_[i];
     const bool events = RequestInfo::IsEventsResource(spec.group, spec.resource);
+    // Events list and watch from the events upstream when there is one.
+    UpstreamPool& own = events ? *events_pool_ : pool;
     if (restored_[i]) {
       // Warm: the snapshot knows the type; its state serves until the watch catches up.
-      UpstreamPool& own = events ? *events_pool_ : pool;
-      entries.push_back(MakeEntry(restored_[i]->type, own, cred, executor));
-      if (absl::Status s = entries.back()->cacher->ImportState(std::move(restored_[i]->state));
-          !s.ok()) {
-        log_.Warning("cache snapshot not usable", {{"resource", restored_[i]->type.GroupResource()},
-                                                   {"error", ToStd(s.message())}});
-        entries.back() = MakeEntry(restored_[i]->type, own, cred, executor);
-      }
+      entries.push_back(Restore(*restored_[i], own, cred, executor));
       restored_[i].reset();
-      RestoreProtobuf(*entries.back(), restored_proto_[i]);
-      AddSnapshotTargets(*entries.back(), events, &targets);
-      continue;
-    }
-    const std::string path = spec.group.empty()
-                                 ? absl::StrCat("/api/", spec.version)
-                                 : absl::StrCat("/apis/", spec.group, "/", spec.version);
-    absl::StatusOr<UpstreamResponse> res = absl::UnavailableError("");
-    // An unreachable upstream is waited for (readyz stays failing meanwhile); only an answer
-    // that the resource is not served excludes it.
-    for (auto wait = std::chrono::milliseconds(250);; wait = std::min(wait * 2, kMaxWait)) {
-      res = co_await UpstreamCall(pool, http::verb::get, path, cred());
-      if (res.ok() && res->status < 500 && res->status != 429) break;
+    } else {
+      const std::optional<ResourceType> type = co_await Discover(pool, cred, spec);
       if (ioc_ == nullptr || stopping_) co_return;
-      asio::steady_timer t(co_await asio::this_coro::executor);
-      t.expires_after(wait);
-      co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+      if (!type) continue;
+      entries.push_back(MakeEntry(*type, own, cred, executor));
     }
-    ResourceType type{spec.group, spec.version, spec.resource, "", true, !spec.group.empty()};
-    bool found = false;
-    if (res.ok() && res->status == 200) {
-      rapidjson::Document doc;
-      if (ParseJson(res->body, doc).ok() && doc.IsObject() && doc.HasMember("resources") &&
-          doc["resources"].IsArray()) {
-        for (const auto& r : doc["resources"].GetArray()) {
-          if (!r.IsObject() || !r.HasMember("name") || r["name"].GetString() != spec.resource) {
-            continue;
-          }
-          type.kind = r["kind"].GetString();
-          type.namespaced = r["namespaced"].GetBool();
-          found = true;
-        }
-      }
-    }
-    // Built-in groups encode list items without type fields; custom resources keep them.
-    static const char* kBuiltinGroups[] = {"",
-                                           "apps",
-                                           "batch",
-                                           "discovery.k8s.io",
-                                           "events.k8s.io",
-                                           "networking.k8s.io",
-                                           "policy",
-                                           "rbac.authorization.k8s.io",
-                                           "storage.k8s.io",
-                                           "coordination.k8s.io",
-                                           "autoscaling",
-                                           "node.k8s.io",
-                                           "scheduling.k8s.io",
-                                           "admissionregistration.k8s.io",
-                                           "certificates.k8s.io",
-                                           "resource.k8s.io"};
-    type.list_items_have_type_meta = true;
-    for (const char* g : kBuiltinGroups) {
-      if (type.group == g) type.list_items_have_type_meta = false;
-    }
-    if (!found) {
-      log_.Error("cached resource not served by the upstream; passing it through",
-                 {{"resource", absl::StrCat(spec.resource, ".", spec.group, "/", spec.version)}});
-      continue;
-    }
-    // Events list and watch from the events upstream when there is one.
-    entries.push_back(MakeEntry(type, events ? *events_pool_ : pool, cred, executor));
     RestoreProtobuf(*entries.back(), restored_proto_[i]);
     AddSnapshotTargets(*entries.back(), events, &targets);
   }

@@ -103,6 +103,15 @@ class CachedResources {
   // the listeners serve meanwhile: a large one takes seconds to read.
   void LoadSnapshots();
   asio::awaitable<void> DiscoverAndRun(UpstreamPool& pool, std::function<std::string()> cred);
+  // `spec`'s kind and scope from the upstream's discovery, asked until it answers (nullopt:
+  // not served there, logged; or stopped meanwhile).
+  asio::awaitable<std::optional<ResourceType>> Discover(UpstreamPool& pool,
+                                                        const std::function<std::string()>& cred,
+                                                        const ResourceSpec& spec);
+  // An entry serving a snapshot's state (an empty one when the state does not import).
+  std::unique_ptr<Entry> Restore(SnapshotStore::Loaded& loaded, UpstreamPool& pool,
+                                 const std::function<std::string()>& cred,
+                                 const asio::any_io_executor& executor) const;
   // Every entry's reflector, and the protobuf one's where it is in use (restored) or asked for at
   // start (marked started). Called before started_ is set: no request can have started a
   // protobuf cache yet, so none is run twice.
