@@ -174,19 +174,23 @@ class Fleet:
 
 
 def wait_complete(world, fleets, timeout=45):
-    """Seconds until every agent of every fleet has its expected targets (fails after
-    `timeout`)."""
+    """Seconds until every agent of every fleet has its expected targets, the same in each fleet
+    (fails after `timeout`)."""
     start = time.monotonic()
     deadline = start + scaled(timeout)
     expected = [world.expected(n) for n in range(NODES)]
     while time.monotonic() < deadline:
-        if all(f.complete(n, expected[n]) for f in fleets for n in range(NODES)):
+        # Complete, and the same in every fleet (a changed group keeps its source).
+        if (all(f.complete(n, expected[n]) for f in fleets for n in range(NODES))
+                and all(f.targets(n) == fleets[0].targets(n) for f in fleets
+                        for n in range(NODES))):
             return time.monotonic() - start
         time.sleep(0.1)
     missing = {n: sorted(expected[n] ^ {(j, s) for j, g in (f.targets(n) or {}).items()
                                          for s in g})[:5]
                for f in fleets for n in range(NODES)}
-    raise AssertionError(f"targets incomplete after {timeout}s: {missing}")
+    differ = [n for n in range(NODES) if any(f.targets(n) != fleets[0].targets(n) for f in fleets)]
+    raise AssertionError(f"targets incomplete after {timeout}s: {missing}; differ: {differ}")
 
 
 def assert_identical(direct, through):
