@@ -21,6 +21,7 @@ import uuid
 
 import pytest
 
+from kfagents import apply, bound_token
 from kfrig import Proxy, metric_values, scaled
 
 RSYSLOGD = shutil.which("rsyslogd") or "/usr/sbin/rsyslogd"
@@ -31,23 +32,6 @@ CONTAINER_ID = "c0ffee" * 10 + "c0de"  # 64 hex digits, as a container runtime's
 pytestmark = pytest.mark.skipif(
     not (os.path.exists(RSYSLOGD) and os.path.exists(MMKUBERNETES)),
     reason="rsyslog-kubernetes is not installed (deploy/install-deps)")
-
-
-def apply(cluster, items):
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(
-        {"apiVersion": "v1", "kind": "List", "items": items}), timeout=120)
-
-
-def bound_token(cluster, ns, service_account, pod):
-    """A token of `service_account` bound to `pod` (TokenRequest: the token names its node)."""
-    body = json.dumps({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                       "spec": {"expirationSeconds": 3600,
-                                "boundObjectRef": {"kind": "Pod", "apiVersion": "v1",
-                                                   "name": pod}}})
-    resp = cluster.request("POST", f"/api/v1/namespaces/{ns}/serviceaccounts/{service_account}"
-                           "/token", body=body, headers={"Content-Type": "application/json"})
-    assert resp.status == 201, resp.body
-    return json.loads(resp.body)["status"]["token"]
 
 
 @pytest.fixture(scope="module")
