@@ -126,6 +126,23 @@ std::string SnapshotStore::PathFor(const std::string& group, const std::string& 
                       version, encoding == Encoding::kProtobuf ? ".protobuf" : "", ".snap");
 }
 
+std::optional<std::pair<SnapshotStats::Result, std::string>> SnapshotStore::HeaderProblem(
+    const SnapshotHeader& h, const Expected& want, int64_t age) const {
+  if (h.upstream != want.upstream) {
+    return std::pair(SnapshotStats::kUpstream,
+                     absl::StrCat("taken from ", h.upstream, ", upstream now ", want.upstream));
+  }
+  if (age > options_.max_age.count() || age < -60) {
+    return std::pair(SnapshotStats::kStale,
+                     absl::StrCat("written ", age, "s ago, limit ", options_.max_age.count(), "s"));
+  }
+  if (h.type.group != want.group || h.type.version != want.version ||
+      h.type.resource != want.resource || h.type.kind.empty() || h.encoding != want.encoding) {
+    return std::pair(SnapshotStats::kInvalid, std::string("another resource's snapshot"));
+  }
+  return std::nullopt;
+}
+
 std::optional<SnapshotStore::Loaded> SnapshotStore::Load(const std::string& group,
                                                          const std::string& version,
                                                          const std::string& resource,
@@ -161,18 +178,10 @@ std::optional<SnapshotStore::Loaded> SnapshotStore::Load(const std::string& grou
                   ToStd(decoded.status().message()));
   }
   const SnapshotHeader& h = decoded->header;
-  if (h.upstream != upstream) {
-    return ignore(SnapshotStats::kUpstream,
-                  absl::StrCat("taken from ", h.upstream, ", upstream now ", upstream));
-  }
   const int64_t age = NowUnix() - h.written_unix_seconds;
-  if (age > options_.max_age.count() || age < -60) {
-    return ignore(SnapshotStats::kStale,
-                  absl::StrCat("written ", age, "s ago, limit ", options_.max_age.count(), "s"));
-  }
-  if (h.type.group != group || h.type.version != version || h.type.resource != resource ||
-      h.type.kind.empty() || h.encoding != encoding) {
-    return ignore(SnapshotStats::kInvalid, "another resource's snapshot");
+  const Expected expected{group, version, resource, upstream, encoding};
+  if (auto problem = HeaderProblem(h, expected, age)) {
+    return ignore(problem->first, problem->second);
   }
   Loaded loaded{h.type, {}};
   auto state = SnapshotToState(*std::move(decoded));

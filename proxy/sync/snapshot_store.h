@@ -19,9 +19,11 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cache/cacher.h"
+#include "cache/snapshot.h"
 #include "common/log.h"
 
 namespace kf {
@@ -81,6 +83,17 @@ class SnapshotStore {
   bool Writes(const ResourceType& type) const;
 
  private:
+  // What Load was asked for, that a snapshot's header must match.
+  struct Expected {
+    const std::string& group;
+    const std::string& version;
+    const std::string& resource;
+    const std::string& upstream;
+    Encoding encoding;
+  };
+  // Why a snapshot with header `h`, written `age` seconds ago, is not `want`'s (nullopt: it is).
+  std::optional<std::pair<SnapshotStats::Result, std::string>> HeaderProblem(
+      const SnapshotHeader& h, const Expected& want, int64_t age) const;
   std::string PathFor(const std::string& group, const std::string& version,
                       const std::string& resource, Encoding encoding) const;
   void WriterLoop();
