@@ -90,6 +90,43 @@ absl::StatusOr<HostPort> HostPort::Parse(std::string_view text) {
   return hp;
 }
 
+namespace {
+
+// Lists accept commas too (--requestheader-group-headers=X-A,X-B), as pflag's string slices.
+void SplitCommaLists(ProxyOptions& o) {
+  for (auto* list : {&o.requestheader_username_headers, &o.requestheader_group_headers,
+                     &o.requestheader_uid_headers, &o.requestheader_extra_headers_prefix,
+                     &o.requestheader_allowed_names, &o.tls_cipher_suites}) {
+    std::vector<std::string> split;
+    for (const std::string& item : *list) {
+      for (absl::string_view v : absl::StrSplit(item, ',', absl::SkipWhitespace())) {
+        split.emplace_back(absl::StripAsciiWhitespace(v));
+      }
+    }
+    *list = std::move(split);
+  }
+}
+
+// The durations' lower bounds.
+absl::Status CheckDurations(const ProxyOptions& o) {
+  if (o.watch_bookmark_interval < absl::Milliseconds(100)) {
+    return absl::InvalidArgumentError("--watch-bookmark-interval must be at least 100ms");
+  }
+  if (o.consistent_read_passthrough_interval < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "--consistent-read-passthrough-interval must not be negative");
+  }
+  if (o.upstream_watch_idle_timeout < absl::Seconds(1)) {
+    return absl::InvalidArgumentError("--upstream-watch-idle-timeout must be at least 1s");
+  }
+  if (o.cache_snapshot_interval < absl::Seconds(1)) {
+    return absl::InvalidArgumentError("--cache-snapshot-interval must be at least 1s");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv) {
   ProxyOptions o;
   flags::RawFlags raw;
@@ -123,31 +160,8 @@ absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv) {
     return absl::InvalidArgumentError(e.what());
   }
   if (auto s = ParseDurations(raw, o); !s.ok()) return s;
-  // Lists accept commas too (--requestheader-group-headers=X-A,X-B), as pflag's string slices.
-  for (auto* list : {&o.requestheader_username_headers, &o.requestheader_group_headers,
-                     &o.requestheader_uid_headers, &o.requestheader_extra_headers_prefix,
-                     &o.requestheader_allowed_names, &o.tls_cipher_suites}) {
-    std::vector<std::string> split;
-    for (const std::string& item : *list) {
-      for (absl::string_view v : absl::StrSplit(item, ',', absl::SkipWhitespace())) {
-        split.emplace_back(absl::StripAsciiWhitespace(v));
-      }
-    }
-    *list = std::move(split);
-  }
-  if (o.watch_bookmark_interval < absl::Milliseconds(100)) {
-    return absl::InvalidArgumentError("--watch-bookmark-interval must be at least 100ms");
-  }
-  if (o.consistent_read_passthrough_interval < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        "--consistent-read-passthrough-interval must not be negative");
-  }
-  if (o.upstream_watch_idle_timeout < absl::Seconds(1)) {
-    return absl::InvalidArgumentError("--upstream-watch-idle-timeout must be at least 1s");
-  }
-  if (o.cache_snapshot_interval < absl::Seconds(1)) {
-    return absl::InvalidArgumentError("--cache-snapshot-interval must be at least 1s");
-  }
+  SplitCommaLists(o);
+  if (auto s = CheckDurations(o); !s.ok()) return s;
   if (o.listen.empty() && o.secure_listen.empty()) o.listen = "127.0.0.1:8001";
   return o;
 }
@@ -169,7 +183,10 @@ std::string HelpText() {
   return out.str();
 }
 
-absl::Status Validate(const ProxyOptions& o) {
+namespace {
+
+// The listeners and their TLS.
+absl::Status ValidateListeners(const ProxyOptions& o) {
   for (const std::string* addr : {&o.listen, &o.secure_listen, &o.metrics_listen}) {
     if (addr->empty()) continue;
     if (auto hp = HostPort::Parse(*addr); !hp.ok()) return hp.status();
@@ -198,6 +215,11 @@ absl::Status Validate(const ProxyOptions& o) {
     return ciphers.status();
   }
   if (auto version = TlsVersion(o.tls_min_version); !version.ok()) return version.status();
+  return absl::OkStatus();
+}
+
+// Who clients may be: client certificates and front proxies need the front-proxy pair.
+absl::Status ValidateIdentity(const ProxyOptions& o) {
   if (!o.client_ca_file.empty() && o.secure_listen.empty()) {
     return absl::InvalidArgumentError("--client-ca-file needs --secure-listen");
   }
@@ -216,6 +238,11 @@ absl::Status Validate(const ProxyOptions& o) {
         "--client-ca-file needs --proxy-client-cert-file and --proxy-client-key-file: users "
         "authenticated by a client certificate reach the apiserver through its front proxy");
   }
+  return absl::OkStatus();
+}
+
+// Counts and rates: none negative, caches of one entry or more.
+absl::Status ValidateCounts(const ProxyOptions& o) {
   if (o.authentication_token_review_qps < 0) {
     return absl::InvalidArgumentError("--authentication-token-review-qps must be 0 or more");
   }
@@ -238,6 +265,14 @@ absl::Status Validate(const ProxyOptions& o) {
   }
   if (o.list_threads < 0) return absl::InvalidArgumentError("--list-threads must be 0 or more");
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Validate(const ProxyOptions& o) {
+  if (absl::Status s = ValidateListeners(o); !s.ok()) return s;
+  if (absl::Status s = ValidateIdentity(o); !s.ok()) return s;
+  return ValidateCounts(o);
 }
 
 absl::StatusOr<UpstreamConfig> ResolveUpstream(const ProxyOptions& o) {
