@@ -13,6 +13,7 @@
 #include "proxy/edge/client_cert.h"
 #include "proxy/edge/http1_body.h"
 #include "proxy/edge/http1_response.h"
+#include "proxy/edge/peer_state.h"
 #include "proxy/edge/request_parser.h"
 
 namespace kf {
@@ -87,9 +88,10 @@ void HttpSession::Stop() {
 asio::awaitable<void> HttpSession::Run() {
   if (client_->is_tls()) {
     LeaveHandshakeQueue();
-    if (gated_ && std::chrono::steady_clock::now() - accepted_ > handshake_max_wait_) {
+    if (gated_ && std::chrono::steady_clock::now() - accepted_ > handshake_max_wait_ &&
+        PeerClosed(client_->tcp().socket().native_handle())) {
       pipeline_.stats().Refused(Refusal::kHandshakeQueue);
-      log_.Log(Logger::Level::kDebug, "TLS handshake not started: queued too long",
+      log_.Log(Logger::Level::kDebug, "TLS handshake not started: the client left while queued",
                {{"remote", remote_}});
       co_return;
     }

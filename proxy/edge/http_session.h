@@ -38,9 +38,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
   // The HTTP/2 settings a connection that turns out to speak HTTP/2 gets (before Start).
   void SetHttp2Limits(const Http2Limits& limits) { h2_limits_ = limits; }
   // A TLS connection whose session starts (its turn on this thread) more than `max_wait` after
-  // `accepted` is closed without a handshake: on a thread that far behind, its client has
-  // likely given up (client-go's handshake timeout is 10 s), and a handshake costs about a
-  // millisecond of CPU that the clients still waiting need (refused: handshake_queue).
+  // `accepted` and whose client has meanwhile closed it (client-go gives up a handshake after
+  // 10 s) is closed without a handshake: its millisecond of CPU goes to the clients still
+  // waiting (refused: handshake_queue). A client still there gets its handshake however long
+  // it waited, as Go's server in the apiserver gives it.
   // `pending` counts the connections accepted for this thread whose session has not started
   // (the accept loop stops accepting while it is high); the session takes itself off it.
   // Before Start; without it, every handshake is attempted.

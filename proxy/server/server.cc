@@ -318,21 +318,12 @@ asio::awaitable<void> Server::AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool
                                          Pipeline* only) {
   asio::steady_timer backoff(main_ioc_);
   while (acceptor.is_open()) {
-    if (tls) {
-      // Every worker has kMaxHandshakesPending connections whose session has not started: let
-      // the kernel hold the next clients for a moment (its listen queue costs this process
+    if (tls && TlsListenerFull()) {
+      // Let the kernel hold the next clients for a moment (its listen queue costs this process
       // nothing).
-      const bool full = std::all_of(
-          workers_.begin(), workers_.begin() + static_cast<std::ptrdiff_t>(session_workers_),
-          [](const std::unique_ptr<Worker>& w) {
-            return w->handshakes_pending().load() >= Worker::kMaxHandshakesPending;
-          });
-      if (full) {
-        accept_paused_.fetch_add(1, std::memory_order_relaxed);
-        backoff.expires_after(std::chrono::milliseconds(20));
-        co_await backoff.async_wait(use_nothrow);
-        continue;
-      }
+      backoff.expires_after(std::chrono::milliseconds(20));
+      co_await backoff.async_wait(use_nothrow);
+      continue;
     }
     Worker& worker = only != nullptr ? *workers_[0] : NextWorker();
     if (only != nullptr) worker.sessions().AddConnection();

@@ -83,6 +83,10 @@ class Server {
   asio::awaitable<void> CheckDelegation(UpstreamPool& own_pool);
   std::atomic<bool> delegation_checked_{false};
   Worker& NextWorker();
+  // True while every worker has kMaxHandshakesPending TLS connections waiting for their
+  // session: the accept loop then pauses (counted; logged at most every 10 s, with the count).
+  bool TlsListenerFull();
+  std::chrono::steady_clock::time_point last_pause_log_{};
   // The steps of Start(), in order.
   absl::Status MakeUpstreamTls();
   absl::Status MakeEventsUpstream();

@@ -62,8 +62,8 @@ struct SharedStages {
 class Worker {
  public:
   // A TLS connection whose session starts more than this after it was accepted is closed
-  // unhandshaken (HttpSession::SetHandshakeGate).
-  static constexpr std::chrono::milliseconds kHandshakeQueueWait{5000};
+  // unhandshaken if its client has left meanwhile (HttpSession::SetHandshakeGate).
+  static constexpr std::chrono::milliseconds kHandshakeQueueWait{1000};
   // Accepted TLS connections whose session has not started, per thread, past which the accept
   // loop stops accepting for a moment: later clients wait in the kernel's listen queue (no
   // descriptor, no memory here) instead of in this process.

@@ -200,6 +200,45 @@ def _hollow_connections(mode):
                       for k in ("kubelet", "proxy"))
 
 
+def _client_go_server(label):
+    return "kube-apiserver" if label == "direct" else "kube-fanout"
+
+
+def _client_go_rows(row, modes):
+    """The client-go fleet's rows (client_go.py): sync, failures, connect cost, latency."""
+    g = lambda m, *path: get(m, "client_go", *path)  # noqa: E731
+    row("client-go agents: synced / started (sync ms p50 / p99)", lambda lb, m: (
+        g(m, "synced"), "{} / {} ({} / {})".format(
+            fmt_int(g(m, "synced")), fmt_int(g(m, "started")),
+            fmt_num(g(m, "sync_ms", "p50"), 0), fmt_num(g(m, "sync_ms", "p99"), 0))))
+    def failures(m):
+        f = g(m, "failures") or {}
+        total = g(m, "failed_requests")
+        other = None if total is None else total - f.get("handshake", 0) - f.get("eof_reset", 0)
+        return total, " / ".join(fmt_int(None if total is None else v) for v in (
+            f.get("handshake", 0), f.get("eof_reset", 0), other))
+
+    def total(m, key):
+        return None if not g(m) else sum((g(m, key) or {}).values())
+
+    row("client-go requests without answer: handshake / EOF-reset / other",
+        lambda lb, m: failures(m))
+    row("client-go 429s / LISTs (WatchList fell back) / watch errors", lambda lb, m: (
+        None, " / ".join(fmt_int(v) for v in (g(m, "status_429"), total(m, "list_fallbacks"),
+                                              total(m, "watch_errors")))))
+    row("client-go connect: server CPU ms / RSS KiB per agent", lambda lb, m: (
+        g(m, "connect_cost", _client_go_server(lb), "cpu_ms_per_agent"), "{} / {}".format(
+            fmt_num(g(m, "connect_cost", _client_go_server(lb), "cpu_ms_per_agent"), 2),
+            fmt_num(g(m, "connect_cost", _client_go_server(lb), "rss_kib_per_agent"), 1))),
+        True)
+    row("client-go events received", lambda lb, m: (None, fmt_int(total(m, "events"))))
+    kinds = sorted({k for m in modes.values() for k in (g(m, "latency_ms") or {})})
+    for kind in kinds:
+        row(f"client-go {kind} latency ms p50 / p99 / max", lambda lb, m, k=kind: (
+            g(m, "latency_ms", k, "p99"), " / ".join(
+                fmt_num(g(m, "latency_ms", k, q), 1) for q in ("p50", "p99", "max"))), True)
+
+
 def summary_rows(results):
     """[(label, [cell per mode], ratio cell)]: the terminal table and the HTML table. The ratio
     cell (direct / kube-fanout) is filled only when both modes ran and the row has one."""
@@ -232,6 +271,8 @@ def summary_rows(results):
             lambda lb, m: (None, _hollow_connections(m)))
         row("hollow node RSS MiB: kubelet / kube-proxy (mean)", lambda lb, m: (None, " / ".join(
             fmt_num(get(m, "hollow", f"{k}_rss_mib_mean")) for k in ("kubelet", "proxy"))))
+    if any(get(m, "client_go") for m in modes.values()):
+        _client_go_rows(row, modes)
     row("connections: peak open / failed", lambda lb, m: (None, "{} / {}".format(
         fmt_int(get(m, "kf_load", "connections", "peak_open")),
         fmt_int(get(m, "kf_load", "connections", "failed")))))

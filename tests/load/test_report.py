@@ -450,3 +450,52 @@ def test_hollow_node_rows_only_with_hollow_nodes():
     assert rows["hollow node RSS MiB: kubelet / kube-proxy (mean)"][0] == ["— / —", "78.0 / 66.0"]
     report.render_table(res)
     report.render_html(res)
+
+
+def test_client_go_command_and_connect_cost():
+    import client_go
+    s = harness.resolve_scenario("base", {"kubelets": 50, "kube_proxies": 0, "pollers": 0})
+    env = {"KF_APISERVER_URL": "https://127.0.0.1:1", "KF_CA_FILE": "/ca.crt",
+           "KF_CA_KEY_FILE": "/ca.key", "KF_ADMIN_TOKEN": "t"}
+    cmd = client_go.command("/fleet", s, 1000, 10, "https://127.0.0.1:2", env, "/o.json")
+    assert "--server=https://127.0.0.1:2" in cmd and "--apiserver=https://127.0.0.1:1" in cmd
+    assert "--agents=1000" in cmd and "--nodes=50" in cmd and "--ramp=10" in cmd
+    assert "--configmap=lcm-0" in cmd  # base: 2 configmaps per kubelet, mounted by its pods
+    assert f"--duration={50 / 200 + 30 + 5:g}" in cmd
+    s0 = dict(s, configmaps_per_kubelet=0)
+    assert not any(a.startswith("--configmap") for a in client_go.command(
+        "/f", s0, 1, 1, "u", env, "o"))
+    # 1 CPU s per sample before t=5; the ramp (5..15) plus SETTLE_S costs 2 CPU s per second;
+    # RSS 100 MiB before, 110 after.
+    raw = [(t, t if t <= 5 else 5 + 2 * (t - 5), 100 if t <= 5 else 110) for t in range(30)]
+    c = client_go.connect_cost(raw, 5, 10, 1000)
+    assert c["cpu_ms_per_agent"] == pytest.approx(2 * (10 + client_go.SETTLE_S) * 1000 / 1000)
+    assert c["rss_kib_per_agent"] == pytest.approx(10 * 1024 / 1000, abs=0.1)
+    assert client_go.connect_cost(raw, 29, 10, 1000)["cpu_ms_per_agent"] is None
+
+
+def test_client_go_rows_only_with_a_fleet():
+    assert not any(k.startswith("client-go") for k in rows_by_label(make_results()))
+    res = make_results()
+    for label, server, cpu in (("direct", "kube-apiserver", 12.0), ("kube-fanout", "kube-fanout",
+                                                                     4.0)):
+        res["modes"][label]["client_go"] = {
+            "agents": 100, "started": 100, "synced": 99 if label == "direct" else 100,
+            "sync_ms": {"p50": 120.0, "p99": 900.0}, "failed_requests": 7,
+            "failures": {"handshake": 3, "eof_reset": 2, "timeout": 2}, "status_429": 5,
+            "list_fallbacks": {"pods": 4}, "watch_errors": {"eof_reset": 1},
+            "events": {"pods": 10, "nodes": 5}, "latency_ms": {"pods": {"p50": 3.0, "p99": 40.0,
+                                                                         "max": 80.0}},
+            "connect_cost": {server: {"cpu_ms_per_agent": cpu, "rss_kib_per_agent": 90.0}}}
+    rows = rows_by_label(res)
+    assert rows["client-go agents: synced / started (sync ms p50 / p99)"][0] == [
+        "99 / 100 (120 / 900)", "100 / 100 (120 / 900)"]
+    assert rows["client-go requests without answer: handshake / EOF-reset / other"][0] == [
+        "3 / 2 / 2", "3 / 2 / 2"]
+    assert rows["client-go 429s / LISTs (WatchList fell back) / watch errors"][0] == [
+        "5 / 4 / 1", "5 / 4 / 1"]
+    cost = rows["client-go connect: server CPU ms / RSS KiB per agent"]
+    assert cost[0] == ["12.00 / 90.0", "4.00 / 90.0"] and cost[1] == "3×"
+    assert rows["client-go pods latency ms p50 / p99 / max"][0] == ["3.0 / 40.0 / 80.0"] * 2
+    report.render_table(res)
+    report.render_html(res)

@@ -51,13 +51,14 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"kube-fanout.test/clients/informer/requestkind"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -120,32 +121,8 @@ type recording struct {
 	rec  *recorder
 }
 
-// classify names a request's kind from its method and URL. Collections are /api/v1/[namespaces/
-// NS/]RES and /apis/GROUP/VERSION/[namespaces/NS/]RES; one more segment names an object.
-func classify(u *url.URL, method string) (kind, resource string) {
-	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
-	resource = parts[len(parts)-1]
-	collection := (parts[0] == "api" && len(parts)%2 == 1) ||
-		(parts[0] == "apis" && len(parts)%2 == 0)
-	q := u.Query()
-	switch {
-	case method != http.MethodGet:
-		kind = "other"
-	case q.Get("watch") == "true" || q.Get("watch") == "1":
-		kind = "watch"
-		if q.Get("sendInitialEvents") == "true" {
-			kind = "watchlist"
-		}
-	case collection:
-		kind = "list"
-	default:
-		kind = "get"
-	}
-	return kind, resource
-}
-
 func (t *recording) RoundTrip(req *http.Request) (*http.Response, error) {
-	kind, resource := classify(req.URL, req.Method)
+	kind, resource := requestkind.Classify(req.URL, req.Method)
 	rec := request{Kind: kind, Resource: resource, URI: req.URL.RequestURI()}
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
