@@ -490,10 +490,11 @@ def test_identical_concurrent_reads_share_one_upstream_call(cluster, proxy, pods
 def test_a_kube_fanout_restart_storm_costs_the_upstream_only_its_own_list_and_watch(
         cluster, tmp_path, pods_ns):
     # 5,000 watches through kube-fanout; kube-fanout restarts; they all come back at once from
-    # their old RV. The new kube-fanout's window starts at its own list, so each gets the
-    # in-band 410, relists from kube-fanout (RV=0) and watches again. The apiserver sees the
-    # new kube-fanout's own LIST and WATCH of pods (plus its bookmark-template probe), nothing
-    # for the 5,000.
+    # their old RV. The new kube-fanout's window starts at its own list; the history before it,
+    # filled in from the upstream, holds an update of a pod whose earlier state is unknown, so
+    # each (selecting by node) gets the in-band 410, relists from kube-fanout (RV=0) and
+    # watches again. The apiserver sees the new kube-fanout's own LIST and WATCH of pods (plus
+    # its bookmark-template probe and one fill), nothing for the 5,000.
     n = 5000
     rv = storm_setup(cluster, pods_ns, n)
     cluster.kubectl("annotate", "pod", "p0", "-n", pods_ns, "moved=yes", "--overwrite")
@@ -542,8 +543,10 @@ def test_a_kube_fanout_restart_storm_costs_the_upstream_only_its_own_list_and_wa
         assert passthrough_count(cluster, p) == 0
         print(f"restart storm: {n} clients in {took:.1f}s {outcomes}; upstream {upstream}")
         assert outcomes == {(b"200", "410 then relist 200"): n}
-        # The restarted kube-fanout's own list (one page) and watch, and its bookmark probe.
-        assert upstream.get("LIST", 0) <= 1 and upstream.get("WATCH", 0) <= 2
+        # The restarted kube-fanout's own list (one page) and watch, its bookmark probe, and one
+        # fill of the history before its list (Reflector::Backfill), which these node-selected
+        # watches still cannot resume from: the update in it has no known state before.
+        assert upstream.get("LIST", 0) <= 1 and upstream.get("WATCH", 0) <= 3
         assert upstream.get("GET", 0) == 0
     finally:
         assert p.stop() == 0
