@@ -44,8 +44,8 @@ absl::Status Cacher::InsertHistory(uint64_t after_rv, uint64_t through_rv,
       type = prev ? EventType::kModified : EventType::kAdded;
     }
     state.insert_or_assign(e.object->key(), type == EventType::kDeleted ? nullptr : e.object);
-    history.push_back(std::make_shared<const WatchEvent>(type, std::move(e.object),
-                                                         std::move(prev), now, prev_unknown));
+    history.push_back(std::make_shared<const WatchEvent>(type, std::move(e.object), std::move(prev),
+                                                         now, prev_unknown));
   }
   return ring_.InsertHistory(after_rv, std::move(history));
 }
@@ -57,8 +57,8 @@ absl::Status Cacher::ReplayableLocked(const WatchFilter& filter, uint64_t rv,
     if (e->resource_version() > ring_.history_through_rv()) break;
     // Whether it entered, stayed in or left the selection is unknown.
     if (e->prev_unknown() && e->type() == EventType::kModified) {
-      return absl::OutOfRangeError(absl::StrCat("too old resource version: ", rv, " (",
-                                                ring_.history_through_rv(), ")"));
+      return absl::OutOfRangeError(
+          absl::StrCat("too old resource version: ", rv, " (", ring_.history_through_rv(), ")"));
     }
   }
   return absl::OkStatus();

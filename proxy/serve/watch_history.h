@@ -27,10 +27,12 @@ using Registered = absl::StatusOr<std::shared_ptr<CacheWatcher>>;
 
 // `expired`: the cache's 410 for a watch from `rv`; `start(from)` registers the watch from
 // `from` (its RV or the window's start). On the request's coroutine.
-boost::asio::awaitable<Registered> StartBeforeWindow(
-    Cacher& cacher, Reflector& reflector, const Cacher* witness, const WatchFilter& filter,
-    uint64_t rv, absl::Status expired, std::function<Registered(uint64_t)> start,
-    CacheServeStats& stats);
+boost::asio::awaitable<Registered> StartBeforeWindow(Cacher& cacher, Reflector& reflector,
+                                                     const Cacher* witness,
+                                                     const WatchFilter& filter, uint64_t rv,
+                                                     absl::Status expired,
+                                                     std::function<Registered(uint64_t)> start,
+                                                     CacheServeStats& stats);
 
 }  // namespace kf
 

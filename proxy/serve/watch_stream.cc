@@ -603,7 +603,6 @@ asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflect
   auto watcher = Register(cacher, filter, *params, *wake, options);
   if (!watcher.ok() && absl::IsOutOfRange(watcher.status()) &&
       params->start == Cacher::Start::kAfterVersion) {
-    // Too old for this cache's window; the apiserver's longer one would have served it.
     watcher = co_await StartBeforeWindow(
         cacher, reflector, witness, filter, params->rv, watcher.status(),
         [&](uint64_t rv) {

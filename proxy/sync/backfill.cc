@@ -57,11 +57,10 @@ asio::awaitable<void> Reflector::BackfillLoop() {
     const std::optional<uint64_t> through = stopped_ ? std::nullopt : cacher_.HistoryNeeded(from);
     if (through) {
       result = co_await BackfillOnce(from, *through);
-      std::atomic<uint64_t>& count = result.kind == BackfillResult::Kind::kFilled
-                                         ? stats_.backfills_filled
-                                     : result.kind == BackfillResult::Kind::kTooOld
-                                         ? stats_.backfills_too_old
-                                         : stats_.backfills_failed;
+      std::atomic<uint64_t>& count =
+          result.kind == BackfillResult::Kind::kFilled   ? stats_.backfills_filled
+          : result.kind == BackfillResult::Kind::kTooOld ? stats_.backfills_too_old
+                                                         : stats_.backfills_failed;
       ++count;
     } else if (!stopped_) {
       result.kind = BackfillResult::Kind::kNotNeeded;
