@@ -103,13 +103,16 @@ class Cacher {
   // Inserts the upstream's events after `after_rv`, up to `through_rv` (the HistoryNeeded answer
   // the fill was made for), before the window as history: the store does not change (the LIST
   // it came from has them), no watcher is told, and watches from `after_rv` on can start. Each
-  // event's previous state is the one before it in `events`; for an object's first one it is
-  // unknown (kAdded: absent), so a watcher whose selectors read the object's content cannot be
-  // replayed such a kModified (Watch answers 410 for it). Events outside (after_rv, through_rv]
-  // are dropped; those the window has already are not repeated. FailedPrecondition when the
-  // window changed meanwhile (a relist), ResourceExhausted when they do not fit its bounds.
+  // event's previous state is the one before it in `events`; for an object's first one, its
+  // state in `at_after` (every object at `after_rv`, a LIST at exactly that RV) when given, else
+  // unknown (kAdded: absent), so that a watcher whose selectors read the object's content cannot
+  // be replayed such a kModified (Watch answers 410 for it). Events outside
+  // (after_rv, through_rv] are dropped; those the window has already are not repeated.
+  // FailedPrecondition when the window changed meanwhile (a relist), ResourceExhausted when
+  // they do not fit its bounds.
   absl::Status InsertHistory(uint64_t after_rv, uint64_t through_rv,
-                             std::vector<HistoryEvent> events);
+                             std::vector<HistoryEvent> events,
+                             const std::vector<ObjectPtr>* at_after = nullptr);
   // The event window's bounds (fixed at construction).
   const EventRingLimits& window_limits() const { return limits_; }
 

@@ -17,15 +17,19 @@ std::optional<uint64_t> Cacher::HistoryNeeded(uint64_t rv) const {
 }
 
 absl::Status Cacher::InsertHistory(uint64_t after_rv, uint64_t through_rv,
-                                   std::vector<HistoryEvent> events) {
+                                   std::vector<HistoryEvent> events,
+                                   const std::vector<ObjectPtr>* at_after) {
   absl::MutexLock lock(&mu_);
   if (!synced_) return absl::FailedPreconditionError("cache not synced");
   const uint64_t start = ring_.start_rv();
   if (start <= after_rv) return absl::OkStatus();  // Another fill reached it already.
   if (start > through_rv) return absl::FailedPreconditionError("the window moved on (a relist)");
-  // Each object's state before its event, as far as these events tell: null is absent (after
-  // its deletion, or before an ADDED); a key not here is unknown.
+  // Each object's state before its event, as far as these events (and the state at `after_rv`)
+  // tell: null is absent; a key not here is unknown, or absent when the whole state is known.
   absl::flat_hash_map<std::string, ObjectPtr> state;
+  if (at_after != nullptr) {
+    for (const ObjectPtr& o : *at_after) state.emplace(o->key(), o);
+  }
   std::vector<EventPtr> history;
   const Clock::time_point now = now_();
   for (HistoryEvent& e : events) {
@@ -37,7 +41,7 @@ absl::Status Cacher::InsertHistory(uint64_t after_rv, uint64_t through_rv,
     if (auto it = state.find(e.object->key()); it != state.end()) {
       prev = it->second;
     } else {
-      prev_unknown = type != EventType::kAdded;
+      prev_unknown = at_after == nullptr && type != EventType::kAdded;
     }
     // As Apply names them: an update of an object known absent adds it, and the reverse.
     if (!prev_unknown && type != EventType::kDeleted) {

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "proxy/sync/reflector.h"
 
@@ -31,6 +32,16 @@ std::string_view KindName(BackfillResult::Kind kind) {
       break;
   }
   return "failed";
+}
+
+// Whether an update (or deletion) is some object's first event here: the state before it is
+// then not in these events.
+bool UpdatesFirst(const std::vector<Cacher::HistoryEvent>& events) {
+  absl::flat_hash_set<std::string_view> seen;
+  for (const Cacher::HistoryEvent& e : events) {
+    if (seen.insert(e.object->key()).second && e.type != EventType::kAdded) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -130,10 +141,43 @@ asio::awaitable<BackfillResult> Reflector::BackfillOnce(uint64_t after_rv, uint6
     events.push_back({parsed.type, std::move(parsed.object)});
   }
   const auto n = static_cast<int64_t>(events.size());
-  if (!cacher_.InsertHistory(after_rv, through_rv, std::move(events)).ok()) co_return result;
+  if (!co_await KeepHistory(after_rv, through_rv, std::move(events))) co_return result;
   result.kind = BackfillResult::Kind::kFilled;
   filled = n;
   co_return result;
+}
+
+asio::awaitable<bool> Reflector::KeepHistory(uint64_t after_rv, uint64_t through_rv,
+                                             std::vector<Cacher::HistoryEvent> events) {
+  // The state before them, for watchers whose selection an update may change: without it they
+  // get the 410 (Cacher::InsertHistory).
+  std::optional<std::vector<ObjectPtr>> before;
+  if (UpdatesFirst(events)) {
+    auto listed = co_await ListAt(after_rv);
+    if (listed.ok()) before = *std::move(listed);
+  }
+  co_return cacher_
+      .InsertHistory(after_rv, through_rv, std::move(events), before ? &*before : nullptr)
+      .ok();
+}
+
+asio::awaitable<absl::StatusOr<std::vector<ObjectPtr>>> Reflector::ListAt(uint64_t rv) {
+  std::vector<ObjectPtr> objects;
+  std::string cont;
+  do {
+    const std::string target = ExactListTarget(rv, cont);
+    auto res = co_await UpstreamCall(pool_, http::verb::get, target, credentials_(), "",
+                                     kBackfillIdle, Accept());
+    if (!res.ok()) co_return res.status();
+    if (res->status != 200) {
+      co_return absl::UnavailableError(absl::StrCat("LIST ", target, ": HTTP ", res->status));
+    }
+    auto page = ReadPage(res->body, &objects);
+    if (!page.ok()) co_return page.status();
+    if (page->resource_version != rv) co_return absl::DataLossError("listed at another RV");
+    cont = std::move(page->continue_token);
+  } while (!cont.empty());
+  co_return objects;
 }
 
 }  // namespace kf

@@ -154,34 +154,10 @@ asio::awaitable<absl::Status> Reflector::ListAll() {
       co_return absl::UnavailableError(absl::StrCat("LIST ", CollectionPath(), ": HTTP ",
                                                     res->status, ": ", res->body.substr(0, 300)));
     }
-    if (protobuf()) {
-      ProtoListPage page;
-      if (!ParseProtoList(res->body, &page)) {
-        co_return absl::DataLossError(absl::StrCat("LIST ", CollectionPath(), ": bad protobuf"));
-      }
-      if (cont.empty()) list_rv = FirstPage(page.resource_version, page.shard_info);
-      for (std::string_view item : page.items) {
-        auto obj = CachedObject::FromProtobuf(t, std::string(item));
-        if (!obj.ok()) co_return obj.status();
-        objects.push_back(*std::move(obj));
-      }
-      cont = page.continue_token;
-      continue;
-    }
-    auto page = ParseListPage(res->body);
+    auto page = ReadPage(res->body, &objects);
     if (!page.ok()) co_return page.status();
     if (cont.empty()) list_rv = FirstPage(page->resource_version, page->shard_info);
-    const std::string kind = page->kind.substr(0, page->kind.size() - 4);
-    for (std::string_view item : page->items) {
-      // Built-in list items lack kind and apiVersion; a custom resource's (unstructured) items
-      // have them already, in their sorted place.
-      auto obj = CachedObject::FromJson(t, t.list_items_have_type_meta
-                                               ? std::string(item)
-                                               : ItemToEventForm(item, kind, page->api_version));
-      if (!obj.ok()) co_return obj.status();
-      objects.push_back(*std::move(obj));
-    }
-    cont = page->continue_token;
+    cont = std::move(page->continue_token);
   } while (!cont.empty());
   if (listed_once_) ++stats_.relists;
   listed_once_ = true;
@@ -200,6 +176,36 @@ uint64_t Reflector::FirstPage(uint64_t list_rv, bool shard_info) {
   // shards it: its answer does not tell, and sharded reads of it stay the apiserver's.
   if (!cacher_.type().list_items_have_type_meta) cacher_.SetUpstreamSharding(shard_info);
   return list_rv;
+}
+
+absl::StatusOr<Reflector::PageMeta> Reflector::ReadPage(std::string_view body,
+                                                        std::vector<ObjectPtr>* objects) const {
+  const ResourceType& t = cacher_.type();
+  if (protobuf()) {
+    ProtoListPage page;
+    if (!ParseProtoList(body, &page)) {
+      return absl::DataLossError(absl::StrCat("LIST ", CollectionPath(), ": bad protobuf"));
+    }
+    for (std::string_view item : page.items) {
+      auto obj = CachedObject::FromProtobuf(t, std::string(item));
+      if (!obj.ok()) return obj.status();
+      objects->push_back(*std::move(obj));
+    }
+    return PageMeta{page.resource_version, page.shard_info, std::string(page.continue_token)};
+  }
+  auto page = ParseListPage(body);
+  if (!page.ok()) return page.status();
+  const std::string kind = page->kind.substr(0, page->kind.size() - 4);
+  for (std::string_view item : page->items) {
+    // Built-in list items lack kind and apiVersion; a custom resource's (unstructured) items
+    // have them already, in their sorted place.
+    auto obj = CachedObject::FromJson(t, t.list_items_have_type_meta
+                                             ? std::string(item)
+                                             : ItemToEventForm(item, kind, page->api_version));
+    if (!obj.ok()) return obj.status();
+    objects->push_back(*std::move(obj));
+  }
+  return PageMeta{page->resource_version, page->shard_info, std::string(page->continue_token)};
 }
 
 asio::awaitable<Reflector::WatchEnd> Reflector::WatchOnce() {

@@ -145,9 +145,10 @@ class Reflector {
   // resumed from before a window that begins at a LIST (a start without a snapshot, a relist):
   // one short upstream watch from `rv` with bookmarks (timeoutSeconds=3: the apiserver's
   // bookmark comes about a second in), its events up to the window's start kept, up to the
-  // first event or bookmark at or past it. One fill at a time per cache: an ask from an RV at
-  // or after the running fill's waits for it; an older one starts the next, from the oldest
-  // RV waiting. Any thread; `done` runs on the reflector's thread.
+  // first event or bookmark at or past it; when an update there is an object's first, the
+  // resource listed at exactly `rv` too (its state before). One fill at a time per cache: an ask
+  // from an RV at or after the running fill's waits for it; an older one starts the next, from the
+  // oldest RV waiting. Any thread; `done` runs on the reflector's thread.
   void Backfill(uint64_t rv, std::function<void(BackfillResult)> done);
 
   // --- Self-check (self_check.cc); on the reflector's thread ---------------------------------
@@ -172,6 +173,14 @@ class Reflector {
  private:
   enum class WatchEnd { kEnded, kExpired, kFailed };
   asio::awaitable<absl::Status> ListAll();
+  // One page of a LIST of this resource (the cache's encoding): its objects appended to
+  // `objects`, and what its ListMeta says.
+  struct PageMeta {
+    uint64_t resource_version = 0;
+    bool shard_info = false;
+    std::string continue_token;
+  };
+  absl::StatusOr<PageMeta> ReadPage(std::string_view body, std::vector<ObjectPtr>* objects) const;
   // The first page's RV; notes whether the upstream shards (its ListMeta.shardInfo).
   uint64_t FirstPage(uint64_t list_rv, bool shard_info);
   asio::awaitable<WatchEnd> WatchOnce();
@@ -184,10 +193,19 @@ class Reflector {
   void SetUpstreamBookmarks(UpstreamBookmarks b);
   asio::awaitable<void> BackfillLoop();
   asio::awaitable<BackfillResult> BackfillOnce(uint64_t after_rv, uint64_t through_rv);
+  // Puts a fill's events into the cache (Cacher::InsertHistory), with the state before them
+  // (ListAt) when an update among them needs it; false when they did not fit.
+  asio::awaitable<bool> KeepHistory(uint64_t after_rv, uint64_t through_rv,
+                                    std::vector<Cacher::HistoryEvent> events);
+  // Every object at exactly `rv` (resourceVersionMatch=Exact, paginated): the state before a
+  // fill's events, when an update among them is an object's first there.
+  asio::awaitable<absl::StatusOr<std::vector<ObjectPtr>>> ListAt(uint64_t rv);
   // The upstream's (key, resourceVersion) pairs at exactly `rv`, every page; a failed
   // UpstreamResponse's status when it answered otherwise (410: too old).
   asio::awaitable<absl::StatusOr<std::vector<Cacher::Listed>>> ListVersionsAt(uint64_t rv,
                                                                               int* status);
+  // A page of a LIST at exactly `rv`: the first (naming it), or the one `cont` continues to.
+  std::string ExactListTarget(uint64_t rv, std::string_view cont) const;
   // Relists at once: the current watch ends and Run() lists again (the Cacher turns the
   // difference into events).
   void Relist();

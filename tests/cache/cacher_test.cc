@@ -235,15 +235,16 @@ struct FilledFixture : Fixture {
     cacher.Replace({Pod("n", "a", 12, "", "db"), Pod("n", "b", 18), Pod("n", "c", 3)}, 20);
     cacher.Apply(EventType::kModified, Pod("n", "c", 25));
   }
-  absl::Status Fill() {
+  absl::Status Fill(const std::vector<ObjectPtr>* at_10 = nullptr) {
     return cacher.InsertHistory(
         10, 20,
         {{EventType::kAdded, Pod("n", "gone", 11)},
          {EventType::kModified, Pod("n", "a", 12, "", "db")},  // Its state before: unknown.
          {EventType::kAdded, Pod("n", "b", 15, "", "db")},
          {EventType::kDeleted, Pod("n", "gone", 16)},
-         {EventType::kModified, Pod("n", "b", 18)},    // Into app=web.
-         {EventType::kModified, Pod("n", "c", 25)}});  // The window's own: not repeated.
+         {EventType::kModified, Pod("n", "b", 18)},   // Into app=web.
+         {EventType::kModified, Pod("n", "c", 25)}},  // The window's own: not repeated.
+        at_10);
   }
 };
 
@@ -292,6 +293,21 @@ TEST_CASE(
   CHECK(f.cacher.ListPage(Filter(), {.at_rv = 20}).ok());
   // A snapshot keeps none of it.
   CHECK(f.cacher.ExportState()->window_start_rv == 20);
+}
+
+TEST_CASE("Cacher tells a selecting watcher every filled-in update given the state before") {
+  FilledFixture f;
+  const std::vector<ObjectPtr> at_10 = {Pod("n", "a", 9, "", "web"), Pod("n", "c", 3)};
+  REQUIRE(f.Fill(&at_10).ok());
+  // a moved from app=web into app=db at 12; b was added in app=db at 15 and left it at 18.
+  auto db = f.Watch(Filter("", "app=db"), Cacher::Start::kAfterVersion, 10);
+  CHECK(Drain(*db) ==
+        std::vector<Seen>{{"ADDED", "a", 12}, {"ADDED", "b", 15}, {"DELETED", "b", 18}});
+  auto page = f.cacher.ListPage(Filter(), {.at_rv = 10});
+  REQUIRE(page.ok());
+  REQUIRE(page->items.size() == 2);
+  CHECK(page->items[0]->resource_version() == 9);
+  CHECK(f.cacher.NothingFor(Filter("", "app=other"), 10, 20));
 }
 
 TEST_CASE("Cacher takes no history once a relist moved its window on") {

@@ -94,6 +94,40 @@ def test_a_watch_from_before_a_fresh_cache_gets_the_apiservers_events(cluster, n
         assert proxy.stop() == 0
 
 
+def test_a_selecting_watch_from_before_a_fresh_cache_sees_objects_enter_and_leave(
+        cluster, namespace, tmp_path):
+    """Objects that existed before r change their labels after it: whether each entered or left
+    the selection depends on its state at r, which the upstream watch does not carry; the fill
+    lists the resource at exactly r for it."""
+    ns = namespace
+    cluster.kubectl("create", "configmap", "leaves", "-n", ns)
+    cluster.kubectl("create", "configmap", "enters", "-n", ns)
+    cluster.kubectl("label", "configmap", "leaves", "-n", ns, "sel=in")
+    cluster.kubectl("label", "configmap", "enters", "-n", ns, "sel=out")
+    listed = cluster.request("GET", f"/api/v1/namespaces/{ns}/configmaps")
+    r = int(json.loads(listed.body)["metadata"]["resourceVersion"])
+    cluster.kubectl("label", "configmap", "leaves", "-n", ns, "sel=out", "--overwrite")
+    cluster.kubectl("label", "configmap", "enters", "-n", ns, "sel=in", "--overwrite")
+    cluster.kubectl("create", "configmap", "new", "-n", ns)
+    cluster.kubectl("label", "configmap", "new", "-n", ns, "sel=in")
+    proxy = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=configmaps"])
+    try:
+        path, m = marked(f"/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion={r}"
+                         "&labelSelector=sel%3Din&timeoutSeconds=30")
+        streams = [open_watch(cluster, port, path) for port in (cluster.port, proxy.secure_port)]
+        direct, cached = (read_lines(resp, 3) for _, resp in streams)
+        for conn, _ in streams:
+            conn.close()
+        assert [(json.loads(l)["type"], json.loads(l)["object"]["metadata"]["name"])
+                for l in direct] == [("DELETED", "leaves"), ("ADDED", "enters"), ("ADDED", "new")]
+        assert cached == direct
+        assert routed(proxy, m) == "cache"
+        assert metric(proxy, cluster, "kube_fanout_cache_backfills_total")[
+            '{resource="configmaps",result="filled"}'] == 1
+    finally:
+        assert proxy.stop() == 0
+
+
 def test_a_watch_from_an_rv_the_apiserver_no_longer_serves_gets_its_410(cluster, namespace,
                                                                          tmp_path):
     ns = namespace
