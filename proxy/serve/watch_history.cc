@@ -49,13 +49,19 @@ asio::awaitable<Registered> StartBeforeWindow(Cacher& cacher, Reflector& reflect
       co_return vouched;
     }
   }
-  if (!cacher.HistoryNeeded(rv)) co_return expired;
+  // Nothing to fill: a fill that ended since the first try may have brought the window back
+  // to `rv` (else this is the 410 again).
+  if (!cacher.HistoryNeeded(rv)) co_return start(rv);
   const std::optional<BackfillResult> filled = co_await AwaitBackfill(reflector, rv);
   if (filled && filled->kind == BackfillResult::Kind::kTooOld && !filled->message.empty()) {
     // The upstream's own words for it.
     co_return absl::OutOfRangeError(filled->message);
   }
-  if (!filled || filled->kind != BackfillResult::Kind::kFilled) co_return expired;
+  // Not needed any more: another fill brought the window back to `rv` meanwhile.
+  if (!filled || (filled->kind != BackfillResult::Kind::kFilled &&
+                  filled->kind != BackfillResult::Kind::kNotNeeded)) {
+    co_return expired;
+  }
   co_return start(rv);
 }
 
