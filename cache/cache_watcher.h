@@ -43,6 +43,9 @@ struct WatchFilter {
   bool partial_metadata = false;
 
   bool Matches(const CachedObject& object) const;
+  // Whether matching reads what an update can change (labels, fields): otherwise an object
+  // matches for good or never (namespace, name and uid do not change).
+  bool ReadsContent() const { return !labels.Empty() || !fields.Empty(); }
 };
 
 // Where a watcher's notifications go, when not a function of its own: one sink per worker thread

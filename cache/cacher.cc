@@ -29,8 +29,10 @@ std::optional<FramePieces> EventFor(const WatchFilter& f, const WatchEvent& e) {
       if (!f.Matches(*e.object())) return std::nullopt;
       return Frame("DELETED", ViewOf(f, e.object()));
     case EventType::kModified: {
-      const bool was = e.prev() != nullptr && f.Matches(*e.prev());
       const bool is = f.Matches(*e.object());
+      // Filled-in history whose state before is unknown reaches only watchers whose selection
+      // an update cannot change (Cacher::ReplayableLocked).
+      const bool was = e.prev_unknown() ? is : e.prev() != nullptr && f.Matches(*e.prev());
       if (was && is) return Frame("MODIFIED", ViewOf(f, e.object()));
       if (is) return Frame("ADDED", ViewOf(f, e.object()));
       if (was) return Frame("DELETED", ViewOf(f, e.PrevAtEventVersion()));
@@ -46,6 +48,7 @@ Cacher::Cacher(ResourceType type, EventRingLimits limits, std::function<Clock::t
                Encoding encoding)
     : type_(std::move(type)),
       encoding_(encoding),
+      limits_(limits),
       now_(std::move(now)),
       node_field_(type_.NodeNameIndexField()),
       ring_(limits),
@@ -198,7 +201,8 @@ std::optional<Cacher::State> Cacher::ExportState() const {
   s.bookmark_template = bookmark_template_;
   s.objects.reserve(store_.size());
   for (const auto& [key, obj] : store_) s.objects.push_back(obj);
-  s.window_start_rv = ring_.oldest_resumable_rv();
+  // Not the history filled in from the upstream: a snapshot keeps no unknown previous states.
+  s.window_start_rv = std::max(ring_.oldest_resumable_rv(), ring_.history_through_rv());
   if (auto events = ring_.Since(s.window_start_rv); events.ok()) s.events = *std::move(events);
   return s;
 }
@@ -330,6 +334,7 @@ bool Cacher::NothingFor(const WatchFilter& filter, uint64_t after_rv, uint64_t t
   if (!events.ok()) return false;
   for (const EventPtr& e : *events) {
     if (e->resource_version() > through_rv) break;
+    if (e->prev_unknown() && filter.ReadsContent()) return false;
     if (filter.Matches(*e->object()) || (e->prev() != nullptr && filter.Matches(*e->prev()))) {
       return false;
     }
@@ -395,7 +400,12 @@ absl::StatusOr<Cacher::Page> Cacher::ListPage(const WatchFilter& filter,
   if (at < rv_) {
     auto events = ring_.Since(at);
     if (!events.ok()) return absl::FailedPreconditionError(events.status().message());
-    for (const EventPtr& e : *events) overlay.try_emplace(e->object()->key(), e->prev());
+    for (const EventPtr& e : *events) {
+      const bool first = overlay.try_emplace(e->object()->key(), e->prev()).second;
+      if (first && e->prev_unknown()) {
+        return absl::FailedPreconditionError("state before the filled-in history not known");
+      }
+    }
   }
   std::string prefix;
   if (!filter.namespace_.empty() && type_.namespaced) prefix = filter.namespace_ + "/";
@@ -488,6 +498,9 @@ absl::StatusOr<std::shared_ptr<CacheWatcher>> Cacher::Watch(WatchRequest req) {
       // Like the apiserver's watch cache (getAllEventsSinceLocked): from before the window's
       // start (the last list's RV, or the oldest kept event) there is no exact start: 410.
       if (!events.ok()) return events.status();
+      if (absl::Status s = ReplayableLocked(w->filter(), req.resource_version, *events); !s.ok()) {
+        return s;
+      }
       {
         for (const EventPtr& e : *events) {
           if (auto frame = EventFor(w->filter(), *e)) {

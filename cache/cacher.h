@@ -90,6 +90,32 @@ class Cacher {
   // window, as ListPage); FailedPrecondition when that state is not known any more.
   absl::StatusOr<std::vector<Listed>> VersionsAt(uint64_t rv) const;
 
+  // --- History filled in from the upstream (cacher_history.cc) -------------------------------
+  // A watch from `rv` older than the window, when the window begins at an upstream LIST (or
+  // a fill) and nothing was evicted: the RV the window starts after, so that the upstream's
+  // events (rv, that RV] would complete it. nullopt: the window reaches `rv`, or it cannot be
+  // filled (not synced; events evicted).
+  std::optional<uint64_t> HistoryNeeded(uint64_t rv) const;
+  struct HistoryEvent {
+    EventType type;
+    ObjectPtr object;  // As for Apply.
+  };
+  // Inserts the upstream's events after `after_rv`, up to `through_rv` (the HistoryNeeded answer
+  // the fill was made for), before the window as history: the store does not change (the LIST
+  // it came from has them), no watcher is told, and watches from `after_rv` on can start. Each
+  // event's previous state is the one before it in `events`; for an object's first one, its
+  // state in `at_after` (every object at `after_rv`, a LIST at exactly that RV) when given, else
+  // unknown (kAdded: absent), so that a watcher whose selectors read the object's content cannot
+  // be replayed such a kModified (Watch answers 410 for it). Events outside
+  // (after_rv, through_rv] are dropped; those the window has already are not repeated.
+  // FailedPrecondition when the window changed meanwhile (a relist), ResourceExhausted when
+  // they do not fit its bounds.
+  absl::Status InsertHistory(uint64_t after_rv, uint64_t through_rv,
+                             std::vector<HistoryEvent> events,
+                             const std::vector<ObjectPtr>* at_after = nullptr);
+  // The event window's bounds (fixed at construction).
+  const EventRingLimits& window_limits() const { return limits_; }
+
   bool synced() const;
   // Without the lock: what the events queued so far reach.
   uint64_t resource_version() const;
@@ -233,11 +259,17 @@ class Cacher {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string JsonBookmarkObject(uint64_t rv, bool initial_events_end) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OutOfRange (410) when `events`, a watch's replay, hold filled-in history a watcher with
+  // `filter` cannot be told exactly (InsertHistory).
+  absl::Status ReplayableLocked(const WatchFilter& filter, uint64_t rv,
+                                const std::vector<EventPtr>& events) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Notifies, then calls `ready`, without the lock.
   static void Finish(const Notifications& notify, std::vector<std::function<void()>>& ready);
 
   const ResourceType type_;
   const Encoding encoding_;
+  const EventRingLimits limits_;
   const std::function<Clock::time_point()> now_;
 
   mutable absl::Mutex mu_;

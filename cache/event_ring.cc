@@ -1,6 +1,7 @@
 #include "cache/event_ring.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -28,6 +29,30 @@ void EventRing::Reset(uint64_t since_rv) {
   bytes_ = 0;
   start_rv_ = since_rv;
   evicted_ = false;
+  history_through_rv_ = 0;
+}
+
+absl::Status EventRing::InsertHistory(uint64_t after_rv, std::vector<EventPtr> events) {
+  if (evicted_) return absl::FailedPreconditionError("events were evicted from the window");
+  if (after_rv >= start_rv_) return absl::FailedPreconditionError("the window reaches that RV");
+  size_t bytes = 0;
+  uint64_t last = after_rv;
+  for (const EventPtr& e : events) {
+    if (e->resource_version() <= last || e->resource_version() > start_rv_) {
+      return absl::InvalidArgumentError("history events out of order or range");
+    }
+    last = e->resource_version();
+    bytes += e->size_bytes();
+  }
+  if (bytes_ + bytes > limits_.max_bytes || events_.size() + events.size() > limits_.max_events) {
+    return absl::ResourceExhaustedError("history does not fit the event window's bounds");
+  }
+  events_.insert(events_.begin(), std::make_move_iterator(events.begin()),
+                 std::make_move_iterator(events.end()));
+  bytes_ += bytes;
+  history_through_rv_ = std::max(history_through_rv_, start_rv_);
+  start_rv_ = after_rv;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<EventPtr>> EventRing::Since(uint64_t rv) const {

@@ -23,6 +23,12 @@ std::string_view EventTypeName(EventType type) {
   return "MODIFIED";
 }
 
+EventType EventTypeNamed(std::string_view name) {
+  if (name == "ADDED") return EventType::kAdded;
+  if (name == "DELETED") return EventType::kDeleted;
+  return EventType::kModified;
+}
+
 FramePieces Frame(std::string_view type, const ObjectPtr& object) {
   if (object->encoding() == Encoding::kProtobuf) {
     // Length, type and envelope head (kept by the object), the message, the envelope's tail.

@@ -28,15 +28,21 @@ struct Piece {
 class WatchEvent {
  public:
   // `object` is the new state; for kDeleted the last state with the deletion's RV. `prev` is the
-  // state before (null for kAdded).
+  // state before (null for kAdded). `prev_unknown`: an event of history filled in from the
+  // upstream (Cacher::InsertHistory) whose state before is not known; `prev` is then null.
   WatchEvent(EventType type, ObjectPtr object, ObjectPtr prev,
-             std::chrono::steady_clock::time_point received)
-      : type_(type), object_(std::move(object)), prev_(std::move(prev)), received_(received) {}
+             std::chrono::steady_clock::time_point received, bool prev_unknown = false)
+      : type_(type),
+        object_(std::move(object)),
+        prev_(std::move(prev)),
+        received_(received),
+        prev_unknown_(prev_unknown) {}
 
   EventType type() const { return type_; }
   uint64_t resource_version() const { return object_->resource_version(); }
   const ObjectPtr& object() const { return object_; }
   const ObjectPtr& prev() const { return prev_; }
+  bool prev_unknown() const { return prev_unknown_; }
   std::chrono::steady_clock::time_point received() const { return received_; }
   size_t size_bytes() const { return object_->json().size(); }
 
@@ -49,6 +55,7 @@ class WatchEvent {
   ObjectPtr object_;
   ObjectPtr prev_;
   std::chrono::steady_clock::time_point received_;
+  bool prev_unknown_;
   mutable std::once_flag prev_at_rv_once_;
   mutable ObjectPtr prev_at_rv_;
 };
@@ -67,6 +74,8 @@ inline const CachedObject* FrameObject(const FramePieces& frame) {
 void AppendFrame(std::string_view type, const ObjectPtr& object, std::vector<Piece>* out);
 
 std::string_view EventTypeName(EventType type);
+// The type a watch event's "type" names (ADDED, DELETED; anything else MODIFIED).
+EventType EventTypeNamed(std::string_view name);
 
 }  // namespace kf
 

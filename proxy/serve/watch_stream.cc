@@ -17,6 +17,7 @@
 #include "common/kube_proto.h"
 #include "common/strings.h"
 #include "proxy/serve/consistent_read.h"
+#include "proxy/serve/watch_history.h"
 
 namespace kf {
 namespace {
@@ -600,16 +601,15 @@ asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflect
   ++stats.watches;
   auto wake = std::make_shared<Wakeup>(co_await asio::this_coro::executor, *x.response, wakeups);
   auto watcher = Register(cacher, filter, *params, *wake, options);
-  if (!watcher.ok() && absl::IsOutOfRange(watcher.status()) && witness != nullptr &&
+  if (!watcher.ok() && absl::IsOutOfRange(watcher.status()) &&
       params->start == Cacher::Start::kAfterVersion) {
-    // Too old for this cache's window; the apiserver's longer one would have served it. The
-    // other cache shows whether anything this watch would see happened in between.
-    const uint64_t window_start = cacher.window_start_rv();
-    if (window_start > params->rv && witness->NothingFor(filter, params->rv, window_start)) {
-      params->rv = window_start;
-      watcher = Register(cacher, filter, *params, *wake, options);
-      if (watcher.ok()) ++stats.watches_vouched;
-    }
+    watcher = co_await StartBeforeWindow(
+        cacher, reflector, witness, filter, params->rv, watcher.status(),
+        [&](uint64_t rv) {
+          params->rv = rv;
+          return Register(cacher, filter, *params, *wake, options);
+        },
+        stats);
   }
   if (!watcher.ok()) {
     co_await WriteExpired(x, watcher.status(), cacher.encoding());

@@ -60,6 +60,7 @@ void Reflector::Stop() {
   stopped_ = true;
   if (active_ != nullptr) active_->Cancel();
   if (progress_active_ != nullptr) progress_active_->Cancel();
+  if (backfill_active_ != nullptr) backfill_active_->Cancel();
   proof_.Abandon();
 }
 
@@ -153,34 +154,10 @@ asio::awaitable<absl::Status> Reflector::ListAll() {
       co_return absl::UnavailableError(absl::StrCat("LIST ", CollectionPath(), ": HTTP ",
                                                     res->status, ": ", res->body.substr(0, 300)));
     }
-    if (protobuf()) {
-      ProtoListPage page;
-      if (!ParseProtoList(res->body, &page)) {
-        co_return absl::DataLossError(absl::StrCat("LIST ", CollectionPath(), ": bad protobuf"));
-      }
-      if (cont.empty()) list_rv = FirstPage(page.resource_version, page.shard_info);
-      for (std::string_view item : page.items) {
-        auto obj = CachedObject::FromProtobuf(t, std::string(item));
-        if (!obj.ok()) co_return obj.status();
-        objects.push_back(*std::move(obj));
-      }
-      cont = page.continue_token;
-      continue;
-    }
-    auto page = ParseListPage(res->body);
+    auto page = ReadPage(res->body, &objects);
     if (!page.ok()) co_return page.status();
     if (cont.empty()) list_rv = FirstPage(page->resource_version, page->shard_info);
-    const std::string kind = page->kind.substr(0, page->kind.size() - 4);
-    for (std::string_view item : page->items) {
-      // Built-in list items lack kind and apiVersion; a custom resource's (unstructured) items
-      // have them already, in their sorted place.
-      auto obj = CachedObject::FromJson(t, t.list_items_have_type_meta
-                                               ? std::string(item)
-                                               : ItemToEventForm(item, kind, page->api_version));
-      if (!obj.ok()) co_return obj.status();
-      objects.push_back(*std::move(obj));
-    }
-    cont = page->continue_token;
+    cont = std::move(page->continue_token);
   } while (!cont.empty());
   if (listed_once_) ++stats_.relists;
   listed_once_ = true;
@@ -199,6 +176,36 @@ uint64_t Reflector::FirstPage(uint64_t list_rv, bool shard_info) {
   // shards it: its answer does not tell, and sharded reads of it stay the apiserver's.
   if (!cacher_.type().list_items_have_type_meta) cacher_.SetUpstreamSharding(shard_info);
   return list_rv;
+}
+
+absl::StatusOr<Reflector::PageMeta> Reflector::ReadPage(std::string_view body,
+                                                        std::vector<ObjectPtr>* objects) const {
+  const ResourceType& t = cacher_.type();
+  if (protobuf()) {
+    ProtoListPage page;
+    if (!ParseProtoList(body, &page)) {
+      return absl::DataLossError(absl::StrCat("LIST ", CollectionPath(), ": bad protobuf"));
+    }
+    for (std::string_view item : page.items) {
+      auto obj = CachedObject::FromProtobuf(t, std::string(item));
+      if (!obj.ok()) return obj.status();
+      objects->push_back(*std::move(obj));
+    }
+    return PageMeta{page.resource_version, page.shard_info, std::string(page.continue_token)};
+  }
+  auto page = ParseListPage(body);
+  if (!page.ok()) return page.status();
+  const std::string kind = page->kind.substr(0, page->kind.size() - 4);
+  for (std::string_view item : page->items) {
+    // Built-in list items lack kind and apiVersion; a custom resource's (unstructured) items
+    // have them already, in their sorted place.
+    auto obj = CachedObject::FromJson(t, t.list_items_have_type_meta
+                                             ? std::string(item)
+                                             : ItemToEventForm(item, kind, page->api_version));
+    if (!obj.ok()) return obj.status();
+    objects->push_back(*std::move(obj));
+  }
+  return PageMeta{page->resource_version, page->shard_info, std::string(page->continue_token)};
 }
 
 asio::awaitable<Reflector::WatchEnd> Reflector::WatchOnce() {
@@ -264,50 +271,53 @@ asio::awaitable<Reflector::WatchEnd> Reflector::WatchOnce() {
   }
 }
 
-Reflector::LineResult Reflector::ApplyProtoEvent(std::string_view message) {
+Reflector::UpstreamLine Reflector::ParseProtoLine(std::string_view message) const {
   ProtoWatchEvent ev;
-  if (!ParseProtoWatchEvent(message, &ev)) return LineResult::kFailed;
+  if (!ParseProtoWatchEvent(message, &ev)) return {.result = LineResult::kFailed};
   if (ev.type == "ERROR") {
-    return ProtoStatusCode(ev.object.raw) == 410 ? LineResult::kExpired : LineResult::kFailed;
+    if (ProtoStatusCode(ev.object.raw) != 410) return {.result = LineResult::kFailed};
+    std::string_view text;  // metav1.Status's message (field 3).
+    (void)FindBytesField(ev.object.raw, 3, &text);
+    return {.result = LineResult::kExpired, .error = std::string(text)};
   }
   if (ev.type == "BOOKMARK") {
     std::string_view meta, rv;
     uint64_t n = 0;
     if (!FindBytesField(ev.object.raw, 1, &meta) || !FindBytesField(meta, 6, &rv) ||
         !absl::SimpleAtoi(ToAbsl(rv), &n)) {
-      return LineResult::kFailed;
+      return {.result = LineResult::kFailed};
     }
-    cacher_.Bookmark(n);
-    bookmarks_seen_ = true;
-    return LineResult::kBookmark;
+    return {.result = LineResult::kBookmark, .rv = n};
   }
-  const EventType type = ev.type == "ADDED"     ? EventType::kAdded
-                         : ev.type == "DELETED" ? EventType::kDeleted
-                                                : EventType::kModified;
   auto obj = CachedObject::FromProtobuf(cacher_.type(), std::string(ev.object.raw));
-  if (!obj.ok()) return LineResult::kFailed;
-  cacher_.Apply(type, *std::move(obj));
-  return LineResult::kEvent;
+  if (!obj.ok()) return {.result = LineResult::kFailed};
+  return {.result = LineResult::kEvent, .type = EventTypeNamed(ev.type), .object = *std::move(obj)};
+}
+
+Reflector::UpstreamLine Reflector::ParseLine(std::string_view line) const {
+  if (protobuf()) return ParseProtoLine(line);
+  auto ev = ParseWatchLine(line);
+  if (!ev.ok()) return {.result = LineResult::kFailed};
+  if (ev->type == "BOOKMARK") return {.result = LineResult::kBookmark, .rv = ev->resource_version};
+  if (ev->type == "ERROR") {
+    if (ev->error_code != 410) return {.result = LineResult::kFailed};
+    return {.result = LineResult::kExpired, .error = std::move(ev->error_message)};
+  }
+  auto obj = CachedObject::FromJson(cacher_.type(), std::string(ev->object));
+  if (!obj.ok()) return {.result = LineResult::kFailed};
+  return {
+      .result = LineResult::kEvent, .type = EventTypeNamed(ev->type), .object = *std::move(obj)};
 }
 
 Reflector::LineResult Reflector::ApplyLine(std::string_view line) {
-  if (protobuf()) return ApplyProtoEvent(line);
-  auto ev = ParseWatchLine(line);
-  if (!ev.ok()) return LineResult::kFailed;
-  if (ev->type == "BOOKMARK") {
-    cacher_.Bookmark(ev->resource_version);
+  UpstreamLine parsed = ParseLine(line);
+  if (parsed.result == LineResult::kEvent) {
+    cacher_.Apply(parsed.type, std::move(parsed.object));
+  } else if (parsed.result == LineResult::kBookmark) {
+    cacher_.Bookmark(parsed.rv);
     bookmarks_seen_ = true;
-    return LineResult::kBookmark;
   }
-  if (ev->type == "ERROR")
-    return ev->error_code == 410 ? LineResult::kExpired : LineResult::kFailed;
-  const EventType type = ev->type == "ADDED"     ? EventType::kAdded
-                         : ev->type == "DELETED" ? EventType::kDeleted
-                                                 : EventType::kModified;
-  auto obj = CachedObject::FromJson(cacher_.type(), std::string(ev->object));
-  if (!obj.ok()) return LineResult::kFailed;
-  cacher_.Apply(type, *std::move(obj));
-  return LineResult::kEvent;
+  return parsed.result;
 }
 
 }  // namespace kf

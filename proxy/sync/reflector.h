@@ -60,6 +60,22 @@ struct ReflectorStats {
   std::atomic<uint64_t> checks_inconsistent{0};  // Each one relisted the resource.
   std::atomic<uint64_t> checks_expired{0};       // 410: the upstream no longer had the RV.
   std::atomic<uint64_t> checks_failed{0};        // Any other failure to list.
+  // Watch history filled in from the upstream (Backfill), by outcome.
+  std::atomic<uint64_t> backfills_filled{0};
+  std::atomic<uint64_t> backfills_too_old{0};  // 410: the upstream no longer had the RV.
+  std::atomic<uint64_t> backfills_failed{0};   // No answer in time, or it did not fit.
+};
+
+// What a Backfill came to.
+struct BackfillResult {
+  enum class Kind {
+    kFilled,     // The window reaches the RV now.
+    kNotNeeded,  // Nothing to fill (the window reaches it, or cannot be filled).
+    kTooOld,     // The upstream answered 410 (`message`, its Status's).
+    kFailed,     // No answer in time, or the history did not fit the window.
+  };
+  Kind kind = Kind::kFailed;
+  std::string message;
 };
 
 // What one self-check found.
@@ -124,6 +140,17 @@ class Reflector {
   // from the cache, as every read did before.
   bool TakeConsistentPassthrough(std::chrono::milliseconds interval);
 
+  // --- Watch history (backfill.cc) ----------------------------------------------------------
+  // Fills the cache's window back to `rv` (Cacher::HistoryNeeded, InsertHistory) for a watch
+  // resumed from before a window that begins at a LIST (a start without a snapshot, a relist):
+  // one short upstream watch from `rv` with bookmarks (timeoutSeconds=3: the apiserver's
+  // bookmark comes about a second in), its events up to the window's start kept, up to the
+  // first event or bookmark at or past it; when an update there is an object's first, the
+  // resource listed at exactly `rv` too (its state before). One fill at a time per cache: an ask
+  // from an RV at or after the running fill's waits for it; an older one starts the next, from the
+  // oldest RV waiting. Any thread; `done` runs on the reflector's thread.
+  void Backfill(uint64_t rv, std::function<void(BackfillResult)> done);
+
   // --- Self-check (self_check.cc); on the reflector's thread ---------------------------------
   // Compares the cache's objects (names, namespaces and resourceVersions) with the upstream's
   // list at the cache's exact resourceVersion (metadata only, paginated). On a difference: logs
@@ -146,6 +173,14 @@ class Reflector {
  private:
   enum class WatchEnd { kEnded, kExpired, kFailed };
   asio::awaitable<absl::Status> ListAll();
+  // One page of a LIST of this resource (the cache's encoding): its objects appended to
+  // `objects`, and what its ListMeta says.
+  struct PageMeta {
+    uint64_t resource_version = 0;
+    bool shard_info = false;
+    std::string continue_token;
+  };
+  absl::StatusOr<PageMeta> ReadPage(std::string_view body, std::vector<ObjectPtr>* objects) const;
   // The first page's RV; notes whether the upstream shards (its ListMeta.shardInfo).
   uint64_t FirstPage(uint64_t list_rv, bool shard_info);
   asio::awaitable<WatchEnd> WatchOnce();
@@ -156,17 +191,37 @@ class Reflector {
   asio::awaitable<void> ProgressLoop();
   asio::awaitable<bool> ProgressWatch();
   void SetUpstreamBookmarks(UpstreamBookmarks b);
+  asio::awaitable<void> BackfillLoop();
+  asio::awaitable<BackfillResult> BackfillOnce(uint64_t after_rv, uint64_t through_rv);
+  // Puts a fill's events into the cache (Cacher::InsertHistory), with the state before them
+  // (ListAt) when an update among them needs it; false when they did not fit.
+  asio::awaitable<bool> KeepHistory(uint64_t after_rv, uint64_t through_rv,
+                                    std::vector<Cacher::HistoryEvent> events);
+  // Every object at exactly `rv` (resourceVersionMatch=Exact, paginated): the state before a
+  // fill's events, when an update among them is an object's first there.
+  asio::awaitable<absl::StatusOr<std::vector<ObjectPtr>>> ListAt(uint64_t rv);
   // The upstream's (key, resourceVersion) pairs at exactly `rv`, every page; a failed
   // UpstreamResponse's status when it answered otherwise (410: too old).
   asio::awaitable<absl::StatusOr<std::vector<Cacher::Listed>>> ListVersionsAt(uint64_t rv,
                                                                               int* status);
+  // A page of a LIST at exactly `rv`: the first (naming it), or the one `cont` continues to.
+  std::string ExactListTarget(uint64_t rv, std::string_view cont) const;
   // Relists at once: the current watch ends and Run() lists again (the Cacher turns the
   // difference into events).
   void Relist();
   // Applies one upstream watch line to the cache; kExpired/kFailed end the stream.
   enum class LineResult { kEvent, kBookmark, kExpired, kFailed };
   LineResult ApplyLine(std::string_view line);
-  LineResult ApplyProtoEvent(std::string_view message);
+  // One upstream watch line, read (JSON or protobuf, as the cache holds).
+  struct UpstreamLine {
+    LineResult result = LineResult::kFailed;
+    EventType type = EventType::kAdded;  // kEvent: the event and its object.
+    ObjectPtr object;
+    uint64_t rv = 0;    // kBookmark: its RV.
+    std::string error;  // kExpired: the Status's message.
+  };
+  UpstreamLine ParseLine(std::string_view line) const;
+  UpstreamLine ParseProtoLine(std::string_view message) const;
   // The cache holds protobuf: every request but the RV probe asks for protobuf.
   bool protobuf() const;
   std::string_view Accept() const;
@@ -202,6 +257,10 @@ class Reflector {
   uint64_t progress_upstream_target_ = 0;  // The highest target the upstream had reached.
   std::chrono::steady_clock::time_point progress_until_{};
   bool progress_running_ = false;
+  // Backfill's asks, (rv, done), and its running fill; on the reflector's thread.
+  std::vector<std::pair<uint64_t, std::function<void(BackfillResult)>>> backfill_waiting_;
+  bool backfill_running_ = false;
+  UpstreamWatch* backfill_active_ = nullptr;
   // TakeConsistentPassthrough's budget: when the next may go (steady clock, ns); any thread.
   std::atomic<int64_t> next_consistent_passthrough_{0};
 };

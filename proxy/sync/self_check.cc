@@ -51,16 +51,20 @@ asio::awaitable<void> SelfCheck::Run() {
   }
 }
 
+std::string Reflector::ExactListTarget(uint64_t rv, std::string_view cont) const {
+  // The first page names the RV; the rest follow its continue token (the same snapshot).
+  return cont.empty()
+             ? absl::StrCat(CollectionPath(), "?limit=", kPageObjects, "&resourceVersion=", rv,
+                            "&resourceVersionMatch=Exact")
+             : absl::StrCat(CollectionPath(), "?limit=", kPageObjects, "&continue=", ToAbsl(cont));
+}
+
 asio::awaitable<absl::StatusOr<std::vector<Cacher::Listed>>> Reflector::ListVersionsAt(
     uint64_t rv, int* status) {
   std::vector<Cacher::Listed> out;
   std::string cont;
   do {
-    // The first page names the RV; the rest follow its continue token (the same snapshot).
-    const std::string target =
-        cont.empty() ? absl::StrCat(CollectionPath(), "?limit=", kPageObjects,
-                                    "&resourceVersion=", rv, "&resourceVersionMatch=Exact")
-                     : absl::StrCat(CollectionPath(), "?limit=", kPageObjects, "&continue=", cont);
+    const std::string target = ExactListTarget(rv, cont);
     auto res = co_await UpstreamCall(pool_, http::verb::get, target, credentials_(), "",
                                      std::chrono::seconds(60), kMetadataListAccept);
     if (!res.ok()) co_return res.status();

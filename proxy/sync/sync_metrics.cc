@@ -168,6 +168,21 @@ void RenderResourceMetrics(Writer& w, const std::vector<ResourceRow>& rows) {
                b == now_shown ? 1 : 0);
     }
   }
+  w.Family("kube_fanout_cache_backfills_total", "counter",
+           "Watch history filled in from the upstream for watches resumed from before a window "
+           "that began at a LIST, by result (filled; too_old: the upstream answered 410; failed: "
+           "no answer in time, or it did not fit the window).");
+  for (const ResourceRow& r : rows) {
+    const std::pair<const char*, const std::atomic<uint64_t>*> results[] = {
+        {"filled", &r.reflector->backfills_filled},
+        {"too_old", &r.reflector->backfills_too_old},
+        {"failed", &r.reflector->backfills_failed}};
+    for (const auto& [result, count] : results) {
+      w.Sample("kube_fanout_cache_backfills_total",
+               absl::StrCat(r.labels, ",", Label("result", result)),
+               static_cast<double>(count->load()));
+    }
+  }
   w.Family("kube_fanout_watchers_cut_total", "counter",
            "Watches closed because their client fell behind, by reason (queue_bytes: past "
            "--watcher-max-queue-bytes; total_queue_bytes: among the furthest behind when all "

@@ -229,6 +229,94 @@ TEST_CASE("Cacher answers 410 for an RV before its last relist though nothing wa
   CHECK(f.cacher.Watch({Filter(), Cacher::Start::kAfterVersion, 40, 1 << 20, [] {}}).ok());
 }
 
+// A cache that began at a LIST at 20, with the upstream's events before it at hand.
+struct FilledFixture : Fixture {
+  FilledFixture() {
+    cacher.Replace({Pod("n", "a", 12, "", "db"), Pod("n", "b", 18), Pod("n", "c", 3)}, 20);
+    cacher.Apply(EventType::kModified, Pod("n", "c", 25));
+  }
+  absl::Status Fill(const std::vector<ObjectPtr>* at_10 = nullptr) {
+    return cacher.InsertHistory(
+        10, 20,
+        {{EventType::kAdded, Pod("n", "gone", 11)},
+         {EventType::kModified, Pod("n", "a", 12, "", "db")},  // Its state before: unknown.
+         {EventType::kAdded, Pod("n", "b", 15, "", "db")},
+         {EventType::kDeleted, Pod("n", "gone", 16)},
+         {EventType::kModified, Pod("n", "b", 18)},   // Into app=web.
+         {EventType::kModified, Pod("n", "c", 25)}},  // The window's own: not repeated.
+        at_10);
+  }
+};
+
+TEST_CASE("Cacher replays history filled in before its list, then its own events, in order") {
+  FilledFixture f;
+  CHECK(f.cacher.HistoryNeeded(10) == std::optional<uint64_t>(20));
+  CHECK_FALSE(f.cacher.HistoryNeeded(20));
+  REQUIRE(f.Fill().ok());
+  CHECK_FALSE(f.cacher.HistoryNeeded(10));
+  CHECK(f.cacher.window_start_rv() == 10);
+  auto w = f.Watch(Filter(), Cacher::Start::kAfterVersion, 10);
+  CHECK(Drain(*w) == std::vector<Seen>{{"ADDED", "gone", 11},
+                                       {"MODIFIED", "a", 12},
+                                       {"ADDED", "b", 15},
+                                       {"DELETED", "gone", 16},
+                                       {"MODIFIED", "b", 18},
+                                       {"MODIFIED", "c", 25}});
+  // The store is the list's: nothing of the history changed it.
+  CHECK(f.cacher.object_count() == 3);
+  CHECK(f.cacher.resource_version() == 25);
+  // A watcher past the list is unaffected.
+  auto after = f.Watch(Filter(), Cacher::Start::kAfterVersion, 20);
+  CHECK(Drain(*after) == std::vector<Seen>{{"MODIFIED", "c", 25}});
+}
+
+TEST_CASE(
+    "Cacher tells a selecting watcher a filled-in update only when it knows the state before") {
+  FilledFixture f;
+  REQUIRE(f.Fill().ok());
+  // b's update at 18 follows its ADDED at 15: it entered app=web then.
+  auto from_14 = f.Watch(Filter("", "app=web"), Cacher::Start::kAfterVersion, 14);
+  CHECK(Drain(*from_14) ==
+        std::vector<Seen>{{"DELETED", "gone", 16}, {"ADDED", "b", 18}, {"MODIFIED", "c", 25}});
+  // a's update at 12 is its first: whether it was in app=db before is unknown, so a watcher
+  // whose selection it could change gets the 410 it got before the fill.
+  auto from_10 =
+      f.cacher.Watch({Filter("", "app=db"), Cacher::Start::kAfterVersion, 10, 1 << 20, [] {}});
+  CHECK(from_10.status().code() == absl::StatusCode::kOutOfRange);
+  CHECK(from_10.status().message() == "too old resource version: 10 (20)");
+  // Nor can it vouch for such a watcher, nor list the state before it.
+  CHECK_FALSE(f.cacher.NothingFor(Filter("", "app=other"), 10, 20));
+  CHECK(f.cacher.NothingFor(Filter("other"), 10, 20));
+  CHECK(f.cacher.ListPage(Filter(), {.at_rv = 10}).status().code() ==
+        absl::StatusCode::kFailedPrecondition);
+  CHECK(f.cacher.ListPage(Filter(), {.at_rv = 12})->items.size() == 3);  // a, c, gone.
+  CHECK(f.cacher.ListPage(Filter(), {.at_rv = 20}).ok());
+  // A snapshot keeps none of it.
+  CHECK(f.cacher.ExportState()->window_start_rv == 20);
+}
+
+TEST_CASE("Cacher tells a selecting watcher every filled-in update given the state before") {
+  FilledFixture f;
+  const std::vector<ObjectPtr> at_10 = {Pod("n", "a", 9, "", "web"), Pod("n", "c", 3)};
+  REQUIRE(f.Fill(&at_10).ok());
+  // a moved from app=web into app=db at 12; b was added in app=db at 15 and left it at 18.
+  auto db = f.Watch(Filter("", "app=db"), Cacher::Start::kAfterVersion, 10);
+  CHECK(Drain(*db) ==
+        std::vector<Seen>{{"ADDED", "a", 12}, {"ADDED", "b", 15}, {"DELETED", "b", 18}});
+  auto page = f.cacher.ListPage(Filter(), {.at_rv = 10});
+  REQUIRE(page.ok());
+  REQUIRE(page->items.size() == 2);
+  CHECK(page->items[0]->resource_version() == 9);
+  CHECK(f.cacher.NothingFor(Filter("", "app=other"), 10, 20));
+}
+
+TEST_CASE("Cacher takes no history once a relist moved its window on") {
+  FilledFixture f;
+  f.cacher.Replace({Pod("n", "a", 12)}, 40);
+  CHECK(f.Fill().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(f.cacher.HistoryNeeded(10) == std::optional<uint64_t>(40));
+}
+
 TEST_CASE("Cacher turns a relist's differences into events for open watches") {
   Fixture f;
   f.cacher.Replace({Pod("n", "keep", 5), Pod("n", "gone", 6), Pod("n", "changed", 7)}, 10);

@@ -67,5 +67,63 @@ TEST_CASE("EventRing is bounded in bytes whatever the history") {
   CHECK(ring.size() < 50);
 }
 
+TEST_CASE("EventRing puts history before a window that begins at a list, in order") {
+  EventRing ring(EventRingLimits{});
+  ring.Reset(20);
+  const auto t0 = Clock::time_point{};
+  ring.Push(Ev(25, t0), t0);
+  CHECK(ring.Since(12).status().code() == absl::StatusCode::kOutOfRange);
+  REQUIRE(ring.InsertHistory(10, {Ev(12, t0), Ev(15, t0), Ev(20, t0)}).ok());
+  CHECK(ring.start_rv() == 10);
+  CHECK(ring.oldest_resumable_rv() == 10);
+  CHECK(ring.history_through_rv() == 20);
+  auto since = ring.Since(11);
+  REQUIRE(since.ok());
+  std::vector<uint64_t> rvs;
+  for (const EventPtr& e : *since) rvs.push_back(e->resource_version());
+  CHECK(rvs == std::vector<uint64_t>{12, 15, 20, 25});
+  // Older still: before the history just inserted.
+  REQUIRE(ring.InsertHistory(5, {Ev(8, t0)}).ok());
+  CHECK(ring.Since(5)->size() == 5);
+  CHECK(ring.history_through_rv() == 20);
+  ring.Reset(30);
+  CHECK(ring.history_through_rv() == 0);
+}
+
+TEST_CASE("EventRing refuses history out of order, past its start, or over its bounds") {
+  EventRingLimits limits;
+  limits.max_events = 3;
+  EventRing ring(limits);
+  ring.Reset(20);
+  const auto t0 = Clock::time_point{};
+  ring.Push(Ev(25, t0), t0);
+  CHECK(ring.InsertHistory(10, {Ev(15, t0), Ev(12, t0)}).code() ==
+        absl::StatusCode::kInvalidArgument);
+  // The event at the window's start is the list's last; one after it is the window's own.
+  CHECK(ring.InsertHistory(10, {Ev(21, t0)}).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(ring.InsertHistory(20, {}).code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(ring.InsertHistory(10, {Ev(11, t0), Ev(12, t0), Ev(13, t0)}).code() ==
+        absl::StatusCode::kResourceExhausted);
+  CHECK(ring.size() == 1);  // Nothing inserted.
+  CHECK(ring.start_rv() == 20);
+  EventRingLimits bytes;
+  bytes.max_bytes = Ev(25, t0)->size_bytes() * 2;
+  EventRing small(bytes);
+  small.Reset(20);
+  small.Push(Ev(25, t0), t0);
+  CHECK(small.InsertHistory(10, {Ev(11, t0), Ev(12, t0)}).code() ==
+        absl::StatusCode::kResourceExhausted);
+  CHECK(small.InsertHistory(10, {Ev(12, t0)}).ok());
+}
+
+TEST_CASE("EventRing takes no history once it evicted events") {
+  EventRing ring(EventRingLimits{.max_events = 1, .min_history = std::chrono::seconds(0)});
+  ring.Reset(20);
+  const auto t0 = Clock::time_point{};
+  ring.Push(Ev(25, t0), t0);
+  ring.Push(Ev(26, t0), t0);
+  CHECK(ring.InsertHistory(10, {}).code() == absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace kf

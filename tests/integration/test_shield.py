@@ -490,13 +490,17 @@ def test_identical_concurrent_reads_share_one_upstream_call(cluster, proxy, pods
 def test_a_kube_fanout_restart_storm_costs_the_upstream_only_its_own_list_and_watch(
         cluster, tmp_path, pods_ns):
     # 5,000 watches through kube-fanout; kube-fanout restarts; they all come back at once from
-    # their old RV. The new kube-fanout's window starts at its own list, so each gets the
-    # in-band 410, relists from kube-fanout (RV=0) and watches again. The apiserver sees the
-    # new kube-fanout's own LIST and WATCH of pods (plus its bookmark-template probe), nothing
-    # for the 5,000.
+    # their old RV. The new kube-fanout's window starts at its own list; the first of them has
+    # the history before it filled in from the upstream (one watch from that RV, and, since its
+    # updates are of pods that existed before it, one LIST at exactly that RV for their earlier
+    # state), which the others wait for; each (selecting by node) then gets the update of its
+    # node's pod, as from the apiserver, no 410 and no relist. The apiserver sees the new
+    # kube-fanout's own LIST and WATCH of pods, its bookmark-template probe and that one fill,
+    # nothing for the 5,000.
     n = 5000
     rv = storm_setup(cluster, pods_ns, n)
-    cluster.kubectl("annotate", "pod", "p0", "-n", pods_ns, "moved=yes", "--overwrite")
+    for i in range(4):  # One pod of each node.
+        cluster.kubectl("annotate", "pod", f"p{i}", "-n", pods_ns, "moved=yes", "--overwrite")
     token = cluster.token("admin")
     head = ("GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
             "\r\nUser-Agent: restart-storm\r\n\r\n")
@@ -509,20 +513,14 @@ def test_a_kube_fanout_restart_storm_costs_the_upstream_only_its_own_list_and_wa
             writer.write(head.format(path=path).encode())
             await writer.drain()
             status = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 60)).split(b" ")[1]
-            # First chunk: the ERROR event with the 410 (this RV predates the new window).
+            # First chunk: the update of its node's pod, made before the restart.
             await asyncio.wait_for(reader.readline(), 60)
             event = json.loads(await asyncio.wait_for(reader.readline(), 60))
             writer.transport.abort()
-            if event["type"] != "ERROR" or event["object"]["code"] != 410:
-                return status, event["type"]
-            # Relist from kube-fanout, as a reflector does, then watch from the list's RV.
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.write(head.format(path=f"/api/v1/namespaces/{pods_ns}/pods"
-                                          "?resourceVersion=0").encode())
-            await writer.drain()
-            listed = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 60)).split(b" ")[1]
-            writer.transport.abort()
-            return status, f"410 then relist {listed.decode()}"
+            if event["type"] == "ERROR":
+                return status, f"ERROR {event['object'].get('code')}"
+            name = event["object"]["metadata"]["name"]
+            return status, f"{event['type']} {'own' if name == f'p{i % 4}' else name}"
 
     p = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=pods"])
     p.stop()
@@ -541,9 +539,13 @@ def test_a_kube_fanout_restart_storm_costs_the_upstream_only_its_own_list_and_wa
         upstream = delta(apiserver_requests(cluster, "pods"), before)
         assert passthrough_count(cluster, p) == 0
         print(f"restart storm: {n} clients in {took:.1f}s {outcomes}; upstream {upstream}")
-        assert outcomes == {(b"200", "410 then relist 200"): n}
-        # The restarted kube-fanout's own list (one page) and watch, and its bookmark probe.
-        assert upstream.get("LIST", 0) <= 1 and upstream.get("WATCH", 0) <= 2
+        assert outcomes == {(b"200", "MODIFIED own"): n}
+        # The restarted kube-fanout's own list (one page) and watch, its bookmark probe, and one
+        # fill of the history before its list (Reflector::Backfill: a watch, a LIST at its RV).
+        assert upstream.get("LIST", 0) <= 2 and upstream.get("WATCH", 0) <= 3
+        filled = metric_values(cluster.request("GET", "/metrics", port=p.port, tls=False)
+                               .body.decode(), "kube_fanout_cache_backfills_total")
+        assert filled['{resource="pods",result="filled"}'] == 1, filled
         assert upstream.get("GET", 0) == 0
     finally:
         assert p.stop() == 0

@@ -5,7 +5,8 @@ takes more writes, and started again on the same ports:
 - with a snapshot, every watcher resumes from its last resourceVersion without a 410 and sees
   every event once and in order, and the apiserver serves no LIST of any cached resource;
 - without one (the comparison, in test_faults.py: SIGKILL and restart under 5,000 watchers),
-  the restart costs a LIST per cached resource and every watcher a 410 and a relist, or a watch
+  the restart costs a LIST per cached resource and a fill of each window from the upstream
+  (docs/snapshot.md, "Without a snapshot") that the watchers wait for, or a watch
   passed through to the apiserver;
 - a corrupt, stale or wrong-version snapshot, and a directory others may read, are refused
   with one log line and a metric, and the resource lists as before.
