@@ -18,7 +18,7 @@
 #include <span>
 #include <string>
 
-#include "proxy/edge/status_response.h"
+#include "common/api/status_response.h"
 
 namespace kf {
 

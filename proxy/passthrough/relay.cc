@@ -8,13 +8,13 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "common/api/watch_framing.h"
 #include "common/strings.h"
 #include "proxy/edge/deadlines.h"
 #include "proxy/edge/hop_by_hop.h"
 #include "proxy/edge/request_parser.h"
 #include "proxy/passthrough/tunnel.h"
 #include "proxy/passthrough/upstream_request.h"
-#include "proxy/passthrough/watch_framing.h"
 #include "proxy/upstream/vouched.h"
 
 namespace kf {

@@ -12,9 +12,9 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/go_strconv.h"
+#include "common/api/go_strconv.h"
+#include "common/api/kube_proto.h"
 #include "common/kept_room.h"
-#include "common/kube_proto.h"
 #include "common/strings.h"
 #include "proxy/serve/consistent_read.h"
 

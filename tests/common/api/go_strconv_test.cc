@@ -1,4 +1,4 @@
-#include "common/go_strconv.h"
+#include "common/api/go_strconv.h"
 
 #include <catch2/catch.hpp>
 

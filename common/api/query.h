@@ -5,8 +5,8 @@
 // separates pairs, pairs containing ';' are dropped, '+' is a space, a bad %-escape drops the
 // pair, and a repeated key keeps every value in order (readers use the first one).
 // Value type; not thread-safe for writes.
-#ifndef KUBE_FANOUT_EDGE_QUERY_H_
-#define KUBE_FANOUT_EDGE_QUERY_H_
+#ifndef KUBE_FANOUT_COMMON_API_QUERY_H_
+#define KUBE_FANOUT_COMMON_API_QUERY_H_
 
 #include <cstddef>
 #include <optional>
@@ -45,4 +45,4 @@ std::optional<bool> ParseGoBool(std::string_view s);
 
 }  // namespace kf
 
-#endif  // KUBE_FANOUT_EDGE_QUERY_H_
+#endif  // KUBE_FANOUT_COMMON_API_QUERY_H_

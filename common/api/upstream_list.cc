@@ -1,9 +1,10 @@
-#include "cache/upstream_list.h"
+#include "common/api/upstream_list.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/json.h"
+#include "common/api/json.h"
+#include "common/api/protowire.h"
 #include "common/strings.h"
 #include "rapidjson/document.h"
 #include "rapidjson/reader.h"
@@ -99,32 +100,6 @@ absl::StatusOr<ListPage> ParseListPage(std::string_view body) {
   return absl::InvalidArgumentError(absl::StrCat("not a list: kind \"", page.kind, "\""));
 }
 
-absl::StatusOr<std::vector<Cacher::Listed>> ListedVersions(const ListPage& page) {
-  std::vector<Cacher::Listed> listed;
-  listed.reserve(page.items.size());
-  for (std::string_view item : page.items) {
-    rapidjson::Document doc;
-    if (!ParseJson(item, doc).ok() || !doc.IsObject()) {
-      return absl::InvalidArgumentError("list item is not a JSON object");
-    }
-    const auto meta = doc.FindMember("metadata");
-    if (meta == doc.MemberEnd() || !meta->value.IsObject()) {
-      return absl::InvalidArgumentError("list item without metadata");
-    }
-    const auto field = [&meta](const char* name) -> std::string_view {
-      const auto it = meta->value.FindMember(name);
-      if (it == meta->value.MemberEnd() || !it->value.IsString()) return {};
-      return std::string_view(it->value.GetString(), it->value.GetStringLength());
-    };
-    uint64_t rv = 0;
-    if (field("name").empty() || !absl::SimpleAtoi(ToAbsl(field("resourceVersion")), &rv)) {
-      return absl::InvalidArgumentError("list item without name or resourceVersion");
-    }
-    listed.push_back({CachedObject::Key(field("namespace"), field("name")), rv});
-  }
-  return listed;
-}
-
 std::string ItemToEventForm(std::string_view item, std::string_view kind,
                             std::string_view api_version) {
   if (item.rfind("{\"kind\":", 0) == 0 || item.size() < 2) return std::string(item);
@@ -171,6 +146,54 @@ absl::StatusOr<WatchLine> ParseWatchLine(std::string_view line) {
     }
   }
   return out;
+}
+
+bool ParseProtoList(std::string_view body, ProtoListPage* out) {
+  UnknownView u;
+  if (!ParseUnknown(body, &u)) return false;
+  *out = ProtoListPage{};
+  out->api_version = std::string(u.api_version);
+  out->kind = std::string(u.kind);
+  ProtoReader r(u.raw);
+  ProtoField f;
+  while (r.Next(&f)) {
+    if (f.type != WireType::kBytes) continue;
+    if (f.number == 1) {
+      ProtoReader m(f.bytes);
+      ProtoField g;
+      while (m.Next(&g)) {
+        if (g.type != WireType::kBytes) continue;
+        if (g.number == 5) out->shard_info = true;
+        if (g.number == 2 && !absl::SimpleAtoi(ToAbsl(g.bytes), &out->resource_version)) {
+          return false;
+        }
+        if (g.number == 3) out->continue_token = std::string(g.bytes);
+      }
+      if (!m.ok()) return false;
+    } else if (f.number == 2) {
+      out->items.push_back(f.bytes);
+    }
+  }
+  return r.ok();
+}
+
+bool ParseProtoWatchEvent(std::string_view message, ProtoWatchEvent* out) {
+  *out = ProtoWatchEvent{};
+  ProtoReader r(message);
+  ProtoField f;
+  bool have_object = false;
+  while (r.Next(&f)) {
+    if (f.type != WireType::kBytes) continue;
+    if (f.number == 1) out->type = f.bytes;
+    if (f.number == 2) {
+      std::string_view envelope;
+      if (!FindBytesField(f.bytes, 1, &envelope)) return false;
+      if (!ParseUnknown(envelope, &out->object)) return false;
+      out->object_envelope = envelope;
+      have_object = true;
+    }
+  }
+  return r.ok() && have_object && !out->type.empty();
 }
 
 }  // namespace kf

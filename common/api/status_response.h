@@ -1,8 +1,8 @@
 // StatusResponse: the one table that turns an absl::Status into an HTTP status code and a
 // Kubernetes `Status` body (k8s.io/apimachinery/pkg/api/errors), so every error kube-fanout
 // answers by itself looks like the apiserver's. Value types; thread-compatible.
-#ifndef KUBE_FANOUT_EDGE_STATUS_RESPONSE_H_
-#define KUBE_FANOUT_EDGE_STATUS_RESPONSE_H_
+#ifndef KUBE_FANOUT_COMMON_API_STATUS_RESPONSE_H_
+#define KUBE_FANOUT_COMMON_API_STATUS_RESPONSE_H_
 
 #include <optional>
 #include <string>
@@ -59,11 +59,11 @@ inline constexpr std::string_view kRetryAfterPayload = "kube-fanout/retry-after-
 std::string EncodeStatusJson(const KubeStatus& status);
 // The response body: the object and the newline Go's encoder ends it with.
 std::string EncodeStatusBody(const KubeStatus& status);
-// The same Status in protobuf: its envelope (common/kube_proto.h) around metav1.Status's
+// The same Status in protobuf: its envelope (common/api/kube_proto.h) around metav1.Status's
 // message, with details when the JSON form has them. A response body, or a watch ERROR
 // event's object.
 std::string EncodeStatusProto(const KubeStatus& status);
 
 }  // namespace kf
 
-#endif  // KUBE_FANOUT_EDGE_STATUS_RESPONSE_H_
+#endif  // KUBE_FANOUT_COMMON_API_STATUS_RESPONSE_H_

@@ -1,4 +1,4 @@
-#include "proxy/edge/query.h"
+#include "common/api/query.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,10 +1,10 @@
-#include "proxy/edge/status_response.h"
+#include "common/api/status_response.h"
 
 #include <catch2/catch.hpp>
 
 #include "absl/strings/escaping.h"
-#include "common/json.h"
-#include "common/kube_proto.h"
+#include "common/api/json.h"
+#include "common/api/kube_proto.h"
 #include "common/strings.h"
 
 namespace kf {

@@ -1,7 +1,7 @@
 // Go's text handling where the apiserver's answers depend on it: UTF-8 decoding as
 // unicode/utf8 does it, strconv.Quote (%q), and strings as encoding/json writes them. Stateless.
-#ifndef KUBE_FANOUT_COMMON_GO_TEXT_H_
-#define KUBE_FANOUT_COMMON_GO_TEXT_H_
+#ifndef KUBE_FANOUT_COMMON_API_GO_TEXT_H_
+#define KUBE_FANOUT_COMMON_API_GO_TEXT_H_
 
 #include <string>
 #include <string_view>
@@ -36,4 +36,4 @@ absl::Status StatusMessageError(std::string_view message);
 
 }  // namespace kf
 
-#endif  // KUBE_FANOUT_COMMON_GO_TEXT_H_
+#endif  // KUBE_FANOUT_COMMON_API_GO_TEXT_H_

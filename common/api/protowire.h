@@ -3,8 +3,8 @@
 // (metadata, selectable fields, list and watch envelopes) and writes envelopes around the
 // apiserver's own bytes. Reading uses protobuf's CodedInputStream (libprotobuf-dev), which
 // bounds every length by the bytes that are there.
-#ifndef KUBE_FANOUT_COMMON_PROTOWIRE_H_
-#define KUBE_FANOUT_COMMON_PROTOWIRE_H_
+#ifndef KUBE_FANOUT_COMMON_API_PROTOWIRE_H_
+#define KUBE_FANOUT_COMMON_API_PROTOWIRE_H_
 
 #include <cstdint>
 #include <memory>
@@ -58,4 +58,4 @@ void AppendVarintField(std::string* out, int number, uint64_t v);
 
 }  // namespace kf
 
-#endif  // KUBE_FANOUT_COMMON_PROTOWIRE_H_
+#endif  // KUBE_FANOUT_COMMON_API_PROTOWIRE_H_

@@ -2,8 +2,8 @@
 // the apiserver reads with strconv and refuses (its 400) must not be read otherwise here.
 // absl::SimpleAtoi takes what Go does not (leading and trailing spaces, a '+' for unsigned).
 // Stateless.
-#ifndef KUBE_FANOUT_COMMON_GO_STRCONV_H_
-#define KUBE_FANOUT_COMMON_GO_STRCONV_H_
+#ifndef KUBE_FANOUT_COMMON_API_GO_STRCONV_H_
+#define KUBE_FANOUT_COMMON_API_GO_STRCONV_H_
 
 #include <cstdint>
 #include <optional>
@@ -22,4 +22,4 @@ std::optional<int64_t> ParseGoInt(std::string_view s);
 
 }  // namespace kf
 
-#endif  // KUBE_FANOUT_COMMON_GO_STRCONV_H_
+#endif  // KUBE_FANOUT_COMMON_API_GO_STRCONV_H_

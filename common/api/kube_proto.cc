@@ -1,7 +1,6 @@
-#include "common/kube_proto.h"
+#include "common/api/kube_proto.h"
 
-#include "absl/strings/numbers.h"
-#include "common/protowire.h"
+#include "common/api/protowire.h"
 #include "common/strings.h"
 
 namespace kf {
@@ -89,54 +88,6 @@ std::string EncodeListMeta(std::string_view resource_version, std::string_view c
     AppendBytesField(&out, 5, shard_info);
   }
   return out;
-}
-
-bool ParseProtoList(std::string_view body, ProtoListPage* out) {
-  UnknownView u;
-  if (!ParseUnknown(body, &u)) return false;
-  *out = ProtoListPage{};
-  out->api_version = std::string(u.api_version);
-  out->kind = std::string(u.kind);
-  ProtoReader r(u.raw);
-  ProtoField f;
-  while (r.Next(&f)) {
-    if (f.type != WireType::kBytes) continue;
-    if (f.number == 1) {
-      ProtoReader m(f.bytes);
-      ProtoField g;
-      while (m.Next(&g)) {
-        if (g.type != WireType::kBytes) continue;
-        if (g.number == 5) out->shard_info = true;
-        if (g.number == 2 && !absl::SimpleAtoi(ToAbsl(g.bytes), &out->resource_version)) {
-          return false;
-        }
-        if (g.number == 3) out->continue_token = std::string(g.bytes);
-      }
-      if (!m.ok()) return false;
-    } else if (f.number == 2) {
-      out->items.push_back(f.bytes);
-    }
-  }
-  return r.ok();
-}
-
-bool ParseProtoWatchEvent(std::string_view message, ProtoWatchEvent* out) {
-  *out = ProtoWatchEvent{};
-  ProtoReader r(message);
-  ProtoField f;
-  bool have_object = false;
-  while (r.Next(&f)) {
-    if (f.type != WireType::kBytes) continue;
-    if (f.number == 1) out->type = f.bytes;
-    if (f.number == 2) {
-      std::string_view envelope;
-      if (!FindBytesField(f.bytes, 1, &envelope)) return false;
-      if (!ParseUnknown(envelope, &out->object)) return false;
-      out->object_envelope = envelope;
-      have_object = true;
-    }
-  }
-  return r.ok() && have_object && !out->type.empty();
 }
 
 int ProtoStatusCode(std::string_view status_message) {

@@ -6,15 +6,15 @@
 // and "proxy", the namespace subresources "status" and "finalize", GET without a name becoming
 // "list" or "watch", DELETE without a name becoming "deletecollection", and a metadata.name field
 // selector naming the object of a list or watch. Value type.
-#ifndef KUBE_FANOUT_EDGE_REQUEST_INFO_H_
-#define KUBE_FANOUT_EDGE_REQUEST_INFO_H_
+#ifndef KUBE_FANOUT_COMMON_API_REQUEST_INFO_H_
+#define KUBE_FANOUT_COMMON_API_REQUEST_INFO_H_
 
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "proxy/edge/query.h"
+#include "common/api/query.h"
 
 namespace kf {
 
@@ -57,4 +57,4 @@ struct RequestInfo {
 
 }  // namespace kf
 
-#endif  // KUBE_FANOUT_EDGE_REQUEST_INFO_H_
+#endif  // KUBE_FANOUT_COMMON_API_REQUEST_INFO_H_

@@ -1,4 +1,4 @@
-#include "common/protowire.h"
+#include "common/api/protowire.h"
 
 #include <google/protobuf/io/coded_stream.h>
 

@@ -1,11 +1,11 @@
-#include "proxy/edge/status_response.h"
+#include "common/api/status_response.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/go_text.h"
-#include "common/json.h"
-#include "common/kube_proto.h"
-#include "common/protowire.h"
+#include "common/api/go_text.h"
+#include "common/api/json.h"
+#include "common/api/kube_proto.h"
+#include "common/api/protowire.h"
 #include "common/strings.h"
 
 namespace kf {

@@ -6,8 +6,8 @@
 // ParseJson never recurses (RapidJSON's iterative parser) and refuses documents past a size or
 // nesting limit before building anything; Go's encoding/json refuses nesting past 10,000, so
 // that is the default. Free functions; thread-safe.
-#ifndef KUBE_FANOUT_COMMON_JSON_H_
-#define KUBE_FANOUT_COMMON_JSON_H_
+#ifndef KUBE_FANOUT_COMMON_API_JSON_H_
+#define KUBE_FANOUT_COMMON_API_JSON_H_
 
 #include <cstddef>
 #include <string>
@@ -45,4 +45,4 @@ std::string GoJsonString(std::string_view s);
 
 }  // namespace kf
 
-#endif  // KUBE_FANOUT_COMMON_JSON_H_
+#endif  // KUBE_FANOUT_COMMON_API_JSON_H_

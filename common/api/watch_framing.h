@@ -3,9 +3,11 @@
 // middle of one. JSON watch streams are one event per line; protobuf ones
 // (application/vnd.kubernetes.protobuf;stream=watch) are frames with a 4-byte big-endian length
 // prefix. Other content types have no known framing and are treated as always at a boundary.
-// Value type, used by one relay on one thread.
-#ifndef KUBE_FANOUT_PASSTHROUGH_WATCH_FRAMING_H_
-#define KUBE_FANOUT_PASSTHROUGH_WATCH_FRAMING_H_
+// The one decoder of that framing: passthrough relays stop between events with a WatchFraming
+// (a value type, used by one relay on one thread), and the upstream watches the caches follow
+// are cut into events by WatchFraming::Cut.
+#ifndef KUBE_FANOUT_COMMON_API_WATCH_FRAMING_H_
+#define KUBE_FANOUT_COMMON_API_WATCH_FRAMING_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +21,19 @@ class WatchFraming {
 
   // The framing implied by a response's Content-Type.
   static Format ForContentType(std::string_view content_type);
+
+  // The event at the front of `buffer`, a stream of kJsonLines or kLengthPrefixed read from an
+  // event boundary.
+  struct Event {
+    bool complete = false;   // All of the event is in `buffer`.
+    size_t size = 0;         // Its length as far as known: a frame's declared length (0 before
+                             // its prefix is whole), a line's bytes so far; for a size bound.
+    std::string_view bytes;  // complete: the event, without its '\n' or its length prefix.
+    size_t consumed = 0;     // complete: the bytes of `buffer` it spans.
+  };
+  // `scanned`: bytes at the front of `buffer` already known to hold no line end (kJsonLines),
+  // so a line read in many pieces is searched once.
+  static Event Cut(Format format, std::string_view buffer, size_t scanned = 0);
 
   explicit WatchFraming(Format format) : format_(format) {}
 
@@ -42,4 +57,4 @@ class WatchFraming {
 
 }  // namespace kf
 
-#endif  // KUBE_FANOUT_PASSTHROUGH_WATCH_FRAMING_H_
+#endif  // KUBE_FANOUT_COMMON_API_WATCH_FRAMING_H_

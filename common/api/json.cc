@@ -1,4 +1,4 @@
-#include "common/json.h"
+#include "common/api/json.h"
 
 #include <cstdint>
 

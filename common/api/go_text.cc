@@ -1,4 +1,4 @@
-#include "common/go_text.h"
+#include "common/api/go_text.h"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-#include "proxy/edge/request_info.h"
+#include "common/api/request_info.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-#include "proxy/passthrough/watch_framing.h"
+#include "common/api/watch_framing.h"
 
 #include <algorithm>
 #include <string>
@@ -11,6 +11,27 @@ WatchFraming::Format WatchFraming::ForContentType(std::string_view content_type)
     return Format::kLengthPrefixed;
   }
   return Format::kUnframed;
+}
+
+WatchFraming::Event WatchFraming::Cut(Format format, std::string_view buffer, size_t scanned) {
+  Event e;
+  if (format == Format::kJsonLines) {
+    const size_t nl = buffer.find('\n', scanned);
+    if (nl == std::string_view::npos) {
+      e.size = buffer.size();
+      return e;
+    }
+    return {true, nl, buffer.substr(0, nl), nl + 1};
+  }
+  if (buffer.size() < 4) return e;
+  const auto* b = reinterpret_cast<const unsigned char*>(buffer.data());
+  e.size = (size_t{b[0]} << 24) | (size_t{b[1]} << 16) | (size_t{b[2]} << 8) | b[3];
+  if (buffer.size() - 4 >= e.size) {
+    e.complete = true;
+    e.bytes = buffer.substr(4, e.size);
+    e.consumed = 4 + e.size;
+  }
+  return e;
 }
 
 bool WatchFraming::AtBoundary() const {

@@ -13,14 +13,13 @@
 //
 // Go's generated marshalers write every non-pointer field, empty strings included, in field
 // order; the helpers here do the same so the bytes match.
-#ifndef KUBE_FANOUT_COMMON_KUBE_PROTO_H_
-#define KUBE_FANOUT_COMMON_KUBE_PROTO_H_
+#ifndef KUBE_FANOUT_COMMON_API_KUBE_PROTO_H_
+#define KUBE_FANOUT_COMMON_API_KUBE_PROTO_H_
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace kf {
 
@@ -58,30 +57,9 @@ std::string EncodeListMeta(std::string_view resource_version, std::string_view c
                            std::optional<int64_t> remaining_item_count,
                            std::string_view shard_selector = {});
 
-// --- Reading what the upstream sends ---------------------------------------------------------
-
-struct ProtoListPage {
-  std::string api_version;
-  std::string kind;  // "PodList".
-  uint64_t resource_version = 0;
-  std::string continue_token;
-  bool shard_info = false;              // ListMeta.shardInfo (field 5) present.
-  std::vector<std::string_view> items;  // Each item's message, into the body.
-};
-// Parses a LIST body; false when malformed.
-bool ParseProtoList(std::string_view body, ProtoListPage* out);
-
-struct ProtoWatchEvent {
-  std::string_view type;             // "ADDED", "BOOKMARK", "ERROR", ...
-  UnknownView object;                // The object's envelope, read.
-  std::string_view object_envelope;  // The envelope's bytes.
-};
-// Parses one watch frame's message (after its length); false when malformed.
-bool ParseProtoWatchEvent(std::string_view message, ProtoWatchEvent* out);
-
 // metav1.Status's code (field 6) from its message; 0 when absent.
 int ProtoStatusCode(std::string_view status_message);
 
 }  // namespace kf
 
-#endif  // KUBE_FANOUT_COMMON_KUBE_PROTO_H_
+#endif  // KUBE_FANOUT_COMMON_API_KUBE_PROTO_H_
