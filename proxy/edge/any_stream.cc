@@ -1,4 +1,4 @@
-#include "common/any_stream.h"
+#include "proxy/edge/any_stream.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>

@@ -12,8 +12,8 @@
 // one record; renegotiation is refused.
 //
 // Used by AnyStream for client connections; upstream connections keep Asio's stream.
-#ifndef KUBE_FANOUT_COMMON_TLS_SERVER_STREAM_H_
-#define KUBE_FANOUT_COMMON_TLS_SERVER_STREAM_H_
+#ifndef KUBE_FANOUT_EDGE_TLS_SERVER_STREAM_H_
+#define KUBE_FANOUT_EDGE_TLS_SERVER_STREAM_H_
 
 #include <openssl/ssl.h>
 
@@ -218,4 +218,4 @@ class TlsServerStream {
 
 }  // namespace kf
 
-#endif  // KUBE_FANOUT_COMMON_TLS_SERVER_STREAM_H_
+#endif  // KUBE_FANOUT_EDGE_TLS_SERVER_STREAM_H_

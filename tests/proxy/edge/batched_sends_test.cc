@@ -1,4 +1,4 @@
-#include "common/batched_sends.h"
+#include "proxy/edge/batched_sends.h"
 
 #include <fcntl.h>
 #include <linux/filter.h>

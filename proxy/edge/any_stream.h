@@ -4,8 +4,8 @@
 //
 // Owned by the session or upstream lease that holds it; used from its io_context's thread only.
 // Timeouts are those of the underlying beast::tcp_stream (tcp().expires_after()).
-#ifndef KUBE_FANOUT_COMMON_ANY_STREAM_H_
-#define KUBE_FANOUT_COMMON_ANY_STREAM_H_
+#ifndef KUBE_FANOUT_EDGE_ANY_STREAM_H_
+#define KUBE_FANOUT_EDGE_ANY_STREAM_H_
 
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -18,7 +18,7 @@
 #include <type_traits>
 #include <variant>
 
-#include "common/tls_server_stream.h"
+#include "proxy/edge/tls_server_stream.h"
 
 namespace kf {
 
@@ -130,4 +130,4 @@ class AnyStream {
 
 }  // namespace kf
 
-#endif  // KUBE_FANOUT_COMMON_ANY_STREAM_H_
+#endif  // KUBE_FANOUT_EDGE_ANY_STREAM_H_

@@ -1,4 +1,4 @@
-#include "common/read_buffer.h"
+#include "proxy/edge/read_buffer.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-#include "common/x509_cache.h"
+#include "proxy/edge/x509_cache.h"
 
 #include <openssl/x509v3.h>
 

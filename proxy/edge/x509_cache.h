@@ -1,6 +1,6 @@
 // Certificates shared between threads, made ready before they are shared.
-#ifndef KUBE_FANOUT_COMMON_X509_CACHE_H_
-#define KUBE_FANOUT_COMMON_X509_CACHE_H_
+#ifndef KUBE_FANOUT_EDGE_X509_CACHE_H_
+#define KUBE_FANOUT_EDGE_X509_CACHE_H_
 
 #include <openssl/x509.h>
 
@@ -18,4 +18,4 @@ void CacheCertificateExtensions(X509_STORE* store);
 
 }  // namespace kf
 
-#endif  // KUBE_FANOUT_COMMON_X509_CACHE_H_
+#endif  // KUBE_FANOUT_EDGE_X509_CACHE_H_

@@ -1,4 +1,4 @@
-#include "common/batched_sends.h"
+#include "proxy/edge/batched_sends.h"
 
 #include <liburing.h>
 #include <sys/socket.h>

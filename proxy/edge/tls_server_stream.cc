@@ -1,4 +1,4 @@
-#include "common/tls_server_stream.h"
+#include "proxy/edge/tls_server_stream.h"
 
 #include <openssl/bio.h>
 #include <openssl/err.h>

@@ -13,8 +13,8 @@
 //   }
 //
 // Used from one coroutine at a time.
-#ifndef KUBE_FANOUT_COMMON_READ_BUFFER_H_
-#define KUBE_FANOUT_COMMON_READ_BUFFER_H_
+#ifndef KUBE_FANOUT_EDGE_READ_BUFFER_H_
+#define KUBE_FANOUT_EDGE_READ_BUFFER_H_
 
 #include <array>
 #include <cstddef>
@@ -47,4 +47,4 @@ class ReadBuffer {
 
 }  // namespace kf
 
-#endif  // KUBE_FANOUT_COMMON_READ_BUFFER_H_
+#endif  // KUBE_FANOUT_EDGE_READ_BUFFER_H_

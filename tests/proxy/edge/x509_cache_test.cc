@@ -1,4 +1,4 @@
-#include "common/x509_cache.h"
+#include "proxy/edge/x509_cache.h"
 
 #include <openssl/evp.h>
 #include <openssl/pem.h>

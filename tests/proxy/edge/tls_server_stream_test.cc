@@ -1,4 +1,4 @@
-#include "common/tls_server_stream.h"
+#include "proxy/edge/tls_server_stream.h"
 
 #include <array>
 #include <boost/asio/as_tuple.hpp>
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "common/batched_sends.h"
+#include "proxy/edge/batched_sends.h"
 #include "tests/proxy/edge/test_support.h"
 
 namespace kf {

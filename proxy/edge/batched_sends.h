@@ -9,8 +9,8 @@
 // One per thread, used only on it, and only inside a burst (StartBurst .. EndBurst); outside
 // one, or where io_uring cannot be set up (an old kernel, a seccomp profile that forbids it,
 // Enable(false)), Queue says no and writers write directly.
-#ifndef KUBE_FANOUT_COMMON_BATCHED_SENDS_H_
-#define KUBE_FANOUT_COMMON_BATCHED_SENDS_H_
+#ifndef KUBE_FANOUT_EDGE_BATCHED_SENDS_H_
+#define KUBE_FANOUT_EDGE_BATCHED_SENDS_H_
 
 #include <sys/uio.h>
 
@@ -70,4 +70,4 @@ class BatchedSends {
 
 }  // namespace kf
 
-#endif  // KUBE_FANOUT_COMMON_BATCHED_SENDS_H_
+#endif  // KUBE_FANOUT_EDGE_BATCHED_SENDS_H_
