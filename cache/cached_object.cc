@@ -5,9 +5,9 @@
 #include "absl/strings/str_cat.h"
 #include "cache/partial_metadata.h"
 #include "cache/selectable_fields.h"
-#include "common/json.h"
-#include "common/kube_proto.h"
-#include "common/protowire.h"
+#include "common/api/json.h"
+#include "common/api/kube_proto.h"
+#include "common/api/protowire.h"
 #include "common/strings.h"
 #include "rapidjson/document.h"
 

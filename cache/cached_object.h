@@ -7,7 +7,7 @@
 // without the type fields, as the apiserver encodes items of built-in lists. In protobuf, the
 // bytes are the object's own message as the apiserver wrote it (Unknown.raw), and the object
 // also keeps the few envelope bytes that precede it in a GET body, a LIST item and each kind
-// of watch frame (common/kube_proto.h), so no answer re-encodes anything.
+// of watch frame (common/api/kube_proto.h), so no answer re-encodes anything.
 #ifndef KUBE_FANOUT_CACHE_CACHED_OBJECT_H_
 #define KUBE_FANOUT_CACHE_CACHED_OBJECT_H_
 

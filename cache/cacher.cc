@@ -6,8 +6,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "cache/partial_metadata.h"
-#include "common/kube_proto.h"
-#include "common/protowire.h"
+#include "common/api/kube_proto.h"
+#include "common/api/protowire.h"
 
 namespace kf {
 namespace {

@@ -3,8 +3,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/go_text.h"
-#include "common/json.h"
+#include "common/api/go_text.h"
+#include "common/api/json.h"
 #include "common/strings.h"
 
 namespace kf {
@@ -38,7 +38,7 @@ absl::StatusOr<ContinueToken> DecodeContinue(std::string_view token) {
     return absl::InvalidArgumentError("continue key is not valid");
   }
   // Untrusted: decoded before any access check. Bounded and iterative, as every parse of
-  // client bytes (common/json.h); Go's decoder fails on the same depth.
+  // client bytes (common/api/json.h); Go's decoder fails on the same depth.
   rapidjson::Document doc;
   if (!ParseJson(json, doc).ok() || !doc.IsObject()) {
     return absl::InvalidArgumentError("continue key is not valid");

@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "common/json.h"  // GoJsonString, used by the encoder.
+#include "common/api/json.h"  // GoJsonString, used by the encoder.
 
 namespace kf {
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/go_text.h"
+#include "common/api/go_text.h"
 #include "rapidjson/document.h"
 
 namespace kf {

@@ -2,8 +2,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "common/json.h"
-#include "common/protowire.h"
+#include "common/api/json.h"
+#include "common/api/protowire.h"
 #include "common/strings.h"
 
 namespace kf {

@@ -7,7 +7,7 @@
 #include <span>
 
 #include "absl/status/status.h"
-#include "common/protowire.h"
+#include "common/api/protowire.h"
 #include "common/strings.h"
 
 namespace kf {

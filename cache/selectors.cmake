@@ -12,5 +12,5 @@ add_library(kf_selectors STATIC
 target_include_directories(kf_selectors PUBLIC ${PROJECT_SOURCE_DIR})
 # RapidJSON is header-only and installed in a system include directory.
 target_link_libraries(kf_selectors
-  PUBLIC kf_common absl::status absl::statusor absl::strings
+  PUBLIC kf_common kf_api absl::status absl::statusor absl::strings
   PRIVATE kf_warnings)

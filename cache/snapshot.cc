@@ -9,14 +9,14 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "common/protowire.h"
+#include "common/api/protowire.h"
 
 namespace kf {
 namespace {
 
 constexpr std::string_view kMagic("KFSNAP\r\n", 8);
 constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8;
-// A protobuf message's bound (common/protowire.h reads no more).
+// A protobuf message's bound (common/api/protowire.h reads no more).
 constexpr size_t kMaxPayload = INT32_MAX;
 
 void PutU64(std::string* out, uint64_t v) {

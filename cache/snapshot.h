@@ -5,7 +5,7 @@
 //   "KFSNAP\r\n" (8 bytes) | version u32 | CRC-32 (zlib) of the payload u32 | payload size u64
 //
 // (integers little-endian), then the payload: version 3, a protocol-buffer message
-// (common/protowire.h), its fields by number:
+// (common/api/protowire.h), its fields by number:
 //
 //   message Snapshot {
 //     string upstream = 1;  int64 written_unix_seconds = 2;

@@ -1,6 +1,6 @@
 #include "cache/watch_event.h"
 
-#include "common/kube_proto.h"
+#include "common/api/kube_proto.h"
 
 namespace kf {
 

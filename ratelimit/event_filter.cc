@@ -3,10 +3,10 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/api/json.h"
+#include "common/api/kube_proto.h"
+#include "common/api/protowire.h"
 #include "common/evict.h"
-#include "common/json.h"
-#include "common/kube_proto.h"
-#include "common/protowire.h"
 #include "common/strings.h"
 
 namespace kf::ratelimit {

@@ -9,8 +9,8 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "common/x509_cache.h"
 #include "proxy/edge/field_syntax.h"
+#include "proxy/edge/x509_cache.h"
 
 namespace kf {
 namespace {

@@ -1,6 +1,6 @@
 #include "proxy/edge/exchange.h"
 
-#include "proxy/edge/status_response.h"
+#include "common/api/status_response.h"
 
 namespace kf {
 

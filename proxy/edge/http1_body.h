@@ -11,7 +11,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <chrono>
 
-#include "common/any_stream.h"
+#include "proxy/edge/any_stream.h"
 #include "proxy/edge/request.h"
 #include "proxy/edge/request_parser.h"
 

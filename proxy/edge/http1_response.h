@@ -14,10 +14,10 @@
 #include <memory>
 #include <vector>
 
-#include "common/any_stream.h"
-#include "common/batched_sends.h"
-#include "common/read_buffer.h"
+#include "proxy/edge/any_stream.h"
+#include "proxy/edge/batched_sends.h"
 #include "proxy/edge/exchange.h"
+#include "proxy/edge/read_buffer.h"
 #include "proxy/edge/response.h"
 
 namespace kf {

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
-#include "common/read_buffer.h"
 #include "proxy/edge/deadlines.h"
+#include "proxy/edge/read_buffer.h"
 
 namespace kf {
 namespace {
@@ -25,7 +25,7 @@ constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 // Frames gathered into one socket write.
 constexpr size_t kWriteBatchBytes = 64 * 1024;
 // Reads: a quiet connection's pending read holds the small buffer (a client's WINDOW_UPDATEs,
-// PINGs and short requests fit), a burst (request bodies) the large one (common/read_buffer.h).
+// PINGs and short requests fit), a burst (request bodies) the large one (proxy/edge/read_buffer.h).
 constexpr size_t kIdleReadBytes = 1024;
 constexpr size_t kReadPieceBytes = 64 * 1024;
 // The largest answer head (HPACK-encoded) nghttp2 is let send: what the relay reads from the

@@ -39,8 +39,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "common/any_stream.h"
-#include "common/batched_sends.h"
+#include "proxy/edge/any_stream.h"
+#include "proxy/edge/batched_sends.h"
 #include "proxy/edge/deadlines.h"
 #include "proxy/edge/http2_memory.h"
 #include "proxy/edge/http2_stream.h"

@@ -17,7 +17,7 @@
 #include <memory>
 #include <string>
 
-#include "common/any_stream.h"
+#include "proxy/edge/any_stream.h"
 #include "proxy/edge/deadlines.h"
 #include "proxy/edge/exchange.h"
 #include "proxy/edge/http2_session.h"

@@ -10,7 +10,7 @@
 #include <boost/beast/http/fields.hpp>
 #include <string_view>
 
-#include "proxy/edge/request_info.h"
+#include "common/api/request_info.h"
 
 namespace kf {
 

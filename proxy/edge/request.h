@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "proxy/edge/request_info.h"
+#include "common/api/request_info.h"
 
 namespace kf {
 

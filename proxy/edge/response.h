@@ -18,7 +18,7 @@
 #include <span>
 #include <string>
 
-#include "proxy/edge/status_response.h"
+#include "common/api/status_response.h"
 
 namespace kf {
 
@@ -105,7 +105,7 @@ class Response {
     ~WriteDone() = default;
   };
   // As TryWriteBody, or kQueued: the write joined this thread's batch of sends (inside a
-  // fan-out's burst: common/batched_sends.h), and before the burst ends `done.Written` is told
+  // fan-out's burst: proxy/edge/batched_sends.h), and before the burst ends `done.Written` is told
   // kWritten, kHeld or kFailed, meaning what TryWriteBody's would. Until then `pieces` must
   // stay valid and nothing else may be written (can_write_now() is false).
   virtual TryWrite TryWriteBodyOrQueue(std::span<const asio::const_buffer> pieces,

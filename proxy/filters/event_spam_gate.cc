@@ -2,7 +2,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "common/kube_proto.h"
+#include "common/api/kube_proto.h"
 #include "common/strings.h"
 
 namespace kf {

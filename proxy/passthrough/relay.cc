@@ -6,6 +6,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "common/api/watch_framing.h"
 #include "common/strings.h"
 #include "proxy/edge/hop_by_hop.h"
 #include "proxy/edge/request_parser.h"

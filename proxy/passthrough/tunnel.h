@@ -6,7 +6,7 @@
 
 #include <boost/beast/core/flat_buffer.hpp>
 
-#include "common/any_stream.h"
+#include "proxy/edge/any_stream.h"
 #include "proxy/edge/response.h"
 
 namespace kf {

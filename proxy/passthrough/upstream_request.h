@@ -12,7 +12,7 @@
 #include <boost/beast/http/message.hpp>
 
 #include "absl/status/statusor.h"
-#include "common/any_stream.h"
+#include "proxy/edge/any_stream.h"
 #include "proxy/edge/request.h"
 #include "proxy/upstream/http2_upstream.h"
 #include "proxy/upstream/request_header.h"

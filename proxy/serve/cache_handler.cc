@@ -6,8 +6,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 
+#include "common/api/status_response.h"
 #include "proxy/edge/representation.h"
-#include "proxy/edge/status_response.h"
 #include "proxy/serve/cacheable.h"
 #include "proxy/serve/consistent_read.h"
 #include "proxy/serve/decision.h"

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "cache/continue_token.h"
 #include "cache/selectable_fields.h"
-#include "common/go_strconv.h"
+#include "common/api/go_strconv.h"
 #include "common/strings.h"
 #include "proxy/edge/representation.h"
 

@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "cache/cacher.h"
-#include "proxy/edge/request_info.h"
+#include "common/api/request_info.h"
 
 namespace kf {
 

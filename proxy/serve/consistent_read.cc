@@ -7,8 +7,8 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/api/go_strconv.h"
 #include "common/await_callback.h"
-#include "common/go_strconv.h"
 #include "common/strings.h"
 
 namespace kf {

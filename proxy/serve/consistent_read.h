@@ -22,8 +22,8 @@
 #include <string_view>
 
 #include "cache/cacher.h"
+#include "common/api/status_response.h"
 #include "proxy/edge/exchange.h"
-#include "proxy/edge/status_response.h"
 #include "proxy/serve/serve_stats.h"
 #include "proxy/sync/reflector.h"
 

@@ -1,6 +1,6 @@
 #include "proxy/serve/serve_metrics.h"
 
-#include "common/batched_sends.h"
+#include "proxy/edge/batched_sends.h"
 
 namespace kf {
 

@@ -2,7 +2,7 @@
 
 #include <boost/asio/post.hpp>
 
-#include "common/batched_sends.h"
+#include "proxy/edge/batched_sends.h"
 
 namespace kf {
 

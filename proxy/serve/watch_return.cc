@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
-#include "common/go_strconv.h"
+#include "common/api/go_strconv.h"
 #include "common/strings.h"
 
 namespace kf {

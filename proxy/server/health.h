@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "proxy/edge/query.h"
+#include "common/api/query.h"
 
 namespace kf {
 

@@ -18,9 +18,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/batched_sends.h"
-#include "common/json.h"
+#include "common/api/json.h"
 #include "common/strings.h"
+#include "proxy/edge/batched_sends.h"
 #include "proxy/edge/client_cert.h"
 #include "proxy/edge/http2_session.h"
 #include "proxy/edge/http_session.h"

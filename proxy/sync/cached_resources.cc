@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "common/json.h"
+#include "common/api/json.h"
 #include "common/strings.h"
 #include "proxy/upstream/upstream_client.h"
 #include "rapidjson/document.h"

@@ -13,8 +13,8 @@
 
 #include "absl/status/statusor.h"
 #include "cache/cacher.h"
+#include "common/api/request_info.h"
 #include "common/log.h"
-#include "proxy/edge/request_info.h"
 #include "proxy/sync/reflector.h"
 #include "proxy/sync/self_check.h"
 #include "proxy/sync/snapshot_store.h"

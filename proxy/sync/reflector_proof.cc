@@ -12,9 +12,10 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "cache/upstream_list.h"
-#include "common/kube_proto.h"
-#include "common/protowire.h"
+#include "cache/listed_versions.h"
+#include "common/api/kube_proto.h"
+#include "common/api/protowire.h"
+#include "common/api/upstream_list.h"
 #include "common/strings.h"
 #include "proxy/sync/reflector.h"
 

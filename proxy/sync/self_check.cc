@@ -5,7 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "cache/upstream_list.h"
+#include "cache/listed_versions.h"
+#include "common/api/upstream_list.h"
 #include "common/strings.h"
 
 namespace kf {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/json.h"
+#include "common/api/json.h"
 #include "common/strings.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"

@@ -23,9 +23,9 @@
 #include <functional>
 #include <string>
 
+#include "common/api/request_info.h"
 #include "common/expiring_cache.h"
 #include "common/single_flight.h"
-#include "proxy/edge/request_info.h"
 #include "proxy/upstream/identity.h"
 #include "proxy/upstream/review_call.h"
 #include "proxy/upstream/review_stats.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/escaping.h"
-#include "common/json.h"
+#include "common/api/json.h"
 #include "proxy/edge/field_syntax.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"

@@ -10,7 +10,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "common/json.h"
+#include "common/api/json.h"
+#include "common/api/watch_framing.h"
 #include "common/strings.h"
 #include "proxy/edge/field_syntax.h"
 
@@ -149,14 +150,15 @@ UpstreamWatch::Open(UpstreamPool& pool, std::string target, std::string authoriz
 asio::awaitable<absl::StatusOr<std::string>> UpstreamWatch::NextLine() {
   size_t scanned = 0;  // No newline in pending_[0, scanned).
   for (;;) {
-    if (const size_t nl = pending_.find('\n', scanned); nl != std::string::npos) {
-      std::string line = pending_.substr(0, nl);
-      pending_.erase(0, nl + 1);
-      co_return line;
+    const auto line = WatchFraming::Cut(WatchFraming::Format::kJsonLines, pending_, scanned);
+    if (line.complete) {
+      std::string out(line.bytes);
+      pending_.erase(0, line.consumed);
+      co_return out;
     }
     scanned = pending_.size();
     // One event is one object; nothing the apiserver stores comes near this.
-    if (pending_.size() > JsonLimits{}.max_bytes) {
+    if (line.size > JsonLimits{}.max_bytes) {
       co_return absl::DataLossError("upstream watch: event larger than the JSON size limit");
     }
     const absl::Status more = co_await ReadMore();
@@ -166,18 +168,15 @@ asio::awaitable<absl::StatusOr<std::string>> UpstreamWatch::NextLine() {
 
 asio::awaitable<absl::StatusOr<std::string>> UpstreamWatch::NextFrame() {
   for (;;) {
-    if (pending_.size() >= 4) {
-      const auto* b = reinterpret_cast<const unsigned char*>(pending_.data());
-      const size_t len = (size_t{b[0]} << 24) | (size_t{b[1]} << 16) | (size_t{b[2]} << 8) | b[3];
-      // The same bound as a JSON event: one object.
-      if (len > JsonLimits{}.max_bytes) {
-        co_return absl::DataLossError("upstream watch: frame larger than the size limit");
-      }
-      if (pending_.size() >= 4 + len) {
-        std::string frame = pending_.substr(4, len);
-        pending_.erase(0, 4 + len);
-        co_return frame;
-      }
+    const auto frame = WatchFraming::Cut(WatchFraming::Format::kLengthPrefixed, pending_);
+    // The same bound as a JSON event: one object.
+    if (frame.size > JsonLimits{}.max_bytes) {
+      co_return absl::DataLossError("upstream watch: frame larger than the size limit");
+    }
+    if (frame.complete) {
+      std::string out(frame.bytes);
+      pending_.erase(0, frame.consumed);
+      co_return out;
     }
     const absl::Status more = co_await ReadMore();
     if (!more.ok()) co_return more;

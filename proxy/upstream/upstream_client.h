@@ -18,7 +18,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/any_stream.h"
+#include "proxy/edge/any_stream.h"
 #include "proxy/edge/request_parser.h"
 #include "proxy/upstream/upstream_pool.h"
 

@@ -12,8 +12,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "common/x509_cache.h"
 #include "proxy/edge/http2_session.h"
+#include "proxy/edge/x509_cache.h"
 
 namespace kf {
 namespace {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/any_stream.h"
+#include "proxy/edge/any_stream.h"
 #include "proxy/upstream/http2_upstream.h"
 #include "proxy/upstream/upstream_config.h"
 

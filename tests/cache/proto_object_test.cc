@@ -10,8 +10,9 @@
 #include "cache/cached_object.h"
 #include "cache/cacher.h"
 #include "cache/snapshot.h"
-#include "common/kube_proto.h"
-#include "common/protowire.h"
+#include "common/api/kube_proto.h"
+#include "common/api/protowire.h"
+#include "common/api/upstream_list.h"
 #include "common/strings.h"
 #include "tests/cache/fuzz_seed.h"
 

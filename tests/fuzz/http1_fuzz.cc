@@ -22,7 +22,7 @@
 #include <memory>
 #include <string>
 
-#include "common/any_stream.h"
+#include "proxy/edge/any_stream.h"
 #include "proxy/edge/http_session.h"
 #include "proxy/edge/pipeline.h"
 #include "proxy/edge/request.h"

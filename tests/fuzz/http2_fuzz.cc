@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/any_stream.h"
+#include "proxy/edge/any_stream.h"
 #include "proxy/edge/http2_session.h"
 #include "proxy/edge/pipeline.h"
 #include "proxy/edge/request.h"

@@ -1,4 +1,4 @@
-// libFuzzer target: the protobuf readers of upstream bytes (common/kube_proto.h) and the object
+// libFuzzer target: the protobuf readers of upstream bytes (common/api/kube_proto.h) and the object
 // reader behind the protobuf cache (CachedObject::FromProtobuf, SpliceProtoMetadata). The
 // input is tried as a LIST body, a watch frame's message and an object's message. What parses
 // must stay inside the input, and an object that parses must splice and parse again with the
@@ -10,7 +10,8 @@
 #include <string_view>
 
 #include "cache/cached_object.h"
-#include "common/kube_proto.h"
+#include "common/api/kube_proto.h"
+#include "common/api/upstream_list.h"
 
 namespace {
 

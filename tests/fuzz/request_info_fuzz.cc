@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "proxy/edge/request_info.h"
+#include "common/api/request_info.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);

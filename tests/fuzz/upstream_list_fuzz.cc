@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "cache/upstream_list.h"
-#include "common/json.h"
+#include "common/api/json.h"
+#include "common/api/upstream_list.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);

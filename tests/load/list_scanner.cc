@@ -1,6 +1,7 @@
 #include "tests/load/list_scanner.h"
 
-#include "common/kube_proto.h"
+#include "common/api/kube_proto.h"
+#include "common/api/upstream_list.h"
 
 namespace kf::load {
 

@@ -5,8 +5,9 @@
 #include <limits>
 
 #include "absl/strings/numbers.h"
-#include "common/kube_proto.h"
-#include "common/protowire.h"
+#include "common/api/kube_proto.h"
+#include "common/api/protowire.h"
+#include "common/api/upstream_list.h"
 #include "common/strings.h"
 
 namespace kf::load {

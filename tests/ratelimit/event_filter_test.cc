@@ -2,8 +2,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "common/kube_proto.h"
-#include "common/protowire.h"
+#include "common/api/kube_proto.h"
+#include "common/api/protowire.h"
 
 namespace kf::ratelimit {
 namespace {

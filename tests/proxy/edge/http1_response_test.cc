@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/batched_sends.h"
+#include "proxy/edge/batched_sends.h"
 #include "proxy/edge/request_parser.h"
 #include "tests/proxy/edge/test_support.h"
 

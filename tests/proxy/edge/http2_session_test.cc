@@ -20,7 +20,7 @@
 #include <optional>
 #include <vector>
 
-#include "common/batched_sends.h"
+#include "proxy/edge/batched_sends.h"
 #include "proxy/edge/http_session.h"
 #include "tests/proxy/edge/test_support.h"
 

@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/any_stream.h"
+#include "proxy/edge/any_stream.h"
 #include "proxy/edge/exchange.h"
 #include "proxy/edge/filter.h"
 #include "proxy/edge/http1_response.h"
