@@ -42,14 +42,14 @@ std::string ParseError(std::string_view selector) {
   return std::string(ToStd(s.status().message()));
 }
 
-struct ErrorCase {
+struct LabelErrorCase {
   std::string_view selector;
   std::string_view message;
 };
 
 // Every pair was captured from kube-apiserver v1.36.3:
 //   GET /api/v1/pods?labelSelector=<selector> → 400, Status.message = <message>.
-constexpr ErrorCase kErrorCases[] = {
+constexpr LabelErrorCase kLabelErrorCases[] = {
     {"k!", "unable to parse requirement: found '!', expected: in, notin, =, ==, !=, gt, lt"},
     {"k gt 1", "unable to parse requirement: found 'gt', expected: in, notin, =, ==, !=, gt, lt"},
     {"k)", "unable to parse requirement: found ')', expected: in, notin, =, ==, !=, gt, lt"},
@@ -140,7 +140,7 @@ constexpr ErrorCase kErrorCases[] = {
 };
 
 TEST_CASE("LabelSelector rejects malformed selectors with the apiserver's exact 400 message") {
-  for (const ErrorCase& c : kErrorCases) {
+  for (const LabelErrorCase& c : kLabelErrorCases) {
     INFO("selector: " << c.selector);
     CHECK(ParseError(c.selector) == Expand(c.message));
   }

@@ -19,9 +19,9 @@ std::vector<std::string> Names(const Cacher::Page& p) {
   return out;
 }
 
-struct Fixture {
+struct PageFixture {
   Cacher cacher{PodsType(), EventRingLimits{}, [] { return std::chrono::steady_clock::now(); }};
-  Fixture() {
+  PageFixture() {
     cacher.Replace({Pod("a", "p1", 10, "n1"), Pod("a", "p2", 11, "n2", "db"),
                     Pod("a", "p3", 12, "n1"), Pod("b", "p1", 13, "n1")},
                    20);
@@ -34,7 +34,7 @@ struct Fixture {
 };
 
 TEST_CASE("ListPage pages the current state in key order") {
-  Fixture fx;
+  PageFixture fx;
   Cacher::PageRequest r;
   r.limit = 2;
   auto p = fx.Page(Filter(), r);
@@ -55,7 +55,7 @@ TEST_CASE("ListPage pages the current state in key order") {
 }
 
 TEST_CASE("ListPage with a selector counts non-matching items for has-more") {
-  Fixture fx;
+  PageFixture fx;
   Cacher::PageRequest r;
   r.limit = 1;
   // app=db matches a/p2 only; a/p3 and b/p1 follow it, so the apiserver says there is more.
@@ -69,7 +69,7 @@ TEST_CASE("ListPage with a selector counts non-matching items for has-more") {
 }
 
 TEST_CASE("ListPage over the node index counts only that node's pods") {
-  Fixture fx;
+  PageFixture fx;
   Cacher::PageRequest r;
   r.limit = 1;
   r.node_name_index = "n2";
@@ -82,7 +82,7 @@ TEST_CASE("ListPage over the node index counts only that node's pods") {
 }
 
 TEST_CASE("The node index follows binds, moves, deletions and relists") {
-  Fixture fx;
+  PageFixture fx;
   Cacher::PageRequest r;
   auto on = [&](const std::string& node, const std::string& ns = "") {
     r.node_name_index = node;
@@ -111,7 +111,7 @@ TEST_CASE("The node index follows binds, moves, deletions and relists") {
 }
 
 TEST_CASE("ListPage lists the state at an earlier RV from the event window") {
-  Fixture fx;
+  PageFixture fx;
   fx.cacher.Apply(EventType::kModified, Pod("a", "p1", 21, "n1"));
   fx.cacher.Apply(EventType::kDeleted, Pod("a", "p2", 22, "n2", "db"));
   fx.cacher.Apply(EventType::kAdded, Pod("a", "p0", 23, "n1"));
@@ -138,7 +138,7 @@ TEST_CASE("ListPage lists the state at an earlier RV from the event window") {
 }
 
 TEST_CASE("ListPage refuses states it does not know") {
-  Fixture fx;
+  PageFixture fx;
   Cacher::PageRequest r;
   r.at_rv = 19;  // Before the list: the window starts at 20.
   CHECK(absl::IsFailedPrecondition(fx.cacher.ListPage(Filter(), r).status()));

@@ -5,7 +5,8 @@ self-stopping.
 Opens --connections connections to 127.0.0.1:--port (at most --concurrent connects at a time).
 Every other one sends a watch request (--path, --token) and reads what comes; the rest send
 nothing (idle connections, as a client that connected and stalled). They are all held until
---seconds after the first connect, then closed, and one JSON line of counts is printed:
+--seconds after the first connect (or SIGTERM, whichever comes first), then closed, and one
+JSON line of counts is printed:
 connected, refused (the connect failed), watch answers by status, closed by the server before
 the end, bytes read, and the descriptor limit this process had. The soft RLIMIT_NOFILE is raised
 to the hard limit first (the hard limit cannot be raised without privilege): run several
@@ -16,6 +17,7 @@ import asyncio
 import collections
 import json
 import resource
+import signal
 import time
 
 
@@ -69,8 +71,13 @@ async def main(args):
     started = time.monotonic()
     tasks = [asyncio.create_task(one(args, i, gate, stats, stop))
              for i in range(args.connections)]
-    # Held until --seconds after the start, whatever happens.
-    await asyncio.sleep(max(0.0, args.seconds - (time.monotonic() - started)))
+    # Held until --seconds after the start, or until told to stop (SIGTERM) before that.
+    told = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, told.set)
+    try:
+        await asyncio.wait_for(told.wait(), max(0.0, args.seconds - (time.monotonic() - started)))
+    except asyncio.TimeoutError:
+        pass
     stats["held at the end"] = stats["connected"] - stats["closed by server"]
     stop.set()
     await asyncio.wait(tasks, timeout=30)

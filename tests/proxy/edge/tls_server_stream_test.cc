@@ -136,8 +136,8 @@ TEST_CASE(
 }
 
 // Two small watch events, written as the first, small write of the direct-write cases.
-const std::string kAdded = "{\"type\":\"ADDED\"}\n";
-const std::string kModified = "{\"type\":\"MODIFIED\"}\n";
+const std::string kAddedLine = "{\"type\":\"ADDED\"}\n";
+const std::string kModifiedLine = "{\"type\":\"MODIFIED\"}\n";
 
 // What the client reads next, `n` bytes (waiting for them).
 std::string ClientReads(TlsPair& p, size_t n) {
@@ -150,8 +150,8 @@ TEST_CASE(
     "TlsServerStream's TryWrite sends at once, holds as ciphertext what the socket does "
     "not take, and Flush sends the rest in order") {
   TlsPair p;
-  const std::string& a = kAdded;
-  const std::string& b = kModified;
+  const std::string& a = kAddedLine;
+  const std::string& b = kModifiedLine;
   const std::array<asio::const_buffer, 2> small{asio::buffer(a), asio::buffer(b)};
   beast::error_code ec;
   REQUIRE(p.server->TryWrite(small, ec) == TlsServerStream::TryWriteResult::kWritten);
@@ -212,8 +212,8 @@ TEST_CASE(
   REQUIRE(uring.ok());
   BatchedSends::Enable(true);
   TlsPair p;
-  const std::string& a = kAdded;
-  const std::string& b = kModified;
+  const std::string& a = kAddedLine;
+  const std::string& b = kModifiedLine;
   const std::array<asio::const_buffer, 2> small{asio::buffer(a), asio::buffer(b)};
   const size_t records = a.size() + b.size() + 22;  // One TLS 1.3 record: header, type, tag.
   CHECK(EncryptAndSendBatched(*p.server, small) == static_cast<int64_t>(records));

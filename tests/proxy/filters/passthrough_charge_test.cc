@@ -9,7 +9,7 @@ namespace kf::test {
 namespace {
 
 // Reads for the cache at 100/s; what passes through at one per 2 s.
-constexpr std::string_view kConfig = R"(
+constexpr std::string_view kChargeConfig = R"(
 apiVersion: kube-fanout.io/v1alpha1
 kind: AdmissionConfiguration
 totalConcurrency: 10
@@ -24,14 +24,15 @@ flowSchemas:
   cachedReadRateLimit: {qps: 100, burst: 100}
 )";
 
-struct Fixture : AdmissionFixture {
-  Fixture() : AdmissionFixture(kConfig) {}
+struct ChargeFixture : AdmissionFixture {
+  ChargeFixture() : AdmissionFixture(kChargeConfig) {}
   PassthroughCharge charge{admission};
 };
 
 // A GET of a cached resource admitted as alice, that the cache then declined.
 struct Declined : FilterCall {
-  explicit Declined(Fixture& f) : FilterCall(http::verb::get, "/api/v1/namespaces/ns/pods/p") {
+  explicit Declined(ChargeFixture& f)
+      : FilterCall(http::verb::get, "/api/v1/namespaces/ns/pods/p") {
     x.user = Identity{"alice", {"system:authenticated"}};
     x.route = Route::kCache;
     NextProbe admitted;
@@ -43,7 +44,7 @@ struct Declined : FilterCall {
 };
 
 TEST_CASE("PassthroughCharge makes a declined cached read pay the passthrough budget") {
-  Fixture f;
+  ChargeFixture f;
   Declined first(f);
   Run(f.ioc, f.charge.Serve(first.x, first.next));
   CHECK(first.probe.calls == 1);
@@ -61,7 +62,7 @@ TEST_CASE("PassthroughCharge makes a declined cached read pay the passthrough bu
 }
 
 TEST_CASE("PassthroughCharge lets any other request on uncharged") {
-  Fixture f;
+  ChargeFixture f;
   FilterCall write(http::verb::post, "/api/v1/namespaces/ns/configmaps");
   for (int i = 0; i < 3; ++i) {
     NextProbe probe;

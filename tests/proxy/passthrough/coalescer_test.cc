@@ -7,11 +7,11 @@ namespace {
 
 namespace http = boost::beast::http;
 
-struct Request {
+struct KeyedRequest {
   std::string method = "GET";
   std::string target = "/api/v1/namespaces/default/pods?limit=500";
   http::fields fields;
-  Request() {
+  KeyedRequest() {
     fields.set(http::field::authorization, "Bearer alice");
     fields.set(http::field::accept, "application/json");
     fields.set(http::field::accept_encoding, "gzip");
@@ -21,55 +21,59 @@ struct Request {
 };
 
 TEST_CASE("CoalesceKey differs whenever a part that can change the answer differs") {
-  const std::string base = Request().Key();
+  const std::string base = KeyedRequest().Key();
   struct Variant {
     const char* what;
-    std::function<void(Request&)> change;
+    std::function<void(KeyedRequest&)> change;
   };
   const std::vector<Variant> variants = {
-      {"method", [](Request& r) { r.method = "HEAD"; }},
-      {"resource", [](Request& r) { r.target = "/api/v1/namespaces/default/secrets?limit=500"; }},
-      {"namespace", [](Request& r) { r.target = "/api/v1/namespaces/other/pods?limit=500"; }},
-      {"name", [](Request& r) { r.target = "/api/v1/namespaces/default/pods/a"; }},
-      {"group", [](Request& r) { r.target = "/apis/apps/v1/namespaces/default/pods?limit=500"; }},
-      {"query", [](Request& r) { r.target = "/api/v1/namespaces/default/pods?limit=501"; }},
-      {"query order", [](Request& r) { r.target += "&labelSelector=a"; }},
-      {"credentials", [](Request& r) { r.fields.set(http::field::authorization, "Bearer bob"); }},
-      {"no credentials", [](Request& r) { r.fields.erase(http::field::authorization); }},
+      {"method", [](KeyedRequest& r) { r.method = "HEAD"; }},
+      {"resource",
+       [](KeyedRequest& r) { r.target = "/api/v1/namespaces/default/secrets?limit=500"; }},
+      {"namespace", [](KeyedRequest& r) { r.target = "/api/v1/namespaces/other/pods?limit=500"; }},
+      {"name", [](KeyedRequest& r) { r.target = "/api/v1/namespaces/default/pods/a"; }},
+      {"group",
+       [](KeyedRequest& r) { r.target = "/apis/apps/v1/namespaces/default/pods?limit=500"; }},
+      {"query", [](KeyedRequest& r) { r.target = "/api/v1/namespaces/default/pods?limit=501"; }},
+      {"query order", [](KeyedRequest& r) { r.target += "&labelSelector=a"; }},
+      {"credentials",
+       [](KeyedRequest& r) { r.fields.set(http::field::authorization, "Bearer bob"); }},
+      {"no credentials", [](KeyedRequest& r) { r.fields.erase(http::field::authorization); }},
       {"accept",
-       [](Request& r) {
+       [](KeyedRequest& r) {
          r.fields.set(http::field::accept, "application/vnd.kubernetes.protobuf");
        }},
       {"table",
-       [](Request& r) {
+       [](KeyedRequest& r) {
          r.fields.set(http::field::accept, "application/json;as=Table;v=v1;g=meta.k8s.io");
        }},
-      {"encoding", [](Request& r) { r.fields.erase(http::field::accept_encoding); }},
-      {"pretty user agent", [](Request& r) { r.fields.set(http::field::user_agent, "curl/8.0"); }},
-      {"impersonation", [](Request& r) { r.fields.set("Impersonate-User", "carol"); }},
-      {"impersonated group", [](Request& r) { r.fields.insert("Impersonate-Group", "g"); }},
-      {"audit id", [](Request& r) { r.fields.set("Audit-Id", "1234"); }},
-      {"unknown field", [](Request& r) { r.fields.set("X-Something-New", "1"); }},
+      {"encoding", [](KeyedRequest& r) { r.fields.erase(http::field::accept_encoding); }},
+      {"pretty user agent",
+       [](KeyedRequest& r) { r.fields.set(http::field::user_agent, "curl/8.0"); }},
+      {"impersonation", [](KeyedRequest& r) { r.fields.set("Impersonate-User", "carol"); }},
+      {"impersonated group", [](KeyedRequest& r) { r.fields.insert("Impersonate-Group", "g"); }},
+      {"audit id", [](KeyedRequest& r) { r.fields.set("Audit-Id", "1234"); }},
+      {"unknown field", [](KeyedRequest& r) { r.fields.set("X-Something-New", "1"); }},
   };
   for (const Variant& v : variants) {
     INFO(v.what);
-    Request r;
+    KeyedRequest r;
     v.change(r);
     CHECK(r.Key() != base);
   }
 }
 
 TEST_CASE("CoalesceKey is equal for requests the apiserver answers alike") {
-  const std::string base = Request().Key();
-  Request other_agent;
+  const std::string base = KeyedRequest().Key();
+  KeyedRequest other_agent;
   other_agent.fields.set(http::field::user_agent, "kube-scheduler/v1.36.3");
   CHECK(other_agent.Key() == base);
-  Request hop;
+  KeyedRequest hop;
   hop.fields.set(http::field::connection, "keep-alive");
   hop.fields.set(http::field::host, "kube-fanout:8443");
   hop.fields.set("X-Forwarded-For", "10.0.0.1");
   CHECK(hop.Key() == base);
-  Request reordered;
+  KeyedRequest reordered;
   reordered.fields.clear();
   reordered.fields.set(http::field::user_agent, "kube-controller-manager/v1.36.3");
   reordered.fields.set(http::field::accept_encoding, "gzip");
@@ -79,13 +83,13 @@ TEST_CASE("CoalesceKey is equal for requests the apiserver answers alike") {
 }
 
 TEST_CASE("CoalesceKey keeps the order of repeated fields and cannot be forged by splicing") {
-  Request a, b;
+  KeyedRequest a, b;
   a.fields.insert("Impersonate-Group", "x");
   a.fields.insert("Impersonate-Group", "y");
   b.fields.insert("Impersonate-Group", "y");
   b.fields.insert("Impersonate-Group", "x");
   CHECK(a.Key() != b.Key());
-  Request c, d;
+  KeyedRequest c, d;
   c.target = "/api/v1/pods";
   d.target = "/api/v1/pods?";
   CHECK(c.Key() != d.Key());

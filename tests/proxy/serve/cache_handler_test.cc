@@ -27,8 +27,8 @@ std::string Allowed(bool allowed) {
                       R"("status":{"allowed":)", allowed ? "true" : "false", "}}");
 }
 
-struct Rig {
-  Rig() {
+struct HandlerRig {
+  HandlerRig() {
     upstream.lists = {test::PodList(
         5, {testing::PodJson("ns", "a", 3, "node-1"), testing::PodJson("other", "b", 4)})};
     upstream.documents["/api/v1"] = {200, std::string(kCoreV1)};
@@ -39,7 +39,7 @@ struct Rig {
     REQUIRE(test::RunUntil(
         ioc, [&] { return cache.started() && cache.AllSynced(); }, std::chrono::seconds(5)));
   }
-  ~Rig() {
+  ~HandlerRig() {
     cache.Stop();
     upstream.up.acceptor.close();
     test::RunUntil(
@@ -74,7 +74,7 @@ test::FilterCall& WithToken(test::FilterCall& call) {
 }
 
 // Declined: the handler answered nothing, so the request passes through for the apiserver's answer.
-void CheckDeclined(Rig& rig, test::FilterCall& call) {
+void CheckDeclined(HandlerRig& rig, test::FilterCall& call) {
   CHECK_FALSE(rig.Serve(call));
   CHECK_FALSE(call.resp.head.has_value());
   CHECK(call.resp.body.empty());
@@ -84,7 +84,7 @@ void CheckDeclined(Rig& rig, test::FilterCall& call) {
 
 TEST_CASE("an allowed user's LIST is answered from the cache, the namespace's objects only",
           "[cache_handler]") {
-  Rig rig;
+  HandlerRig rig;
   test::FilterCall call(http::verb::get, "/api/v1/namespaces/ns/pods?resourceVersion=0");
   REQUIRE(rig.Serve(WithToken(call)));
   REQUIRE(call.resp.head.has_value());
@@ -110,7 +110,7 @@ TEST_CASE("an allowed user's LIST is answered from the cache, the namespace's ob
 }
 
 TEST_CASE("a GET is answered with the cached object", "[cache_handler]") {
-  Rig rig;
+  HandlerRig rig;
   test::FilterCall call(http::verb::get, "/api/v1/namespaces/ns/pods/a?resourceVersion=0");
   REQUIRE(rig.Serve(WithToken(call)));
   CHECK(call.resp.status() == 200);
@@ -121,7 +121,7 @@ TEST_CASE("a GET is answered with the cached object", "[cache_handler]") {
 
 TEST_CASE("a user allowed one namespace only is asked about that namespace, then served",
           "[cache_handler]") {
-  Rig rig;
+  HandlerRig rig;
   rig.upstream.respond = [](const std::string& target, const std::string& body) {
     if (target != kAccessReviews) return std::pair<int, std::string>{201, std::string(kAlice)};
     const bool in_ns = body.find(R"("namespace":"ns")") != std::string::npos;
@@ -137,7 +137,7 @@ TEST_CASE("a user allowed one namespace only is asked about that namespace, then
 
 TEST_CASE("a denied read is declined with nothing written: the apiserver answers it",
           "[cache_handler]") {
-  Rig rig;
+  HandlerRig rig;
   rig.upstream.documents[std::string(kAccessReviews)] = {201, Allowed(false)};
   test::FilterCall call(http::verb::get, "/api/v1/namespaces/ns/pods?resourceVersion=0");
   CheckDeclined(rig, WithToken(call));
@@ -146,7 +146,7 @@ TEST_CASE("a denied read is declined with nothing written: the apiserver answers
 }
 
 TEST_CASE("a read without credentials is declined before any review", "[cache_handler]") {
-  Rig rig;
+  HandlerRig rig;
   test::FilterCall call(http::verb::get, "/api/v1/namespaces/ns/pods?resourceVersion=0");
   CheckDeclined(rig, call);
   CHECK(rig.Reviews(kTokenReviews) == 0);
@@ -154,7 +154,7 @@ TEST_CASE("a read without credentials is declined before any review", "[cache_ha
 }
 
 TEST_CASE("a resource kube-fanout does not cache is declined at once", "[cache_handler]") {
-  Rig rig;
+  HandlerRig rig;
   test::FilterCall call(http::verb::get, "/api/v1/namespaces/ns/secrets?resourceVersion=0");
   CheckDeclined(rig, WithToken(call));
   CHECK(rig.Reviews(kTokenReviews) == 0);

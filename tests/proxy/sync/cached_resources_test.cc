@@ -13,7 +13,7 @@
 namespace kf {
 namespace {
 
-constexpr std::string_view kCoreV1 =
+constexpr std::string_view kCoreV1Discovery =
     R"({"kind":"APIResourceList","groupVersion":"v1","resources":[)"
     R"({"name":"pods","namespaced":true,"kind":"Pod","verbs":["get","list","watch"]},)"
     R"({"name":"pods/status","namespaced":true,"kind":"Pod","verbs":["get"]},)"
@@ -25,8 +25,8 @@ RequestInfo Info(std::string_view target) {
   return *info;
 }
 
-struct Rig {
-  explicit Rig(const std::vector<std::string>& names)
+struct ResourcesRig {
+  explicit ResourcesRig(const std::vector<std::string>& names)
       : resources(*ResourceSpec::ParseList(names), EventRingLimits{}, log) {
     upstream.lists = {test::PodList(5, {})};
   }
@@ -51,7 +51,7 @@ struct Rig {
     resources.Start(ioc, upstream.up.pool, upstream.up.pool, [] { return std::string(); });
     return test::RunUntil(ioc, done, std::chrono::seconds(5));
   }
-  ~Rig() {
+  ~ResourcesRig() {
     resources.Stop();
     upstream.up.acceptor.close();
     test::RunUntil(
@@ -65,8 +65,8 @@ TEST_CASE(
     "a resource's kind and scope come from discovery: one the upstream does not serve is "
     "passed through",
     "[cached_resources]") {
-  Rig rig({"pods", "nodes", "widgets.example.com/v1"});
-  rig.upstream.documents["/api/v1"] = {200, std::string(kCoreV1)};
+  ResourcesRig rig({"pods", "nodes", "widgets.example.com/v1"});
+  rig.upstream.documents["/api/v1"] = {200, std::string(kCoreV1Discovery)};
   rig.upstream.documents["/apis/example.com/v1"] = {404, "{}"};
   REQUIRE(rig.StartUntil([&] { return rig.resources.started() && rig.resources.AllSynced(); }));
   REQUIRE(rig.resources.entries().size() == 2);
@@ -92,8 +92,8 @@ TEST_CASE(
 }
 
 TEST_CASE("a protobuf cache starts with its first use, not before", "[cached_resources]") {
-  Rig rig({"pods"});
-  rig.upstream.documents["/api/v1"] = {200, std::string(kCoreV1)};
+  ResourcesRig rig({"pods"});
+  rig.upstream.documents["/api/v1"] = {200, std::string(kCoreV1Discovery)};
   REQUIRE(rig.StartUntil([&] { return rig.resources.started() && rig.resources.AllSynced(); }));
   const CachedResources::Entry* pods = rig.resources.Find(Info("/api/v1/pods"));
   REQUIRE(pods != nullptr);
@@ -107,11 +107,11 @@ TEST_CASE("a protobuf cache starts with its first use, not before", "[cached_res
 }
 
 TEST_CASE("discovery that fails is asked again until it answers", "[cached_resources]") {
-  Rig rig({"pods"});
+  ResourcesRig rig({"pods"});
   rig.upstream.documents["/api/v1"] = {503, "{}"};
   REQUIRE(rig.StartUntil([&] { return rig.upstream.document_targets.size() >= 2; }));
   CHECK_FALSE(rig.resources.started());
-  rig.upstream.documents["/api/v1"] = {200, std::string(kCoreV1)};
+  rig.upstream.documents["/api/v1"] = {200, std::string(kCoreV1Discovery)};
   CHECK(test::RunUntil(
       rig.ioc, [&] { return rig.resources.started() && rig.resources.AllSynced(); },
       std::chrono::seconds(5)));

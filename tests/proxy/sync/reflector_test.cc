@@ -28,7 +28,7 @@ std::vector<std::string> Contents(const Cacher& cacher) {
   return out;
 }
 
-struct Rig {
+struct ReflectorRig {
   asio::io_context ioc;
   test::ScriptedUpstream upstream{ioc};
   Cacher cacher{testing::PodsType(), EventRingLimits{},
@@ -55,7 +55,7 @@ struct Rig {
 
 TEST_CASE("a reflector lists, watches from the list's RV, and applies events and bookmarks",
           "[reflector]") {
-  Rig rig;
+  ReflectorRig rig;
   rig.upstream.lists = {PodList(5, {testing::PodJson("ns", "a", 3)})};
   rig.upstream.watches = {
       WatchScript{{Line("ADDED", testing::PodJson("ns", "b", 6)),
@@ -72,7 +72,7 @@ TEST_CASE("a reflector lists, watches from the list's RV, and applies events and
 }
 
 TEST_CASE("a watch that ends is resumed from the cache's RV, with no relist", "[reflector]") {
-  Rig rig;
+  ReflectorRig rig;
   rig.upstream.lists = {PodList(5, {testing::PodJson("ns", "a", 3)})};
   rig.upstream.watches = {
       WatchScript{{Line("ADDED", testing::PodJson("ns", "b", 6))}, /*end=*/true},
@@ -86,7 +86,7 @@ TEST_CASE("a watch that ends is resumed from the cache's RV, with no relist", "[
 }
 
 TEST_CASE("a 410 on the watch relists, and the cache becomes the new list", "[reflector]") {
-  Rig rig;
+  ReflectorRig rig;
   rig.upstream.lists = {
       PodList(5, {testing::PodJson("ns", "a", 3), testing::PodJson("ns", "b", 4)}),
       PodList(20, {testing::PodJson("ns", "a", 15), testing::PodJson("ns", "c", 18)})};
@@ -104,7 +104,7 @@ TEST_CASE("a 410 on the watch relists, and the cache becomes the new list", "[re
 
 TEST_CASE("a watch line that does not parse ends the watch: the reflector resumes, not relists",
           "[reflector]") {
-  Rig rig;
+  ReflectorRig rig;
   rig.upstream.lists = {PodList(5, {})};
   rig.upstream.watches = {
       WatchScript{{Line("ADDED", testing::PodJson("ns", "a", 6)), "{not json\n"}},
