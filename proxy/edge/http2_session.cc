@@ -10,20 +10,15 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/write.hpp>
-#include <cerrno>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
-#include "proxy/edge/deadlines.h"
 #include "proxy/edge/read_buffer.h"
 
 namespace kf {
 namespace {
 
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
-// Frames gathered into one socket write.
-constexpr size_t kWriteBatchBytes = 64 * 1024;
 // Reads: a quiet connection's pending read holds the small buffer (a client's WINDOW_UPDATEs,
 // PINGs and short requests fit), a burst (request bodies) the large one (proxy/edge/read_buffer.h).
 constexpr size_t kIdleReadBytes = 1024;
@@ -46,27 +41,7 @@ int SelectAlpn(SSL* /*ssl*/, const unsigned char** out, unsigned char* outlen,
   return SSL_TLSEXT_ERR_OK;
 }
 
-// The connections whose FrameNow left frames for this thread's SendBatchedWrites.
-struct BatchedWrites {
-  std::vector<std::weak_ptr<Http2Session>> sessions;  // Not kept alive by this list.
-  bool posted = false;                                // A handler that sends them is queued.
-};
-thread_local BatchedWrites batched_writes;
-
 }  // namespace
-
-void SendBatchedWrites() {
-  BatchedWrites& b = batched_writes;
-  if (b.sessions.empty()) return;
-  // The connections' writes go to the kernel together (BatchedSends) where io_uring is in use;
-  // each session is told its result as the burst ends.
-  const BatchedSends::Burst burst;
-  // SendBatched adds nothing to the list (it only writes, or wakes a writer).
-  for (const std::weak_ptr<Http2Session>& weak : b.sessions) {
-    if (const std::shared_ptr<Http2Session> s = weak.lock()) s->SendBatched();
-  }
-  b.sessions.clear();
-}
 
 void OfferHttp2(asio::ssl::context& tls) {
   SSL_CTX_set_alpn_select_cb(tls.native_handle(), &SelectAlpn, nullptr);
@@ -186,26 +161,6 @@ void Http2Session::EndConnection(Http2Closed why, uint32_t error_code) {
   Flush();
 }
 
-bool Http2Session::TakeResetToken() {
-  // A token bucket, as nghttp2's stream reset limit: `burst` at once, `rate` per second after.
-  const TimePoint now = limits_.now();
-  if (now > reset_refilled_) {
-    const double seconds = std::chrono::duration<double>(now - reset_refilled_).count();
-    reset_tokens_ = std::min<double>(limits_.stream_reset_burst,
-                                     reset_tokens_ + seconds * limits_.stream_reset_rate);
-    reset_refilled_ = now;
-  }
-  if (reset_tokens_ < 1) return false;
-  reset_tokens_ -= 1;
-  return true;
-}
-
-void Http2Session::HeaderBlockBegan() {
-  header_block_deadline_ = std::chrono::steady_clock::now() + limits_.header_block_timeout;
-  header_block_armed_ = false;
-  continuations_ = 0;
-}
-
 void Http2Session::ReleaseHead(Http2Stream& s) {
   held_header_bytes_ -= std::min(held_header_bytes_, s.head_bytes());
   s.ForgetRequest();
@@ -256,169 +211,6 @@ asio::awaitable<void> Http2Session::ReadLoop() {
   idle_timer_.cancel();
 }
 
-template <typename Enough>
-bool Http2Session::Gather(std::string& out, Enough enough) {
-  in_nghttp2_ = true;
-  absl::Cleanup out_of_nghttp2 = [this] { in_nghttp2_ = false; };
-  while (out.size() < kWriteBatchBytes && !enough()) {
-    const uint8_t* data = nullptr;
-    const ssize_t n = nghttp2_session_mem_send(session_, &data);
-    if (n < 0) return false;
-    if (n == 0) break;
-    // A batch after a quiet spell starts with the last one's room: one allocation instead of a
-    // doubling every few frames (the largest caller of malloc in a profile of 10,000 HTTP/2
-    // watches), while a quiet connection still holds none.
-    if (out.empty()) out.reserve(std::max(last_batch_, static_cast<size_t>(n)));
-    out.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
-  }
-  return true;
-}
-
-bool Http2Session::can_frame_now() const {
-  return !done_ && !send_failed_ && !in_nghttp2_ && session_ != nullptr && !queued_self_ &&
-         pending_.size() < kWriteBatchBytes;
-}
-
-bool Http2Session::FrameNow(const Http2Stream& stream) {
-  if (!can_frame_now()) return false;
-  const bool was_empty = pending_.empty();
-  if (!Gather(pending_, [&stream] { return stream.out_drained(); })) send_failed_ = true;
-  // Sent once per batch, however many streams add to it: by SendBatchedWrites at the end of
-  // the caller's burst (straight to the socket when the writer is idle), or by the writer.
-  if (send_failed_ || (was_empty && !pending_.empty() && !ListForBatchedSend())) Flush();
-  return stream.out_drained();
-}
-
-bool Http2Session::ListForBatchedSend() {
-  // TLS: only a client's (TlsServerStream, which can write without waiting), and not while
-  // ciphertext from the last batch waits for the writer.
-  if (!writer_idle_ || tls_held_ || (stream_.is_tls() && stream_.tls_server() == nullptr)) {
-    return false;
-  }
-  if (batched_) return true;
-  batched_ = true;
-  BatchedWrites& b = batched_writes;
-  b.sessions.push_back(weak_from_this());
-  if (!b.posted) {
-    b.posted = true;
-    asio::post(executor_, [] {
-      batched_writes.posted = false;
-      SendBatchedWrites();
-    });
-  }
-  return true;
-}
-
-void Http2Session::SendBatched() {
-  batched_ = false;
-  if (pending_.empty() || queued_self_) return;
-  if (done_ || !writer_idle_ || tls_held_) {
-    Flush();  // The writer sends it after what it is writing (or sees the end).
-    return;
-  }
-  // The frames are in nghttp2's order, and nothing else is being written.
-  const int fd = stream_.tcp().socket().native_handle();
-  beast::error_code ec;
-  if (TlsServerStream* tls = stream_.tls_server()) {
-    // Encrypted at once (one record per 16 KiB); what the socket does not take now waits as
-    // ciphertext, which the writer sends before anything else.
-    const std::array<asio::const_buffer, 1> batch{asio::buffer(pending_)};
-    const bool encrypted = tls->EncryptAll(batch, ec);
-    last_batch_ = pending_.size();
-    std::string().swap(pending_);  // Encrypted (or failed): the plaintext is done with.
-    if (!encrypted) {
-      send_failed_ = true;
-      Flush();
-      return;
-    }
-    const std::array<asio::const_buffer, 1> records{asio::buffer(tls->ciphertext())};
-    if (records[0].size() == 0) return;
-    if (BatchedSends::Queue(fd, records, this)) {
-      queued_self_ = shared_from_this();
-      return;
-    }
-    const size_t written = stream_.WriteWithoutWaiting(records, ec);
-    if (ec) send_failed_ = true;
-    BatchWritten(ec ? 0 : written);
-    return;
-  }
-  const std::array<asio::const_buffer, 1> batch{asio::buffer(pending_)};
-  if (BatchedSends::Queue(fd, batch, this)) {
-    queued_self_ = shared_from_this();
-    return;
-  }
-  const size_t written = stream_.WriteWithoutWaiting(batch, ec);
-  BatchWritten(ec ? 0 : written);  // An error is the writer's (its write fails too).
-}
-
-void Http2Session::Sent(int64_t result, std::span<const iovec> /*sent*/) {
-  const std::shared_ptr<Http2Session> self = std::move(queued_self_);
-  const bool failed = result < 0 && result != -EAGAIN && result != -EWOULDBLOCK;
-  if (failed && stream_.tls_server() != nullptr) send_failed_ = true;
-  BatchWritten(result > 0 ? static_cast<size_t>(result) : 0);
-}
-
-void Http2Session::BatchWritten(size_t written) {
-  if (TlsServerStream* tls = stream_.tls_server()) {
-    if (send_failed_) {
-      Flush();
-      return;
-    }
-    if (tls->Wrote(written) == TlsServerStream::TryWriteResult::kWritten) return;
-    tls_held_ = true;
-    Flush();
-    return;
-  }
-  if (written == pending_.size()) {
-    last_batch_ = written;
-    std::string().swap(pending_);  // A quiet connection holds no batch.
-    return;
-  }
-  pending_.erase(0, written);
-  Flush();  // The rest, or the error, is the writer's.
-}
-
-asio::awaitable<void> Http2Session::WriteLoop() {
-  std::string out;
-  for (;;) {
-    if (tls_held_) {  // SendBatched's ciphertext the socket did not take: first, and whole.
-      tls_held_ = false;
-      stream_.tcp().expires_after(kWriteTimeout);
-      if (co_await stream_.tls_server()->Flush()) break;
-    }
-    // What was framed since the last write goes first (nghttp2's order), then more frames.
-    out.clear();
-    if (!pending_.empty()) {
-      out = std::move(pending_);
-      pending_.clear();
-    }
-    if (!send_failed_ && !Gather(out, [] { return false; })) send_failed_ = true;
-    const bool failed = send_failed_;
-    if (!out.empty()) {
-      last_batch_ = out.size();
-      stream_.tcp().expires_after(kWriteTimeout);
-      auto [ec, written] = co_await asio::async_write(stream_, asio::buffer(out), use_nothrow);
-      if (ec) break;
-      continue;
-    }
-    if (failed || done_ ||
-        (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_))) {
-      break;
-    }
-    // Nothing to send for now: the batch's buffer goes with it, so a quiet connection holds
-    // none (the next wake-up allocates what it gathers).
-    std::string().swap(out);
-    std::string().swap(pending_);
-    writer_idle_ = true;
-    const bool woken = co_await write_wake_.Wait();
-    writer_idle_ = false;
-    if (!woken) break;
-  }
-  done_ = true;
-  idle_timer_.cancel();
-  stream_.Cancel();  // Ends the reader.
-}
-
 asio::awaitable<void> Http2Session::IdleLoop() {
   while (!done_) {
     const auto now = std::chrono::steady_clock::now();
@@ -435,194 +227,6 @@ asio::awaitable<void> Http2Session::IdleLoop() {
     idle_timer_.expires_at(std::min(next, header_block_deadline_));
     co_await idle_timer_.async_wait(use_nothrow);
   }
-}
-
-Http2Stream* Http2Session::StreamOf(int32_t id) {
-  return static_cast<Http2Stream*>(nghttp2_session_get_stream_user_data(session_, id));
-}
-
-template <typename Body>
-int Http2Session::Guarded(void* self, Body body) noexcept {
-  auto* h = static_cast<Http2Session*>(self);
-  try {
-    return body(*h);
-  } catch (...) {
-    // nghttp2 is C: nothing may unwind through it. The connection's state may be half
-    // updated, so it ends.
-    h->CallbackFailed();
-    h->EndConnection(Http2Closed::kCallbackFailure, NGHTTP2_INTERNAL_ERROR);
-    return NGHTTP2_ERR_CALLBACK_FAILURE;
-  }
-}
-
-void Http2Session::CallbackFailed() {
-  stats_.http2_callback_failures.fetch_add(1, std::memory_order_relaxed);
-}
-
-int Http2Session::OnBeginFrame(nghttp2_session* /*session*/, const nghttp2_frame_hd* hd,
-                               void* self) {
-  return Guarded(self, [hd](Http2Session& h) -> int {
-    if (h.ended_) return NGHTTP2_ERR_CALLBACK_FAILURE;  // The rest of the input is not read.
-    switch (hd->type) {
-      case NGHTTP2_HEADERS:
-        h.HeaderBlockBegan();
-        break;
-      case NGHTTP2_CONTINUATION:
-        // Counted as each frame begins, before nghttp2 reads it (CVE-2024-27316's flood of
-        // CONTINUATIONs holds a connection's reader for nothing). The last one allowed must
-        // end the block: a block that needs more is refused at once (and before an nghttp2
-        // built with its own limit of 8 would drop the connection without a GOAWAY).
-        ++h.continuations_;
-        if (h.continuations_ > h.limits_.max_continuations ||
-            (h.continuations_ == h.limits_.max_continuations &&
-             !(hd->flags & NGHTTP2_FLAG_END_HEADERS))) {
-          h.EndConnection(Http2Closed::kContinuations, NGHTTP2_ENHANCE_YOUR_CALM);
-          return NGHTTP2_ERR_CALLBACK_FAILURE;
-        }
-        break;
-      case NGHTTP2_RST_STREAM:
-        h.HeaderBlockEnded();
-        // Counted before nghttp2 closes the stream (CVE-2023-44487: each reset frees a stream
-        // slot for the next request at once).
-        if (!h.TakeResetToken()) {
-          h.EndConnection(Http2Closed::kResetRate, NGHTTP2_ENHANCE_YOUR_CALM);
-          return NGHTTP2_ERR_CALLBACK_FAILURE;
-        }
-        break;
-      default:
-        h.HeaderBlockEnded();  // Only CONTINUATION may follow an unfinished block.
-        break;
-    }
-    return 0;
-  });
-}
-
-int Http2Session::OnInvalidFrame(nghttp2_session* /*session*/, const nghttp2_frame* frame,
-                                 int /*error*/, void* self) {
-  return Guarded(self, [frame](Http2Session& h) -> int {
-    // A stream nghttp2 resets for the client's protocol error costs what a reset does.
-    if (frame->hd.stream_id != 0 && !h.TakeResetToken()) {
-      h.EndConnection(Http2Closed::kResetRate, NGHTTP2_ENHANCE_YOUR_CALM);
-      return NGHTTP2_ERR_CALLBACK_FAILURE;
-    }
-    return 0;
-  });
-}
-
-int Http2Session::OnBeginHeaders(nghttp2_session* session, const nghttp2_frame* frame, void* self) {
-  return Guarded(self, [session, frame](Http2Session& h) -> int {
-    if (h.ended_) return NGHTTP2_ERR_CALLBACK_FAILURE;
-    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-    // Only the head's fields until END_HEADERS: the stream is listed, counted and served then.
-    h.opening_ = std::make_shared<Http2Stream>(session, frame->hd.stream_id, h.executor_);
-    return 0;
-  });
-}
-
-int Http2Session::OnHeader(nghttp2_session* /*session*/, const nghttp2_frame* frame,
-                           const uint8_t* name, size_t namelen, const uint8_t* value,
-                           size_t valuelen, uint8_t /*flags*/, void* self) {
-  return Guarded(self, [&](Http2Session& h) -> int {
-    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
-      return 0;  // Trailers: not forwarded (the apiserver reads none).
-    }
-    Http2Stream* s = h.opening_.get();
-    if (s == nullptr || s->id() != frame->hd.stream_id) return 0;
-    // The list's own limit, or what is left of the connection's for heads held at once.
-    const size_t left = h.limits_.max_header_bytes_per_connection -
-                        std::min(h.limits_.max_header_bytes_per_connection, h.held_header_bytes_);
-    s->AddHeader(std::string_view(reinterpret_cast<const char*>(name), namelen),
-                 std::string_view(reinterpret_cast<const char*>(value), valuelen),
-                 std::min<size_t>(h.limits_.max_header_list_size, left));
-    return 0;
-  });
-}
-
-int Http2Session::OnFrameRecv(nghttp2_session* session, const nghttp2_frame* frame, void* self) {
-  return Guarded(self, [session, frame](Http2Session& h) -> int {
-    if (h.ended_) return NGHTTP2_ERR_CALLBACK_FAILURE;
-    if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
-    if (frame->hd.type == NGHTTP2_HEADERS) h.HeaderBlockEnded();
-    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
-      h.Opened(session, frame);
-      return 0;
-    }
-    Http2Stream* s = h.StreamOf(frame->hd.stream_id);
-    if (s != nullptr && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) s->OnBodyEnd();
-    return 0;
-  });
-}
-
-void Http2Session::Opened(nghttp2_session* session, const nghttp2_frame* frame) {
-  std::shared_ptr<Http2Stream> stream = std::move(opening_);
-  if (stream == nullptr || stream->id() != frame->hd.stream_id) return;
-  stream->writer = this;
-  if (stopping_) stream->stop().requested = true;
-  // GET and HEAD carry nothing the apiserver reads: a body sent with them is not kept.
-  if (stream->method() == "GET" || stream->method() == "HEAD") stream->DropBody();
-  if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) stream->OnBodyEnd();
-  held_header_bytes_ += stream->head_bytes();
-  nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, stream.get());
-  stats_.http2_streams.fetch_add(1, std::memory_order_relaxed);
-  stats_.http2_streams_total.fetch_add(1, std::memory_order_relaxed);
-  starting_.push_back(stream);
-  streams_.emplace(frame->hd.stream_id, std::move(stream));
-}
-
-int Http2Session::OnFrameSend(nghttp2_session* session, const nghttp2_frame* frame, void* self) {
-  return Guarded(self, [session, frame](Http2Session& h) -> int {
-    if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
-        !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
-      return 0;
-    }
-    // A complete answer to a request whose body is still coming: as Go's server (RFC 9113
-    // §8.1), RST_STREAM NO_ERROR so the client stops sending and the stream's window is free.
-    Http2Stream* s = h.StreamOf(frame->hd.stream_id);
-    if (s != nullptr && !s->body_ended()) {
-      nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
-    }
-    return 0;
-  });
-}
-
-int Http2Session::OnDataChunk(nghttp2_session* session, uint8_t /*flags*/, int32_t stream_id,
-                              const uint8_t* data, size_t len, void* self) {
-  return Guarded(self, [=](Http2Session& h) -> int {
-    if (h.ended_) return NGHTTP2_ERR_CALLBACK_FAILURE;
-    Http2Stream* s = h.StreamOf(stream_id);
-    if (s == nullptr) {
-      nghttp2_session_consume(session, stream_id, len);
-      return 0;
-    }
-    if (s->drops_body()) {
-      h.stats_.http2_body_bytes_dropped.fetch_add(len, std::memory_order_relaxed);
-    }
-    s->OnData(data, len);
-    return 0;
-  });
-}
-
-int Http2Session::OnStreamClose(nghttp2_session* session, int32_t stream_id, uint32_t error_code,
-                                void* self) {
-  return Guarded(self, [=](Http2Session& h) -> int {
-    if (h.opening_ != nullptr && h.opening_->id() == stream_id) h.opening_.reset();
-    auto it = h.streams_.find(stream_id);
-    if (it == h.streams_.end()) return 0;
-    // Kept until the end of this call: OnClose may end what the stream's handler waits on.
-    const std::shared_ptr<Http2Stream> stream = it->second;
-    Http2Stream& s = *stream;
-    // What the pipeline never read goes back to the connection's window.
-    if (s.unconsumed() > 0) nghttp2_session_consume_connection(session, s.unconsumed());
-    const bool abnormal = error_code != NGHTTP2_NO_ERROR || !s.answered();
-    if (abnormal && !s.answered()) {
-      h.stats_.http2_streams_reset.fetch_add(1, std::memory_order_relaxed);
-    }
-    h.streams_.erase(it);
-    h.stats_.http2_streams.fetch_sub(1, std::memory_order_relaxed);
-    if (h.streams_.empty()) h.idle_since_ = std::chrono::steady_clock::now();
-    s.OnClose(abnormal);
-    return 0;
-  });
 }
 
 void Http2Session::Start(std::shared_ptr<Http2Stream> stream) {

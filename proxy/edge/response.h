@@ -83,7 +83,7 @@ class Response {
   // Cancels the write under way (a watcher cut for slowness whose client stopped reading).
   virtual void Cancel() = 0;
 
-  // Without a coroutine, for a watch's events (proxy/serve/watch_stream.cc): writes `pieces` as one
+  // Without a coroutine, for a watch's events (proxy/serve/watch_run.cc): writes `pieces` as one
   // body piece now, as far as the connection takes them without waiting. Only while no write
   // is under way. kWritten: all went out (over HTTP/2: was framed into the connection's next
   // write, within the client's windows). kHeld: part went out (maybe none); the rest still

@@ -23,7 +23,6 @@
 #include "proxy/edge/batched_sends.h"
 #include "proxy/edge/client_cert.h"
 #include "proxy/edge/http2_session.h"
-#include "proxy/edge/http_session.h"
 #include "proxy/server/metrics.h"
 #include "proxy/upstream/upstream_client.h"
 #include "rapidjson/document.h"
@@ -32,16 +31,6 @@ namespace kf {
 namespace {
 
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
-
-template <class Socket>
-std::string RemoteOf(const Socket& socket) {
-  beast::error_code ec;
-  auto ep = socket.remote_endpoint(ec);
-  if (ec) return "unknown";
-  const auto addr = ep.address();
-  return addr.is_v6() ? absl::StrCat("[", addr.to_string(), "]:", ep.port())
-                      : absl::StrCat(addr.to_string(), ":", ep.port());
-}
 
 }  // namespace
 
@@ -299,96 +288,6 @@ asio::awaitable<void> Server::CheckDelegation(UpstreamPool& own_pool) {
     }
   }
   delegation_checked_ = true;
-}
-
-Worker& Server::NextWorker() {
-  // The worker with the fewest connections: watches live long, so accept order alone can pile
-  // one kind of watcher onto one thread.
-  Worker* best = workers_[0].get();
-  for (size_t i = 1; i < session_workers_; ++i) {
-    if (workers_[i]->sessions().connections() < best->sessions().connections()) {
-      best = workers_[i].get();
-    }
-  }
-  best->sessions().AddConnection();
-  return *best;
-}
-
-asio::awaitable<void> Server::AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool tls,
-                                         Pipeline* only) {
-  asio::steady_timer backoff(main_ioc_);
-  while (acceptor.is_open()) {
-    if (tls && TlsListenerFull()) {
-      // Let the kernel hold the next clients for a moment (its listen queue costs this process
-      // nothing).
-      backoff.expires_after(std::chrono::milliseconds(20));
-      co_await backoff.async_wait(use_nothrow);
-      continue;
-    }
-    Worker& worker = only != nullptr ? *workers_[0] : NextWorker();
-    if (only != nullptr) worker.sessions().AddConnection();
-    auto [ec, socket] = co_await acceptor.async_accept(worker.ioc(), use_nothrow);
-    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
-    if (ec) {
-      // Out of descriptors and the like: say so, pause briefly, keep serving.
-      worker.sessions().RemoveConnection();
-      connections_refused_[1].fetch_add(1, std::memory_order_relaxed);
-      log_.Warning("accept failed", {{"error", ec.message()}});
-      backoff.expires_after(std::chrono::milliseconds(100));
-      co_await backoff.async_wait(use_nothrow);
-      continue;
-    }
-    // Descriptors are handed out lowest first, so this one's number is a floor on those open:
-    // past the headroom, refuse the connection at once (existing ones keep theirs, and the
-    // upstream connections they need) rather than run out mid-request.
-    if (socket.native_handle() >= fd_refuse_at_) {
-      worker.sessions().RemoveConnection();
-      beast::error_code ignored;
-      socket.close(ignored);
-      if (connections_refused_[0].fetch_add(1, std::memory_order_relaxed) % 1000 == 0) {
-        log_.Warning("file descriptors nearly exhausted; refusing new connections",
-                     {{"open_fds_at_least", static_cast<int64_t>(fd_refuse_at_)},
-                      {"refused_so_far", static_cast<int64_t>(connections_refused_[0].load())}});
-      }
-      continue;
-    }
-    beast::error_code ignored;
-    socket.set_option(asio::ip::tcp::no_delay(true), ignored);
-    std::string remote = RemoteOf(socket);  // NOLINT
-    const auto accepted = std::chrono::steady_clock::now();
-    if (tls) worker.handshakes_pending().fetch_add(1, std::memory_order_relaxed);
-    // The session is created on its worker's thread, where it will live.
-    Pipeline& pipeline =
-        only != nullptr ? *only : (tls ? worker.tls_pipeline() : worker.pipeline());
-    asio::post(worker.ioc(), [this, &worker, &pipeline, tls, accepted, remote = std::move(remote),
-                              socket = std::move(socket)]() mutable {
-      beast::tcp_stream tcp(std::move(socket));
-      auto stream = tls ? std::make_unique<AnyStream>(std::make_unique<TlsServerStream>(
-                              std::move(tcp), server_tls_->native_handle()))
-                        : std::make_unique<AnyStream>(std::move(tcp));
-      auto session = std::make_shared<HttpSession>(std::move(stream), std::move(remote), pipeline,
-                                                   worker.sessions(), active_sessions_, log_);
-      if (shutting_down_) {  // The session's end uncounts the connection.
-        if (tls) worker.handshakes_pending().fetch_sub(1, std::memory_order_relaxed);
-        return;
-      }
-      Http2Limits h2;
-      if (options_.http2_max_streams_per_connection > 0) {
-        h2.max_concurrent_streams = options_.http2_max_streams_per_connection;
-      }
-      h2.header_block_timeout = absl::ToChronoMilliseconds(options_.http2_header_block_timeout);
-      h2.max_continuations = options_.http2_max_continuations;
-      h2.max_header_bytes_per_connection = options_.http2_max_header_bytes_per_connection;
-      h2.stream_reset_burst = options_.http2_stream_reset_burst;
-      h2.stream_reset_rate = options_.http2_stream_reset_rate;
-      session->SetHttp2Limits(h2);
-      if (tls) {
-        session->SetHandshakeGate(accepted, Worker::kHandshakeQueueWait,
-                                  &worker.handshakes_pending());
-      }
-      session->Start(worker.ioc().get_executor());
-    });
-  }
 }
 
 int Server::Run() {

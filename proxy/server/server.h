@@ -69,6 +69,15 @@ class Server {
   // null: each worker's own, connections spread over the workers.
   asio::awaitable<void> AcceptLoop(asio::ip::tcp::acceptor& acceptor, bool tls,
                                    Pipeline* only = nullptr);
+  // A connection as AcceptLoop takes it, its socket already on its worker's io_context.
+  using AcceptedSocket =
+      asio::ip::tcp::socket::rebind_executor<asio::io_context::executor_type>::other;
+  // True: refused (closed, uncounted) for want of descriptors (fd_refuse_at_).
+  bool RefusedNearFdLimit(AcceptedSocket& socket, Worker& worker);
+  // On the worker's thread: the connection's HttpSession, started (unless shutting down).
+  void StartSession(Worker& worker, Pipeline& pipeline, bool tls,
+                    std::chrono::steady_clock::time_point accepted, std::string remote,
+                    AcceptedSocket socket);
   absl::Status Listen(const std::string& address, asio::ip::tcp::acceptor& acceptor,
                       uint16_t* port);
   void BeginShutdown(int signal);

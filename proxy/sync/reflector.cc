@@ -236,23 +236,7 @@ asio::awaitable<Reflector::WatchEnd> Reflector::WatchOnce() {
   absl::Cleanup clear = [this] { active_ = nullptr; };
   for (;;) {
     auto line = co_await watch->NextEvent(protobuf());
-    if (!line.ok() && absl::IsDeadlineExceeded(line.status())) {
-      // Open, but silent past the idle timeout. Resume from the cache's RV on a new connection.
-      // From an upstream that bookmarks this resource (about once a minute) that is a dead
-      // watch: a half-open connection, a stuck proxy. From one that never has (no watch cache
-      // there: Events), silence is only a quiet resource, the normal case on a quiet cluster.
-      ++stats_.idle_timeouts;
-      const bool quiet = !bookmarks_seen_ && upstream_bookmarks() != UpstreamBookmarks::kSent;
-      const std::string_view error = ToStd(line.status().message());
-      log_.Log(quiet ? Logger::Level::kInfo : Logger::Level::kWarning,
-               "upstream watch idle, resuming",
-               {{"resource", cacher_.type().GroupResource()},
-                {"resourceVersion", static_cast<int64_t>(cacher_.resource_version())},
-                {"bookmarked", bookmarks_seen_},
-                {"error", error}});
-      if (quiet) co_return WatchEnd::kEnded;
-      co_return WatchEnd::kFailed;
-    }
+    if (!line.ok() && absl::IsDeadlineExceeded(line.status())) co_return IdleEnd(line.status());
     if (!line.ok())
       co_return absl::IsNotFound(line.status()) ? WatchEnd::kEnded : WatchEnd::kFailed;
     if (line->empty()) continue;
@@ -269,6 +253,23 @@ asio::awaitable<Reflector::WatchEnd> Reflector::WatchOnce() {
         co_return WatchEnd::kFailed;
     }
   }
+}
+
+Reflector::WatchEnd Reflector::IdleEnd(const absl::Status& status) {
+  // Open, but silent past the idle timeout. Resume from the cache's RV on a new connection.
+  // From an upstream that bookmarks this resource (about once a minute) that is a dead
+  // watch: a half-open connection, a stuck proxy. From one that never has (no watch cache
+  // there: Events), silence is only a quiet resource, the normal case on a quiet cluster.
+  ++stats_.idle_timeouts;
+  const bool quiet = !bookmarks_seen_ && upstream_bookmarks() != UpstreamBookmarks::kSent;
+  const std::string_view error = ToStd(status.message());
+  log_.Log(quiet ? Logger::Level::kInfo : Logger::Level::kWarning, "upstream watch idle, resuming",
+           {{"resource", cacher_.type().GroupResource()},
+            {"resourceVersion", static_cast<int64_t>(cacher_.resource_version())},
+            {"bookmarked", bookmarks_seen_},
+            {"error", error}});
+  if (quiet) return WatchEnd::kEnded;
+  return WatchEnd::kFailed;
 }
 
 Reflector::UpstreamLine Reflector::ParseProtoLine(std::string_view message) const {

@@ -184,6 +184,9 @@ class Reflector {
   // The first page's RV; notes whether the upstream shards (its ListMeta.shardInfo).
   uint64_t FirstPage(uint64_t list_rv, bool shard_info);
   asio::awaitable<WatchEnd> WatchOnce();
+  // The end of a watch open but silent past the idle timeout, counted and logged: a failure (a
+  // dead watch), or only an end when no bookmark was seen and none is known to be sent.
+  WatchEnd IdleEnd(const absl::Status& status);
   asio::awaitable<void> ProbeBookmarkTemplate();
   asio::awaitable<void> Backoff();
   asio::awaitable<void> ProbeLoop();
