@@ -44,7 +44,7 @@ struct TransportStats {
   std::atomic<uint64_t> http2_handlers_cancelled{0};
   // Body bytes of GET and HEAD requests, consumed and dropped (the apiserver reads none).
   std::atomic<uint64_t> http2_body_bytes_dropped{0};
-  // Request bodies not sent whole within kRequestBodyDeadline: HTTP/1.1, HTTP/2.
+  // Request bodies not sent whole within --request-timeout: HTTP/1.1, HTTP/2.
   std::atomic<uint64_t> body_timeouts_http1{0};
   std::atomic<uint64_t> body_timeouts_h2{0};
   std::array<std::atomic<uint64_t>, static_cast<size_t>(Answer::kCount)> http2_answered{};

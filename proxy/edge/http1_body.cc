@@ -8,11 +8,12 @@
 
 namespace kf {
 
-Http1Body::Http1Body(AnyStream& stream, beast::flat_buffer& buffer, RequestParser& parser)
+Http1Body::Http1Body(AnyStream& stream, beast::flat_buffer& buffer, RequestParser& parser,
+                     std::chrono::milliseconds deadline)
     : stream_(stream),
       buffer_(buffer),
       parser_(parser),
-      deadline_(stream.get_executor(), std::chrono::steady_clock::now() + kRequestBodyDeadline) {}
+      deadline_(stream.get_executor(), std::chrono::steady_clock::now() + deadline) {}
 
 asio::awaitable<std::pair<beast::error_code, size_t>> Http1Body::ReadSome(std::span<char> into) {
   namespace http = beast::http;

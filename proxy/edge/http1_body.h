@@ -1,6 +1,6 @@
 // Http1Body: the body of an HTTP/1.1 request as a BodySource, read through the session's
 // parser (Content-Length or chunked; Beast removes the framing). Each read has a deadline, and
-// the whole body one (kRequestBodyDeadline from the head, the apiserver's request timeout): past
+// the whole body one (--request-timeout from the head, the apiserver's request timeout): past
 // either the read fails with beast::error::timeout.
 //
 // Owned by the session for one request; used on its thread only.
@@ -19,7 +19,9 @@ namespace kf {
 
 class Http1Body : public BodySource {
  public:
-  Http1Body(AnyStream& stream, beast::flat_buffer& buffer, RequestParser& parser);
+  // `deadline`: the whole body's, from now (--request-timeout).
+  Http1Body(AnyStream& stream, beast::flat_buffer& buffer, RequestParser& parser,
+            std::chrono::milliseconds deadline);
   Http1Body(const Http1Body&) = delete;
   Http1Body& operator=(const Http1Body&) = delete;
 

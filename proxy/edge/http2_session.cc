@@ -291,8 +291,8 @@ void Http2Session::WatchEnded(StreamWatch& w) {
 
 asio::awaitable<Http2Session::Handled> Http2Session::Handle(Http2Stream& s) {
   absl::Status parsed;
-  Request request =
-      s.MakeRequest(remote_ip_, ParseRequestInfo(s.method(), s.path(), &parsed), &client_cert_);
+  Request request = s.MakeRequest(limits_.request_timeout, remote_ip_,
+                                  ParseRequestInfo(s.method(), s.path(), &parsed), &client_cert_);
   Exchange x{request, &s.response(), s.stop()};
   if (!parsed.ok()) {
     co_await RejectUnparsed(x, parsed);

@@ -61,6 +61,9 @@ struct Http2Limits {
   uint32_t max_header_list_size = (1u << 20) + 10 * 32;
   uint32_t header_table_size = 4096;
   std::chrono::milliseconds idle_timeout = kKeepAliveIdleTimeout;
+  // A request's body must arrive whole within this of its head (--request-timeout; HTTP/1.1
+  // connections take theirs from here too).
+  std::chrono::milliseconds request_timeout = kRequestBodyDeadline;
   // What kube-fanout adds to bound what a client can hold or make it do (docs/limits.md):
   // A header block (HEADERS and its CONTINUATIONs) must end within this of its first frame, as
   // an HTTP/1.1 head must (Go's ReadHeaderTimeout); past it: GOAWAY, closed.

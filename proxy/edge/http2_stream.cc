@@ -109,10 +109,11 @@ bool Http2Stream::AddHeader(std::string_view name, std::string_view value, size_
   return true;
 }
 
-Request Http2Stream::MakeRequest(std::string_view remote_ip, RequestInfo info,
+Request Http2Stream::MakeRequest(std::chrono::milliseconds request_timeout,
+                                 std::string_view remote_ip, RequestInfo info,
                                  const ClientCertificate* client_cert) {
   bodiless_ = drop_body_ || (body_end_ && body_in_.empty());
-  body_deadline_ = std::chrono::steady_clock::now() + kRequestBodyDeadline;
+  body_deadline_ = std::chrono::steady_clock::now() + request_timeout;
   return Request{http::string_to_verb(head_->method),
                  head_->method,
                  head_->path,

@@ -78,7 +78,7 @@ class Http2Body : public BodySource {
   explicit Http2Body(Http2Stream& stream) : stream_(stream) {}
   bool done() const override;
   bool chunked() const override;
-  // Past the stream's body deadline (kRequestBodyDeadline from its head) with the body not
+  // Past the stream's body deadline (--request-timeout from its head) with the body not
   // ended, a read that finds no bytes fails with beast::error::timeout; the stream stays
   // writable for the answer, and the connection's other streams go on.
   asio::awaitable<std::pair<beast::error_code, size_t>> ReadSome(std::span<char> into) override;
@@ -149,8 +149,8 @@ class Http2Stream {
   void DropBody() { drop_body_ = true; }
   bool drops_body() const { return drop_body_; }
   // The request as the pipeline sees it, once the head is complete.
-  Request MakeRequest(std::string_view remote_ip, RequestInfo info,
-                      const ClientCertificate* client_cert);
+  Request MakeRequest(std::chrono::milliseconds request_timeout, std::string_view remote_ip,
+                      RequestInfo info, const ClientCertificate* client_cert);
   // Its request was handled and its answer's head written (a watch runs on): the head's bytes
   // go. Nothing reads them after that (a Continue then finds no Expect; the head is written).
   void ForgetRequest();

@@ -25,11 +25,11 @@ namespace kf {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 
-// A request body must arrive whole within this of its request's head, over either protocol:
-// the apiserver's --request-timeout (60 s), which covers reading the body. Past it the read
-// under way (and every later one) fails with beast::error::timeout, and the request can still
-// be answered (proxy/edge/http1_body.h, proxy/edge/http2_stream.h).
-inline constexpr std::chrono::seconds kRequestBodyDeadline{60};
+// A request body must arrive whole within --request-timeout of its request's head, over either
+// protocol: the apiserver's flag of that name (default 60 s), which covers reading the body. Past
+// it the read under way (and every later one) fails with beast::error::timeout, and the request
+// can still be answered (proxy/edge/http1_body.h, proxy/edge/http2_stream.h).
+inline constexpr std::chrono::milliseconds kRequestBodyDeadline{std::chrono::seconds(60)};
 
 // The request body, read in pieces by whoever forwards or inspects it.
 class BodySource {
@@ -41,7 +41,7 @@ class BodySource {
   virtual bool chunked() const = 0;
   // Reads the next piece into `into`; 0 bytes with no error is allowed before done().
   virtual asio::awaitable<std::pair<beast::error_code, size_t>> ReadSome(std::span<char> into) = 0;
-  // The whole body's deadline (kRequestBodyDeadline) passed before it was read.
+  // The whole body's deadline (--request-timeout) passed before it was read.
   virtual bool timed_out() const { return false; }
 };
 

@@ -37,6 +37,10 @@ void ListenerFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
      "The most concurrent streams a client's HTTP/2 connection may have (announced in SETTINGS; "
      "the connection's flow-control window is 256 KiB per stream). 0: the apiserver's default, "
      "100.")
+    ("request-timeout", po::value(&raw->request_timeout)->value_name("DURATION")->default_value("1m0s"),
+     "As the apiserver's flag of that name (set it to the upstream's value): a request's body must "
+     "arrive whole within this of its head, or the request is answered 504 with the apiserver's "
+     "Timeout Status (kube_fanout_request_body_timeouts_total).")
     ("http2-header-block-timeout",
      po::value(&raw->http2_header_block)->value_name("DURATION")->default_value("30s"),
      "An HTTP/2 header block (HEADERS and its CONTINUATIONs) must end within this of its first "

@@ -52,6 +52,7 @@ absl::Status ParseDurations(const flags::RawFlags& raw, ProxyOptions& o) {
       {"cache-snapshot-interval", {&raw.snapshot_interval, &o.cache_snapshot_interval}},
       {"cache-snapshot-max-age", {&raw.snapshot_max_age, &o.cache_snapshot_max_age}},
       {"http2-header-block-timeout", {&raw.http2_header_block, &o.http2_header_block_timeout}},
+      {"request-timeout", {&raw.request_timeout, &o.request_timeout}},
       {"authentication-token-webhook-cache-ttl", {&raw.authn_ttl, &o.authentication_cache_ttl}},
       {"authentication-token-webhook-cache-unauthorized-ttl",
        {&raw.authn_negative_ttl, &o.authentication_cache_unauthorized_ttl}},
@@ -115,6 +116,9 @@ absl::Status CheckDurations(const ProxyOptions& o) {
   if (o.consistent_read_passthrough_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         "--consistent-read-passthrough-interval must not be negative");
+  }
+  if (o.request_timeout < absl::Seconds(1)) {
+    return absl::InvalidArgumentError("--request-timeout must be at least 1s");
   }
   if (o.upstream_watch_idle_timeout < absl::Seconds(1)) {
     return absl::InvalidArgumentError("--upstream-watch-idle-timeout must be at least 1s");

@@ -81,6 +81,7 @@ struct ProxyOptions {
   uint32_t http2_max_streams_per_connection = 0;       // 0: the apiserver's 100.
   // HTTP/2 bounds of kube-fanout's own (proxy/edge/http2_session.h, Http2Limits).
   absl::Duration http2_header_block_timeout = absl::Seconds(30);
+  absl::Duration request_timeout = absl::Minutes(1);  // A request body's whole deadline.
   uint32_t http2_max_continuations = 8;
   uint64_t http2_max_header_bytes_per_connection = 4 * ((1u << 20) + 320);
   uint32_t http2_stream_reset_burst = 1000;

@@ -118,6 +118,7 @@ void Server::StartSession(Worker& worker, Pipeline& pipeline, bool tls,
     h2.max_concurrent_streams = options_.http2_max_streams_per_connection;
   }
   h2.header_block_timeout = absl::ToChronoMilliseconds(options_.http2_header_block_timeout);
+  h2.request_timeout = absl::ToChronoMilliseconds(options_.request_timeout);
   h2.max_continuations = options_.http2_max_continuations;
   h2.max_header_bytes_per_connection = options_.http2_max_header_bytes_per_connection;
   h2.stream_reset_burst = options_.http2_stream_reset_burst;

@@ -4,7 +4,8 @@
   apiserver read it (a cached LIST then ignores its selector as the apiserver does).
 - File descriptors: near the process's limit new connections are refused at once (and counted)
   while the connections already open keep being served, passthrough included.
-- A request body trickled in: the whole body has the apiserver's 60 s request timeout; past it
+- A request body trickled in: the whole body has the apiserver's request timeout
+  (--request-timeout, 60 s by default as the apiserver's, 10 s here); past it
   an Event body kube-fanout reads itself and a ConfigMap body it relays get the apiserver's 504
   Timeout Status.
 - Stalled watchers past --watchers-max-total-queue-bytes are cut (by that reason) while a
@@ -111,8 +112,20 @@ def test_near_the_descriptor_limit_new_connections_are_refused_and_old_ones_serv
 
 # An Event's body kube-fanout reads itself (the spam filter); a ConfigMap's it relays as it comes.
 @pytest.mark.parametrize("collection", ["events", "configmaps"])
-def test_a_body_trickled_in_gets_the_apiservers_timeout(cluster, cached_proxy, namespace,
-                                                        collection):
+def test_a_body_trickled_in_gets_the_apiservers_timeout(cluster, namespace, collection, tmp_path):
+    # --request-timeout as short as the apiserver's may be set (its default, 60 s, is
+    # kube-fanout's too): the deadline and the answer are the same at any length.
+    proxy = Proxy.start(cluster, tmp_path, extra_args=[f"--request-timeout={BODY_TIMEOUT}s"])
+    try:
+        _trickle_a_body(cluster, proxy, namespace, collection)
+    finally:
+        assert proxy.stop() == 0
+
+
+BODY_TIMEOUT = 10
+
+
+def _trickle_a_body(cluster, cached_proxy, namespace, collection):
     if collection == "events":
         event = json.dumps({
             "apiVersion": "v1", "kind": "Event",
@@ -138,8 +151,10 @@ def test_a_body_trickled_in_gets_the_apiservers_timeout(cluster, cached_proxy, n
     start = time.monotonic()
     sock.sendall(head + event[:10])
     sent, answer = 10, b""
-    # One byte every 5 s: each read is well within the 120 s idle timeout; the whole is not.
-    while sent < len(event) - 1 and time.monotonic() - start < 120:
+    sock.settimeout(1)
+    # One byte a second: each read is well within the 120 s idle timeout; the whole is not
+    # within --request-timeout.
+    while sent < len(event) - 1 and time.monotonic() - start < 3 * BODY_TIMEOUT:
         try:
             answer = sock.recv(65536)
             break
@@ -162,7 +177,7 @@ def test_a_body_trickled_in_gets_the_apiservers_timeout(cluster, cached_proxy, n
     assert body == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                     "message": "Timeout: request did not complete within the allotted timeout",
                     "reason": "Timeout", "details": {}, "code": 504}
-    assert 58 <= took <= 70
+    assert BODY_TIMEOUT - 1 <= took <= BODY_TIMEOUT + 6
     assert body_timeouts() == before + 1
     assert cluster.request("GET", f"/api/v1/namespaces/{namespace}/{collection}/slow").status == 404
 
