@@ -37,7 +37,7 @@ struct TransportStats {
   std::atomic<uint64_t> http2_header_too_large{0};
   // Connections ended with GOAWAY for what their client did (Http2Closed), and nghttp2
   // callbacks that failed (an exception caught at the C boundary).
-  std::array<std::atomic<uint64_t>, 4> http2_closed{};
+  std::array<std::atomic<uint64_t>, 5> http2_closed{};
   std::atomic<uint64_t> http2_callback_failures{0};
   // Streams whose client reset them before their handler started, or while it was asking
   // upstream (the call cancelled).
@@ -84,7 +84,15 @@ struct RouteStats {
 };
 
 // Why an HTTP/2 connection was ended with GOAWAY (TransportStats::http2_closed).
-enum class Http2Closed { kHeaderBlockTimeout, kContinuations, kResetRate, kCallbackFailure };
+// kProtocolError: nghttp2 found the client's frames malformed (a header field over its HPACK
+// bound of 65,536 bytes among them) and ended the connection with GOAWAY itself.
+enum class Http2Closed {
+  kHeaderBlockTimeout,
+  kContinuations,
+  kResetRate,
+  kCallbackFailure,
+  kProtocolError
+};
 
 // A graceful stop reaching a request under way: `requested` is seen at the next check; a
 // streaming handler sets `hook` to be woken at once (and clears it when it returns).

@@ -163,6 +163,14 @@ void Http2Session::Opened(nghttp2_session* session, const nghttp2_frame* frame) 
 
 int Http2Session::OnFrameSend(nghttp2_session* session, const nghttp2_frame* frame, void* self) {
   return Guarded(self, [session, frame](Http2Session& h) -> int {
+    if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR &&
+        !h.ended_) {
+      // nghttp2's own GOAWAY for the client's malformed frames (EndConnection counts ours).
+      h.ended_ = true;
+      h.stats_.http2_closed[static_cast<size_t>(Http2Closed::kProtocolError)].fetch_add(
+          1, std::memory_order_relaxed);
+      return 0;
+    }
     if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
         !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
       return 0;

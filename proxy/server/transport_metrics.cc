@@ -35,10 +35,11 @@ void RenderTransport(Writer& w, const TransportStats& t, int64_t open_connection
            static_cast<double>(t.http2_header_too_large.load()));
   w.Family("kube_fanout_http2_connections_closed_total", "counter",
            "HTTP/2 connections ended with GOAWAY for what their client did: a header block not "
-           "ended in time, too many CONTINUATION frames, resets past the rate limit, or a "
-           "callback that failed.");
-  static constexpr std::string_view kClosed[] = {"header_block_timeout", "continuations",
-                                                 "reset_rate", "callback_failure"};
+           "ended in time, too many CONTINUATION frames, resets past the rate limit, a "
+           "callback that failed, or frames nghttp2 refused (protocol_error: a header field over "
+           "65,536 bytes among them).");
+  static constexpr std::string_view kClosed[] = {
+      "header_block_timeout", "continuations", "reset_rate", "callback_failure", "protocol_error"};
   for (size_t i = 0; i < std::size(kClosed); ++i) {
     w.Sample("kube_fanout_http2_connections_closed_total", Label("reason", kClosed[i]),
              static_cast<double>(t.http2_closed[i].load()));

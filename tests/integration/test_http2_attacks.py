@@ -17,6 +17,7 @@ from test_http2 import H2Client
 
 HEADER_BLOCK_TIMEOUT = 3  # Seconds (--http2-header-block-timeout), 30 by default.
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+COMPRESSION_ERROR = 9
 ENHANCE_YOUR_CALM = 0xB
 
 
@@ -216,6 +217,32 @@ def test_a_field_longer_than_a_head_holds_is_431_on_its_stream_only(cluster, att
         assert time.monotonic() < deadline, "streams gauge did not come back to 0"
         time.sleep(0.1)
     assert metric(cluster, attacked, "kube_fanout_http2_callback_failures_total") == 0
+
+
+def test_a_field_past_nghttp2s_hpack_bound_ends_the_connection_and_is_counted(cluster, attacked):
+    """A 100,000-byte field (87,500 bytes Huffman-coded): past the 65,536 encoded bytes nghttp2
+    1.52's HPACK decoder takes, so the connection ends with GOAWAY COMPRESSION_ERROR
+    (docs/limits.md), counted as protocol_error;
+    the apiserver answers the same bytes 200 (its bound is the whole 1 MiB head): a documented
+    difference. kube-fanout goes on serving new connections."""
+    token = cluster.token("admin")
+    before = metric(cluster, attacked, "kube_fanout_http2_connections_closed_total",
+                    '{reason="protocol_error"}')
+    c = H2Client(attacked.secure_port, cluster.ssl_context())
+    assert c.run_until(lambda: c.remote_settings, 5)
+    sid = c.request("/api/v1/namespaces/default/configmaps", token,
+                    headers=[("x-long", "v" * 100000)])
+    assert c.run_until(lambda: c.goaway is not None or c.closed, 10), c.streams[sid]
+    assert c.goaway is not None and c.goaway[1] == COMPRESSION_ERROR, c.goaway
+    c.close()
+    assert metric(cluster, attacked, "kube_fanout_http2_connections_closed_total",
+                  '{reason="protocol_error"}') == before + 1
+    assert metric(cluster, attacked, "kube_fanout_http2_callback_failures_total") == 0
+    d_long, d_after, _ = long_field_answers(cluster, cluster.port, token, 100000)
+    assert d_long["headers"][":status"] == "200" and d_after["headers"][":status"] == "200"
+    fresh = H2Client(attacked.secure_port, cluster.ssl_context())
+    assert fresh.get("/api/v1/namespaces/default/configmaps", token)["headers"][":status"] == "200"
+    fresh.close()
 
 
 def test_an_x_forwarded_for_kube_fanout_extends_past_a_field_takes_down_no_connection(
