@@ -95,7 +95,9 @@ TEST_CASE("NodeShape replaces the node's name where it is a whole value, else sh
   }
 }
 
-TEST_CASE("Two nodes' own questions have one shape; a node whose name is in the probe's too") {
+TEST_CASE(
+    "Two nodes' own questions have one shape, and a node named as part of the probe's name still "
+    "shares") {
   const auto a = NodeShape(Attrs("list", "pods", "", "", "spec.nodeName=n1"), "n1", kProbe);
   const auto b = NodeShape(Attrs("list", "pods", "", "", "spec.nodeName=n2"), "n2", kProbe);
   REQUIRE(a);
