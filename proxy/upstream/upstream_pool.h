@@ -57,7 +57,8 @@ class UpstreamPool {
   // An idle connection the upstream closed meanwhile (a FIN, a reset, or bytes it sent while
   // nothing was asked, such as a TLS close_notify) is dropped before any request is written
   // to it, as Go's transport does. A dial ends by `deadline` too, when that comes before the
-  // dial timeout (a call bounded as a whole: a review).
+  // dial timeout (a call bounded as a whole: a review); an endpoint whose dial failed is tried
+  // after the others by the next Acquire.
   asio::awaitable<absl::StatusOr<Lease>> Acquire(bool allow_reuse,
                                                  std::chrono::steady_clock::time_point deadline =
                                                      std::chrono::steady_clock::time_point::max());
