@@ -135,8 +135,15 @@ void ReviewFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
      "TokenReview answers kept per I/O thread; past it the entries nearest expiry go first.")
     ("authorization-cache-max-entries",
      po::value(&o->authorization_cache_max_entries)->value_name("N")->default_value(10000),
-     "SubjectAccessReview answers kept per I/O thread; past it the entries nearest expiry go "
-     "first.");
+     "SubjectAccessReview answers kept (one cache for all I/O threads); past it the entries "
+     "nearest expiry go first.")
+    ("authorization-share-node-reviews",
+     po::value(&o->authorization_share_node_reviews)->value_name("BOOL")->default_value(true),
+     "A node identity's (system:node:NAME in system:nodes) cached read is allowed by one review "
+     "per request shape for all nodes: the question with the node's name replaced is asked for "
+     "a probe node named at start, whose yes is every node's (the Node authorizer and RBAC "
+     "never deny by name); its no sends the node's own review. Turn off when an authorizer "
+     "denies by node name (a webhook, an authorization config's deny rule): docs/security.md.");
   // clang-format on
 }
 

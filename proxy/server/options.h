@@ -53,6 +53,7 @@ struct ProxyOptions {
   int authentication_cache_max_entries = 10000;
   double authentication_token_review_qps = 100;  // New TokenReviews per second; 0: no limit.
   int authorization_cache_max_entries = 10000;
+  bool authorization_share_node_reviews = true;  // Node reviews shared by shape (node_shape.h).
   std::string kubeconfig;
   std::string context;
   std::vector<std::string> upstreams;

@@ -160,7 +160,8 @@ class Server {
   std::unique_ptr<asio::ssl::context> front_proxy_tls_;  // --proxy-client-cert-file, or null.
   RequestHeaderNames request_header_;
   ReviewStats authentication_stats_, authorization_stats_;
-  UpstreamPoolStats upstream_pool_stats_;  // Every worker's pools.
+  std::unique_ptr<AccessAnswers> access_answers_;  // Every worker's SubjectAccessReview answers.
+  UpstreamPoolStats upstream_pool_stats_;          // Every worker's pools.
   // Session workers first; then, when caching, the cache's own thread (reflectors and their
   // upstream connections), so fan-out work never queues ahead of upstream reads.
   std::vector<std::unique_ptr<Worker>> workers_;

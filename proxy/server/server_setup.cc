@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "common/strings.h"
 #include "proxy/server/server.h"
+#include "proxy/upstream/node_shape.h"
 
 namespace kf {
 
@@ -152,6 +153,10 @@ WorkerUpstream Server::WorkerUpstreamFor(unsigned threads) {
                       static_cast<size_t>(options_.authorization_cache_max_entries)};
   up.authentication_stats = &authentication_stats_;
   up.authorization_stats = &authorization_stats_;
+  access_answers_ = std::make_unique<AccessAnswers>(
+      static_cast<size_t>(options_.authorization_cache_max_entries),
+      options_.authorization_share_node_reviews ? NewProbeNodeName() : std::string());
+  up.access_answers = access_answers_.get();
   up.pool_stats = &upstream_pool_stats_;
   up.passthrough_http2 = options_.upstream_http2;
   up.request_header = &request_header_;

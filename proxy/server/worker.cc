@@ -14,7 +14,8 @@ Worker::Worker(const WorkerUpstream& up)
       own_pool_(ioc_, *up.upstream, *up.own_tls, up.dial_timeout, up.pool_stats),
       authn_(up.authentication, *up.authentication_stats, review_slots_, up.own_authorization,
              *up.request_header),
-      access_(up.authorization, *up.authorization_stats, review_slots_, up.own_authorization) {
+      access_(up.authorization, *up.authorization_stats, review_slots_, up.own_authorization,
+              *up.access_answers) {
   const auto pool = [&](const UpstreamConfig& config, asio::ssl::context& tls, bool http2) {
     return std::make_unique<UpstreamPool>(ioc_, config, tls, up.dial_timeout, up.pool_stats, http2);
   };

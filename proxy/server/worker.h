@@ -1,8 +1,8 @@
 // Worker: one I/O thread with its own io_context, and what lives on that thread only: its
-// sessions, its pools of upstream connections, its caches of access reviews and identities,
-// and its pipeline (the per-thread handlers and filters, and the shared ones the server gives
-// it). Connections are handed to a worker when accepted and stay on it for life, so
-// per-connection state needs no locks or strands.
+// sessions, its pools of upstream connections, its identity cache and access reviews (their
+// answers shared by all workers: access_answers.h), and its pipeline (the per-thread handlers
+// and filters, and the shared ones the server gives it). Connections are handed to a worker when
+// accepted and stay on it for life, so per-connection state needs no locks or strands.
 #ifndef KUBE_FANOUT_SERVER_WORKER_H_
 #define KUBE_FANOUT_SERVER_WORKER_H_
 
@@ -41,6 +41,7 @@ struct WorkerUpstream {
   CacheSettings authentication, authorization;
   ReviewStats* authentication_stats = nullptr;
   ReviewStats* authorization_stats = nullptr;
+  AccessAnswers* access_answers = nullptr;  // Every worker's AccessReview shares them.
   UpstreamPoolStats* pool_stats = nullptr;
   const RequestHeaderNames* request_header = nullptr;
 };

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/api/json.h"
 #include "common/strings.h"
+#include "proxy/upstream/node_shape.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
@@ -71,35 +72,6 @@ std::string AccessReview::CacheKey(Vouched::By by, const UserInfo& user,
   return key;
 }
 
-AccessAttributes AccessAttributes::Of(const RequestInfo& info) {
-  AccessAttributes a;
-  a.verb = info.verb;
-  a.group = info.api_group;
-  a.version = info.api_version;
-  a.resource = info.resource;
-  a.namespace_ = info.namespace_;
-  a.name = info.name;
-  // The apiserver hands selectors to its authorizers for list, watch and deletecollection only.
-  if (info.verb == "list" || info.verb == "watch") {
-    a.field_selector = std::string(info.query.First("fieldSelector").value_or(""));
-    a.label_selector = std::string(info.query.First("labelSelector").value_or(""));
-  }
-  return a;
-}
-
-AccessAttributes AccessAttributes::WholeResource() const {
-  AccessAttributes a;
-  a.verb = verb;
-  a.group = group;
-  a.version = version;
-  a.resource = resource;
-  return a;
-}
-
-bool AccessAttributes::IsWholeResource() const {
-  return namespace_.empty() && name.empty() && field_selector.empty() && label_selector.empty();
-}
-
 std::string AccessReview::ReviewBody(const UserInfo& user, const AccessAttributes& a) {
   rapidjson::StringBuffer buf;
   JsonWriter w(buf);
@@ -147,12 +119,33 @@ asio::awaitable<Access> AccessReview::Allowed(UpstreamPool& own_pool, Vouched::B
   // reviews. Skipping the question never changes an answer, only how many are asked.
   const bool node =
       std::find(user.groups.begin(), user.groups.end(), "system:nodes") != user.groups.end();
+  if (node) {
+    const std::optional<Access> shared = co_await SharedByNodes(own_pool, by, user, attrs);
+    if (shared) co_return *shared;
+  }
   if (!attrs.IsWholeResource() && !node) {
     const Access whole = co_await Check(own_pool, by, user, attrs.WholeResource());
     // Unavailable: the narrower question would wait as long for no answer.
     if (whole != Access::kDenied) co_return whole;
   }
   const Access access = co_await Check(own_pool, by, user, attrs);
+  co_return access;
+}
+
+asio::awaitable<std::optional<Access>> AccessReview::SharedByNodes(UpstreamPool& pool,
+                                                                   Vouched::By by,
+                                                                   const UserInfo& user,
+                                                                   const AccessAttributes& attrs) {
+  const std::string& probe = answers_.probe_node();
+  const std::optional<std::string_view> node = SharableNodeName(user);
+  if (probe.empty() || !node) co_return std::nullopt;
+  const std::optional<AccessAttributes> shape = NodeShape(attrs, *node, probe);
+  if (!shape) co_return std::nullopt;
+  const UserInfo probe_user = ProbeNodeUser(probe);
+  const Access access = co_await Check(pool, by, probe_user, *shape);
+  // The probe's no says nothing of this node (the Node authorizer's graph, a grant to its user).
+  if (access == Access::kDenied) co_return std::nullopt;
+  if (access == Access::kAllowed) stats_.Count(stats_.shared);
   co_return access;
 }
 
@@ -169,14 +162,11 @@ asio::awaitable<Access> AccessReview::AllowedPath(UpstreamPool& own_pool, Vouche
 asio::awaitable<Access> AccessReview::Check(UpstreamPool& pool, Vouched::By by,
                                             const UserInfo& user, const AccessAttributes& attrs) {
   const std::string key = CacheKey(by, user, attrs);
-  if (const auto* e = entries_.Find(key)) {
-    if (e->fresh(std::chrono::steady_clock::now())) {
-      stats_.Count(stats_.cache_hits);
-      co_return e->value ? Access::kAllowed : Access::kDenied;
-    }
-    entries_.Erase(key);
+  if (const std::optional<bool> kept = answers_.Find(key, std::chrono::steady_clock::now())) {
+    stats_.Count(stats_.cache_hits);
+    co_return *kept ? Access::kAllowed : Access::kDenied;
   }
-  const Access access = co_await flights_.Do(
+  const Access access = co_await answers_.Share(
       key, [this, &pool, &user, &attrs, &key] { return Review(pool, user, attrs, key); });
   co_return access;
 }
@@ -201,7 +191,7 @@ asio::awaitable<Access> AccessReview::Review(UpstreamPool& pool, const UserInfo&
     co_return reply.failure == ReviewFailure::kUnavailable ? Access::kUnavailable : Access::kDenied;
   }
   stats_.Count(*allowed ? stats_.allowed : stats_.denied);
-  entries_.Put(
+  answers_.Put(
       key, *allowed,
       std::chrono::steady_clock::now() + (*allowed ? settings_.ttl : settings_.negative_ttl));
   co_return *allowed ? Access::kAllowed : Access::kDenied;

@@ -6,7 +6,10 @@
 // the request's field and label selectors (the Node authorizer lets a kubelet list only its own
 // pods, by spec.nodeName). Answers are cached per user and attributes, as the apiserver's
 // webhook authorizer caches (--authorization-webhook-cache-authorized-ttl / -unauthorized-ttl),
-// so N agents of one user cost one review per distinct request shape. The key holds how the user
+// so N agents of one user cost one review per distinct request shape, whichever worker thread
+// they reach (access_answers.h: the answers and the reviews in flight are shared). A node's
+// question is asked once for all nodes where the apiserver's answer cannot depend on which node
+// asks (node_shape.h): for a probe node, whose yes is every node's. The key holds how the user
 // was vouched for too (token, certificate, front proxy): answers never cross trust levels. A denied
 // review, or one the apiserver refused kube-fanout (401, 403: no system:auth-delegator), sends the
 // request through to the apiserver, which gives its own exact answer (403, ...). A review that got
@@ -15,7 +18,8 @@
 // overload of kube-fanout does not become one of the apiserver. No failure serves from the
 // cache.
 //
-// One per worker thread; not thread-safe. Bounded.
+// One per worker thread (its pool and review slots); not thread-safe. The answers are shared
+// (AccessAnswers, thread-safe, bounded).
 #ifndef KUBE_FANOUT_UPSTREAM_ACCESS_REVIEW_H_
 #define KUBE_FANOUT_UPSTREAM_ACCESS_REVIEW_H_
 
@@ -24,8 +28,8 @@
 #include <string>
 
 #include "common/api/request_info.h"
-#include "common/expiring_cache.h"
-#include "common/single_flight.h"
+#include "proxy/upstream/access_answers.h"
+#include "proxy/upstream/access_attributes.h"
 #include "proxy/upstream/identity.h"
 #include "proxy/upstream/review_call.h"
 #include "proxy/upstream/review_stats.h"
@@ -33,37 +37,17 @@
 
 namespace kf {
 
-// What a review asks about: the authorizer's resource attributes, or its non-resource ones
-// (`path` set: verb and path only, as for /metrics).
-struct AccessAttributes {
-  std::string verb, group, version, resource, namespace_, name;
-  std::string field_selector, label_selector;  // Raw, as the request's query gave them.
-  std::string path;                            // A non-resource request's URL path.
-
-  // The request's attributes (selectors for list and watch only, as the apiserver's).
-  static AccessAttributes Of(const RequestInfo& info);
-  // The same verb on the whole resource: every namespace and name, no selectors.
-  AccessAttributes WholeResource() const;
-  bool IsWholeResource() const;
-};
-
-// A review's answer for a cached read.
-enum class Access {
-  kAllowed,
-  kDenied,       // Denied, or the review refused kube-fanout: the apiserver answers.
-  kUnavailable,  // No answer in time: the client is answered 429.
-};
-
 class AccessReview {
  public:
-  // `slots`: bounds the reviews this thread has on their way to the apiserver.
+  // `slots`: bounds the reviews this thread has on their way to the apiserver. `answers`: the
+  // answers every thread shares (and the probe node, when node reviews are shared).
   AccessReview(CacheSettings settings, ReviewStats& stats, ReviewSlots& slots,
-               std::function<std::string()> own_authorization)
+               std::function<std::string()> own_authorization, AccessAnswers& answers)
       : settings_(settings),
         stats_(stats),
         slots_(slots),
         own_authorization_(std::move(own_authorization)),
-        entries_(settings.max_entries) {}
+        answers_(answers) {}
 
   // How long a denial is kept (--authorization-webhook-cache-unauthorized-ttl).
   std::chrono::seconds negative_ttl() const { return settings_.negative_ttl; }
@@ -86,6 +70,11 @@ class AccessReview {
   static std::string CacheKey(Vouched::By by, const UserInfo& user, const AccessAttributes& attrs);
 
  private:
+  // A node's answer from its question's shape (node_shape.h), asked for the probe node: its yes
+  // (or no answer at all); nullopt when not shared (not a node, no shape, the probe denied).
+  asio::awaitable<std::optional<Access>> SharedByNodes(UpstreamPool& pool, Vouched::By by,
+                                                       const UserInfo& user,
+                                                       const AccessAttributes& attrs);
   asio::awaitable<Access> Check(UpstreamPool& pool, Vouched::By by, const UserInfo& user,
                                 const AccessAttributes& attrs);
   asio::awaitable<Access> Review(UpstreamPool& pool, const UserInfo& user,
@@ -95,8 +84,7 @@ class AccessReview {
   ReviewStats& stats_;
   ReviewSlots& slots_;
   std::function<std::string()> own_authorization_;
-  ExpiringCache<bool> entries_;
-  SingleFlight<Access> flights_;  // Reviews on their way, shared by identical ones.
+  AccessAnswers& answers_;
 };
 
 }  // namespace kf

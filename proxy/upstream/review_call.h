@@ -65,7 +65,7 @@ struct ReviewReply {
 };
 
 // POSTs `body` to `target` with `authorization`, once a slot of `slots` is free, all within
-// slots.timeout (connecting aside: the pool's dial timeout bounds that).
+// slots.timeout, a new connection's dial included.
 asio::awaitable<ReviewReply> PostReview(UpstreamPool& pool, ReviewSlots& slots, std::string target,
                                         std::string authorization, std::string body);
 

@@ -14,6 +14,7 @@ struct ReviewStats {
   std::atomic<uint64_t> denied{0};      // Reviews sent: not authenticated / denied.
   std::atomic<uint64_t> errors{0};      // Reviews sent without an answer (unreachable, 5xx, 403).
   std::atomic<uint64_t> throttled{0};   // Reviews not sent: the budget for new ones was spent.
+  std::atomic<uint64_t> shared{0};      // Nodes allowed by their question's shape (node_shape.h).
 
   void Count(std::atomic<uint64_t>& c) { c.fetch_add(1, std::memory_order_relaxed); }
 };

@@ -67,8 +67,10 @@ std::chrono::milliseconds RetryWait(std::optional<std::chrono::seconds> retry_af
 asio::awaitable<absl::StatusOr<UpstreamResponse>> UpstreamCall(
     UpstreamPool& pool, http::verb method, std::string target, std::string authorization,
     std::string body, std::chrono::milliseconds timeout, std::string_view accept) {
+  // `timeout` bounds the whole call, a new connection's dial included.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (int attempt = 0;; ++attempt) {
-    auto lease = co_await pool.Acquire(/*allow_reuse=*/attempt == 0);
+    auto lease = co_await pool.Acquire(/*allow_reuse=*/attempt == 0, deadline);
     if (!lease.ok()) co_return lease.status();
     AnyStream& s = *lease->stream;
     auto req =
@@ -79,7 +81,7 @@ asio::awaitable<absl::StatusOr<UpstreamResponse>> UpstreamCall(
       pool.Release(*std::move(lease));
       co_return absl::InternalError(absl::StrCat("upstream request not sent: ", bad.message()));
     }
-    s.tcp().expires_after(timeout);
+    s.tcp().expires_at(deadline);
     auto [wec, wn] = co_await http::async_write(s, req, use_nothrow);
     beast::flat_buffer buf;
     BoundedParser<false, http::string_body> parser;

@@ -52,7 +52,8 @@ std::chrono::milliseconds RetryWait(std::optional<std::chrono::seconds> retry_af
                                     std::chrono::milliseconds backoff,
                                     std::chrono::milliseconds cap);
 
-// One request, response read whole. Unavailable when no endpoint answers.
+// One request, response read whole, all within `timeout` (a new connection's dial included).
+// Unavailable when no endpoint answers.
 asio::awaitable<absl::StatusOr<UpstreamResponse>> UpstreamCall(
     UpstreamPool& pool, http::verb method, std::string target, std::string authorization,
     std::string body = "", std::chrono::milliseconds timeout = std::chrono::seconds(60),

@@ -31,6 +31,11 @@ void RenderReviewMetrics(metrics::Writer& w, const ReviewStats& authentication,
   w.Single("kube_fanout_access_review_cache_hits_total", "counter",
            "Cached-read authorizations answered from the cache of SubjectAccessReview answers.",
            load(authorization.cache_hits));
+  w.Single("kube_fanout_access_reviews_shared_total", "counter",
+           "Cached-read authorizations of node identities answered by the probe node's allowed "
+           "review of the same request shape (--authorization-share-node-reviews), no review of "
+           "their own sent.",
+           load(authorization.shared));
 }
 
 void RenderUpstreamPoolMetrics(metrics::Writer& w, const UpstreamPoolStats& pools) {

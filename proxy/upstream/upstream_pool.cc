@@ -96,7 +96,8 @@ UpstreamPool::UpstreamPool(asio::io_context& ioc, const UpstreamConfig& config,
       http2_(http2),
       http1_only_(config.endpoints.size(), false) {}
 
-asio::awaitable<absl::StatusOr<UpstreamPool::Lease>> UpstreamPool::Acquire(bool allow_reuse) {
+asio::awaitable<absl::StatusOr<UpstreamPool::Lease>> UpstreamPool::Acquire(
+    bool allow_reuse, std::chrono::steady_clock::time_point deadline) {
   const size_t n = config_.endpoints.size();
   if (allow_reuse) {
     auto& idle = idle_[preferred_];
@@ -113,13 +114,17 @@ asio::awaitable<absl::StatusOr<UpstreamPool::Lease>> UpstreamPool::Acquire(bool 
     }
   }
   absl::Status last = absl::UnavailableError("no upstream endpoints configured");
+  const size_t first = preferred_;
   for (size_t attempt = 0; attempt < n; ++attempt) {
-    const size_t i = (preferred_ + attempt) % n;
-    auto stream = co_await Dial(config_.endpoints[i]);
+    const size_t i = (first + attempt) % n;
+    auto stream = co_await Dial(config_.endpoints[i], /*offer_http2=*/false, deadline);
     if (stream.ok()) {
       preferred_ = i;
       co_return Lease{*std::move(stream), i, false};
     }
+    // The next call starts with the next endpoint: a call whose deadline ended in this one's
+    // dial (an endpoint that swallows connections) does not leave every later call to it too.
+    if (preferred_ == i) preferred_ = (i + 1) % n;
     last = stream.status();
   }
   co_return last;
@@ -201,7 +206,10 @@ asio::awaitable<absl::StatusOr<std::shared_ptr<Http2Upstream>>> UpstreamPool::Di
 }
 
 asio::awaitable<absl::StatusOr<std::unique_ptr<AnyStream>>> UpstreamPool::Dial(
-    const UpstreamEndpoint& ep, bool offer_http2) {
+    const UpstreamEndpoint& ep, bool offer_http2, std::chrono::steady_clock::time_point deadline) {
+  const auto now = std::chrono::steady_clock::now();
+  if (deadline <= now)
+    co_return absl::UnavailableError(absl::StrCat("dial ", ep.Url(), ": no time left"));
   asio::ip::tcp::resolver resolver(ioc_);
   auto [rec, results] =
       co_await resolver.async_resolve(ep.host, std::to_string(ep.port), use_nothrow);
@@ -209,7 +217,8 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<AnyStream>>> UpstreamPool::Dial(
     co_return absl::UnavailableError(absl::StrCat("resolve ", ep.host, ": ", rec.message()));
   }
   beast::tcp_stream tcp(ioc_);
-  tcp.expires_after(dial_timeout_);
+  // Resolving is not bounded here (the resolver has its own timeouts); connect and handshake are.
+  tcp.expires_at(std::min(deadline, std::chrono::steady_clock::now() + dial_timeout_));
   auto [cec, endpoint] = co_await tcp.async_connect(results, use_nothrow);
   if (cec) {
     co_return absl::UnavailableError(absl::StrCat("dial ", ep.Url(), ": ", cec.message()));

@@ -56,8 +56,12 @@ class UpstreamPool {
   // tries every endpoint once, starting with the last good one. Unavailable when none answers.
   // An idle connection the upstream closed meanwhile (a FIN, a reset, or bytes it sent while
   // nothing was asked, such as a TLS close_notify) is dropped before any request is written
-  // to it, as Go's transport does.
-  asio::awaitable<absl::StatusOr<Lease>> Acquire(bool allow_reuse);
+  // to it, as Go's transport does. A dial ends by `deadline` too, when that comes before the
+  // dial timeout (a call bounded as a whole: a review); an endpoint whose dial failed is tried
+  // after the others by the next Acquire.
+  asio::awaitable<absl::StatusOr<Lease>> Acquire(bool allow_reuse,
+                                                 std::chrono::steady_clock::time_point deadline =
+                                                     std::chrono::steady_clock::time_point::max());
 
   // Returns a connection whose last exchange ended cleanly (keep-alive) to the idle list.
   void Release(Lease lease);
@@ -84,8 +88,10 @@ class UpstreamPool {
     std::unique_ptr<AnyStream> stream;
     std::chrono::steady_clock::time_point since;
   };
-  asio::awaitable<absl::StatusOr<std::unique_ptr<AnyStream>>> Dial(const UpstreamEndpoint& ep,
-                                                                   bool offer_http2 = false);
+  asio::awaitable<absl::StatusOr<std::unique_ptr<AnyStream>>> Dial(
+      const UpstreamEndpoint& ep, bool offer_http2 = false,
+      std::chrono::steady_clock::time_point deadline =
+          std::chrono::steady_clock::time_point::max());
   // A new HTTP/2 connection, failing over between endpoints; null when the server chose
   // HTTP/1.1 (that connection goes to the idle list).
   asio::awaitable<absl::StatusOr<std::shared_ptr<Http2Upstream>>> DialHttp2();

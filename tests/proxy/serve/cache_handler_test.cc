@@ -61,7 +61,8 @@ struct HandlerRig {
   ReviewStats review_stats;
   ReviewSlots slots;
   Authenticator authn{CacheSettings{}, review_stats, slots, [] { return "Bearer own"; }};
-  AccessReview access{CacheSettings{}, review_stats, slots, [] { return "Bearer own"; }};
+  AccessAnswers answers{100, ""};
+  AccessReview access{CacheSettings{}, review_stats, slots, [] { return "Bearer own"; }, answers};
   Wakeups wakeups{ioc.get_executor()};
   CacheServeStats stats;
   CacheHandler handler{cache, upstream.up.pool, authn, access, wakeups, stats, WatchOptions{}};

@@ -84,6 +84,34 @@ TEST_CASE("A review past the waiting bound is unavailable at once, without being
   CHECK(first->failure == ReviewFailure::kUnavailable);
 }
 
+TEST_CASE(
+    "A review's bound covers the dial of a new connection, and the next one dials elsewhere") {
+  asio::io_context ioc;
+  // Connections complete in the kernel's listen queue, and nothing ever answers their TLS
+  // handshake: a dial that would take its whole 10 s.
+  asio::ip::tcp::acceptor silent(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  FakeUpstream good{ioc};
+  good.answer = Http("HTTP/1.1 201 Created", kAllowed);
+  UpstreamConfig config;
+  config.endpoints = {
+      UpstreamEndpoint{.tls = true, .host = "127.0.0.1", .port = silent.local_endpoint().port()},
+      good.config.endpoints[0]};
+  config.insecure_skip_tls_verify = true;
+  asio::ssl::context tls{asio::ssl::context::tls_client};
+  UpstreamPool pool(ioc, config, tls, std::chrono::seconds(10));
+  ReviewSlots slots(4, 4, milliseconds(200));
+  const auto start = std::chrono::steady_clock::now();
+  const ReviewReply reply = Run(ioc, PostReview(pool, slots, "/r", "", "{}"));
+  const auto took = std::chrono::steady_clock::now() - start;
+  CHECK(reply.failure == ReviewFailure::kUnavailable);
+  CHECK(took < std::chrono::seconds(2));  // Its 200 ms, not the dial timeout's 10 s.
+  // The next review starts with the other endpoint.
+  const Spawned server = Spawn(ioc, FakeUpstream::ServeOne(&good));
+  const ReviewReply next = Run(ioc, PostReview(pool, slots, "/r", "", "{}"));
+  CHECK(next.failure == ReviewFailure::kNone);
+  CHECK(next.body == kAllowed);
+}
+
 // An AccessReview whose reviews go to a fake upstream answering `answer` once.
 struct Reviews {
   explicit Reviews(std::string answer) { up.answer = std::move(answer); }
@@ -98,7 +126,9 @@ struct Reviews {
   FakeUpstream up{ioc};
   ReviewStats stats;
   ReviewSlots slots{4, 4, milliseconds(500)};
-  AccessReview access{CacheSettings{}, stats, slots, [] { return std::string("Bearer own"); }};
+  AccessAnswers answers{100, ""};
+  AccessReview access{CacheSettings{}, stats, slots, [] { return std::string("Bearer own"); },
+                      answers};
 };
 
 TEST_CASE("AccessReview: allowed, denied (passed through), or unavailable (answered 429)") {
