@@ -116,15 +116,18 @@ asio::awaitable<absl::StatusOr<UpstreamPool::Lease>> UpstreamPool::Acquire(
   absl::Status last = absl::UnavailableError("no upstream endpoints configured");
   const size_t first = preferred_;
   for (size_t attempt = 0; attempt < n; ++attempt) {
+    // A call past its deadline dials nothing more (and leaves the untried endpoint first).
+    if (attempt > 0 && std::chrono::steady_clock::now() >= deadline) break;
     const size_t i = (first + attempt) % n;
+    // Until this dial succeeds the next call starts with the next endpoint: a call whose
+    // deadline ended in this one's dial (an endpoint that swallows connections; the call may be
+    // ended from outside, never coming back here) does not leave every later call to it too.
+    preferred_ = (i + 1) % n;
     auto stream = co_await Dial(config_.endpoints[i], /*offer_http2=*/false, deadline);
     if (stream.ok()) {
       preferred_ = i;
       co_return Lease{*std::move(stream), i, false};
     }
-    // The next call starts with the next endpoint: a call whose deadline ended in this one's
-    // dial (an endpoint that swallows connections) does not leave every later call to it too.
-    if (preferred_ == i) preferred_ = (i + 1) % n;
     last = stream.status();
   }
   co_return last;

@@ -13,12 +13,12 @@
 namespace kf::test {
 namespace {
 
-constexpr std::string_view kTarget = "/api/v1/namespaces/ns/configmaps";
+constexpr std::string_view kCoalescedTarget = "/api/v1/namespaces/ns/configmaps";
 
-// One reader of kTarget going through the filter; its upstream call (`next`) answers `body`
-// with a Content-Length, or nothing at all when `body` is empty (a failed call).
+// One reader of kCoalescedTarget going through the filter; its upstream call (`next`) answers
+// `body` with a Content-Length, or nothing at all when `body` is empty (a failed call).
 struct Reader : FilterCall {
-  explicit Reader(std::string answer) : FilterCall(http::verb::get, std::string(kTarget)) {
+  explicit Reader(std::string answer) : FilterCall(http::verb::get, std::string(kCoalescedTarget)) {
     r.fields.set(http::field::authorization, "Bearer t");
     body = std::move(answer);
     probe.then = [this](Exchange& e) { return Respond(e, body); };
@@ -118,11 +118,11 @@ TEST_CASE("CoalescingFilter lets writes, watches and cache routes by without joi
   Coalescer coalescer;
   const RequestHeaderNames names;
   CoalescingFilter filter(coalescer, names);
-  FilterCall post(http::verb::post, std::string(kTarget));
-  FilterCall watch(http::verb::get, std::string(kTarget) + "?watch=1");
-  FilterCall cached(http::verb::get, std::string(kTarget));
+  FilterCall post(http::verb::post, std::string(kCoalescedTarget));
+  FilterCall watch(http::verb::get, std::string(kCoalescedTarget) + "?watch=1");
+  FilterCall cached(http::verb::get, std::string(kCoalescedTarget));
   cached.x.route = Route::kCache;
-  FilterCall bodied(http::verb::get, std::string(kTarget));
+  FilterCall bodied(http::verb::get, std::string(kCoalescedTarget));
   bodied.r.body.Set("{}");
   for (FilterCall* c : {&post, &watch, &cached, &bodied}) {
     CHECK_FALSE(CoalescingFilter::Applies(c->x));
@@ -130,7 +130,7 @@ TEST_CASE("CoalescingFilter lets writes, watches and cache routes by without joi
     CHECK(c->probe.calls == 1);
     CHECK(c->x.response == &c->resp);
   }
-  FilterCall list(http::verb::get, std::string(kTarget));
+  FilterCall list(http::verb::get, std::string(kCoalescedTarget));
   CHECK(CoalescingFilter::Applies(list.x));
 }
 
@@ -274,7 +274,7 @@ struct IdentityRequest {
   }
   static size_t At(const std::vector<int>& v, size_t i) { return static_cast<size_t>(v[i]); }
   ClientCertificate cert;
-  TestRequest r{http::verb::get, std::string(kTarget)};
+  TestRequest r{http::verb::get, std::string(kCoalescedTarget)};
 };
 
 // Who the apiserver would take the request to be, and as whom it would act: the vouched user,

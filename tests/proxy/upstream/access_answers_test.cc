@@ -16,7 +16,8 @@ std::string Http(std::string_view body) {
   return "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: " +
          std::to_string(body.size()) + "\r\n\r\n" + std::string(body);
 }
-constexpr std::string_view kAllowed = R"({"kind":"SubjectAccessReview","status":{"allowed":true}})";
+constexpr std::string_view kAnswerAllowed =
+    R"({"kind":"SubjectAccessReview","status":{"allowed":true}})";
 constexpr std::string_view kDenied = R"({"kind":"SubjectAccessReview","status":{"allowed":false}})";
 
 TEST_CASE("AccessAnswers keep an answer until it expires, for every thread") {
@@ -93,7 +94,7 @@ Identity Node(const char* name) {
 
 TEST_CASE("Nodes share the probe node's yes for a request shape: one review for all of them") {
   NodeReviews r;
-  r.up.answer = Http(kAllowed);
+  r.up.answer = Http(kAnswerAllowed);
   CHECK(r.Ask(Node("n1"), "/api/v1/pods?fieldSelector=spec.nodeName%3Dn1") == Access::kAllowed);
   const std::string& asked = r.up.request.body();
   CHECK(asked.find(R"("user":"system:node:kube-fanout-probe-0123456789abcdef")") !=
@@ -120,7 +121,7 @@ TEST_CASE("The probe node's no sends the node's own review") {
 
 TEST_CASE("A user that is not a plain node identity is asked about itself") {
   NodeReviews r;
-  r.up.answer = Http(kAllowed);
+  r.up.answer = Http(kAnswerAllowed);
   Identity node_with_uid = Node("n1");
   node_with_uid.uid = "u1";
   CHECK(r.Ask(node_with_uid, "/api/v1/pods?fieldSelector=spec.nodeName%3Dn1") == Access::kAllowed);
