@@ -1090,7 +1090,12 @@ const tcp::endpoint& AgentPool::NextAddress() {
   for (size_t k = 0; ready != nullptr && k < n; ++k) {
     if (ready->Ready((first + k) % n)) return addresses_[(first + k) % n];
   }
-  return addresses_[first % n];  // None ready (or not asked): the next in turn.
+  // None ready: as kube-proxy falls back to terminating endpoints still serving, one that
+  // answers at all; else (or not asked) the next in turn.
+  for (size_t k = 0; ready != nullptr && k < n; ++k) {
+    if (ready->Alive((first + k) % n)) return addresses_[(first + k) % n];
+  }
+  return addresses_[first % n];
 }
 
 AgentPool::AgentPool(tools::Endpoint target, std::string token, AgentOptions options)

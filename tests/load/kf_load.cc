@@ -78,7 +78,8 @@ po::options_description Describe(Flags* f) {
     ("target-readyz", po::value(&f->target_readyz)->value_name("URL[,URL...]"),
      "Each --target replica's readiness, in the same order (http://HOST:PORT/readyz of its "
      "metrics listener): asked every --readyz-interval-ms; new connections go only to ready "
-     "replicas while any is, as a Service's endpoints and kube-proxy do.")
+     "replicas while any is (else to one that answers), as a Service's endpoints and "
+     "kube-proxy do.")
     ("readyz-interval-ms", po::value(&f->readyz_interval_ms)->default_value(f->readyz_interval_ms),
      "How often --target-readyz is asked.")
     ("apiserver", po::value(&f->apiserver)->value_name("URL"),
