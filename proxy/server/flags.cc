@@ -338,6 +338,11 @@ void ProcessFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
      "Send the watch events of one fan-out burst (HTTP/1.1 and HTTP/2, plain or TLS) as io_uring submissions "
      "(up to 256 sockets' writes per system call) when the kernel and the seccomp profile allow "
      "io_uring; else, or false, one write per socket.")
+    ("shutdown-delay-duration", po::value(&raw->shutdown_delay)->value_name("DURATION")->default_value("0s"),
+     "On SIGTERM/SIGINT: /readyz fails at once while everything else is served normally for "
+     "this long (so load balancers and Services stop sending new connections), then the "
+     "graceful stop (--shutdown-grace-period). The pod's terminationGracePeriodSeconds must "
+     "cover both.")
     ("shutdown-grace-period", po::value(&raw->grace)->value_name("DURATION")->default_value("30s"),
      "On SIGTERM/SIGINT: stop accepting, end watches cleanly, and give other in-flight "
      "requests this long to finish.")

@@ -42,6 +42,7 @@ absl::Status ParseDurationFlag(std::string_view name, const std::string& text,
 // The flags that take a duration ("1m30s", "0"), read after Boost into `o`.
 absl::Status ParseDurations(const flags::RawFlags& raw, ProxyOptions& o) {
   const std::pair<const char*, std::pair<const std::string*, absl::Duration*>> durations[] = {
+      {"shutdown-delay-duration", {&raw.shutdown_delay, &o.shutdown_delay_duration}},
       {"shutdown-grace-period", {&raw.grace, &o.shutdown_grace_period}},
       {"upstream-dial-timeout", {&raw.dial, &o.upstream_dial_timeout}},
       {"upstream-watch-idle-timeout", {&raw.watch_idle, &o.upstream_watch_idle_timeout}},

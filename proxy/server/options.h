@@ -65,6 +65,8 @@ struct ProxyOptions {
   bool upstream_insecure_skip_tls_verify = false;
   int threads = 0;       // 0 → one per core.
   bool io_uring = true;  // Watch writes of a fan-out burst batched in io_uring (when it can be).
+  // After SIGTERM: /readyz fails, everything else served as before, for this long.
+  absl::Duration shutdown_delay_duration = absl::ZeroDuration();
   absl::Duration shutdown_grace_period = absl::Seconds(30);
   absl::Duration upstream_dial_timeout = absl::Seconds(10);
   absl::Duration upstream_watch_idle_timeout = absl::Minutes(2);

@@ -293,7 +293,7 @@ asio::awaitable<void> Server::CheckDelegation(UpstreamPool& own_pool) {
 int Server::Run() {
   asio::signal_set signals(main_ioc_, SIGTERM, SIGINT);
   signals.async_wait([this](beast::error_code ec, int signal) {
-    if (!ec) BeginShutdown(signal);
+    if (!ec) asio::co_spawn(main_ioc_, ShutdownAfterDelay(signal), asio::detached);
   });
   main_ioc_.run();
   for (auto& w : workers_) w->Join();

@@ -80,6 +80,9 @@ class Server {
                     AcceptedSocket socket);
   absl::Status Listen(const std::string& address, asio::ip::tcp::acceptor& acceptor,
                       uint16_t* port);
+  // --shutdown-delay-duration: /readyz fails at once, all else is served for that long; then
+  // BeginShutdown (server_shutdown.cc).
+  asio::awaitable<void> ShutdownAfterDelay(int signal);
   void BeginShutdown(int signal);
   asio::awaitable<void> Drain();
   // Expires queued requests; re-reads --admission-config when it changes.

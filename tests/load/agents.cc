@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
 #include "tests/load/list_scanner.h"
+#include "tests/load/readiness.h"
 #include "tests/load/wire.h"
 #include "tests/tools/event_stream_parser.h"
 #include "tests/tools/loopback_source.h"
@@ -230,9 +231,7 @@ asio::awaitable<bool> AgentPool::Task::Connect() {
   conn_ = std::make_unique<Conn>(pool_, shard_.ioc);
   tcp::socket& s = conn_->socket;
   boost::system::error_code ec;
-  const tcp::endpoint& address =
-      pool_.addresses_[pool_.next_address_.fetch_add(1, std::memory_order_relaxed) %
-                       pool_.addresses_.size()];
+  const tcp::endpoint& address = pool_.NextAddress();
   s.open(address.protocol(), ec);
   if (!ec && pool_.options_.source_ips > 1) {
     const uint64_t k = pool_.next_source_.fetch_add(1, std::memory_order_relaxed) %
@@ -1082,6 +1081,21 @@ asio::awaitable<void> AgentPool::Poller::Run() {
     if (!co_await Sleep(next - now)) break;
   }
   conn_.reset();
+}
+
+const tcp::endpoint& AgentPool::NextAddress() {
+  const size_t n = addresses_.size();
+  const uint64_t first = next_address_.fetch_add(1, std::memory_order_relaxed);
+  const ReadinessProbe* ready = options_.readiness;
+  for (size_t k = 0; ready != nullptr && k < n; ++k) {
+    if (ready->Ready((first + k) % n)) return addresses_[(first + k) % n];
+  }
+  // None ready: as kube-proxy falls back to terminating endpoints still serving, one that
+  // answers at all; else (or not asked) the next in turn.
+  for (size_t k = 0; ready != nullptr && k < n; ++k) {
+    if (ready->Alive((first + k) % n)) return addresses_[(first + k) % n];
+  }
+  return addresses_[first % n];
 }
 
 AgentPool::AgentPool(tools::Endpoint target, std::string token, AgentOptions options)

@@ -46,6 +46,8 @@
 
 namespace kf::load {
 
+class ReadinessProbe;
+
 namespace asio = boost::asio;
 
 enum class AgentType { kKubelet, kKubeProxy, kPoller };
@@ -77,6 +79,9 @@ struct AgentOptions {
   bool http2 = false;
   // More replicas of the target: the same host and scheme on these ports.
   std::vector<std::string> more_ports;
+  // Non-null: each replica's readiness (one per address, target first); new connections go only
+  // to ready ones while any is. Outlives the pool.
+  const ReadinessProbe* readiness = nullptr;
 };
 
 // Cumulative counters, summed over the threads; readable while the agents run.
@@ -148,9 +153,11 @@ class AgentPool {
   std::string accept_;               // The Accept header's value.
   std::unique_ptr<NodeCertificates> node_certs_;  // Kubelets' identities, when configured.
   // The target's address, and the other replicas' (same host and scheme, options_.more_ports):
-  // each new connection goes to the next one in turn, as a Service spreads connections over
-  // its endpoints; a refused one is retried on the next.
+  // each new connection goes to the next one in turn (the next ready one, with
+  // options_.readiness), as a Service spreads connections over its endpoints; a refused one is
+  // retried on the next.
   std::vector<asio::ip::tcp::endpoint> addresses_;
+  const asio::ip::tcp::endpoint& NextAddress();
   std::atomic<uint64_t> next_address_{0};
   std::optional<asio::ssl::context> ssl_;
   std::vector<std::unique_ptr<Shard>> shards_;

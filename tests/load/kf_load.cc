@@ -19,17 +19,20 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "tests/bench/proc_stats.h"
 #include "tests/bench/process_limits.h"
 #include "tests/load/agents.h"
 #include "tests/load/completeness.h"
 #include "tests/load/load_report.h"
+#include "tests/load/readiness.h"
 #include "tests/tools/api_client.h"
 #include "tests/tools/churn.h"
 #include "tests/tools/write_stamp.h"
@@ -44,6 +47,8 @@ using std::chrono::seconds;
 struct Flags {
   std::string target, apiserver, ca_file, token_env = "KF_ADMIN_TOKEN", label, out;
   std::string node_ca_cert, node_ca_key;
+  std::string target_readyz;
+  int readyz_interval_ms = 200;
   std::string wire = "json";
   bool http2 = false;
   int kubelets = 1000, kube_proxies = 0, pollers = 0;
@@ -70,6 +75,13 @@ po::options_description Describe(Flags* f) {
     ("target", po::value(&f->target)->value_name("URL"),
      "Where the agents connect: https://HOST:PORT (apiserver, kube-fanout TLS) or http://HOST:PORT; "
      "several, comma-separated (same scheme and host): replicas, each new connection to the next.")
+    ("target-readyz", po::value(&f->target_readyz)->value_name("URL[,URL...]"),
+     "Each --target replica's readiness, in the same order (http://HOST:PORT/readyz of its "
+     "metrics listener): asked every --readyz-interval-ms; new connections go only to ready "
+     "replicas while any is (else to one that answers), as a Service's endpoints and "
+     "kube-proxy do.")
+    ("readyz-interval-ms", po::value(&f->readyz_interval_ms)->default_value(f->readyz_interval_ms),
+     "How often --target-readyz is asked.")
     ("apiserver", po::value(&f->apiserver)->value_name("URL"),
      "Where setup and churn writes go (always the apiserver), https://HOST:PORT.")
     ("ca-file", po::value(&f->ca_file)->value_name("PATH"), "CA for both URLs.")
@@ -428,6 +440,23 @@ void WriteResult(JsonWriter& w, const Flags& f, const Phases& phases, double sta
   w.EndObject();
 }
 
+// --target-readyz: one URL per replica, polled from now on into `out`.
+absl::Status StartReadiness(const Flags& f, size_t replicas, std::optional<ReadinessProbe>& out) {
+  std::vector<tools::Endpoint> readyz;
+  for (absl::string_view url : absl::StrSplit(f.target_readyz, ',')) {
+    url = absl::StripSuffix(url, "/readyz");
+    auto e = tools::Endpoint::Parse(std::string_view(url.data(), url.size()));
+    if (!e.ok()) return e.status();
+    readyz.push_back(*std::move(e));
+  }
+  if (readyz.size() != replicas) {
+    return absl::InvalidArgumentError("one URL per --target replica, in the same order");
+  }
+  if (f.readyz_interval_ms <= 0) return absl::InvalidArgumentError("the interval must be > 0");
+  out.emplace(std::move(readyz), std::chrono::milliseconds(f.readyz_interval_ms));
+  return out->Start();
+}
+
 int Main(int argc, char** argv) {
   Flags f;
   po::options_description desc = Describe(&f);
@@ -532,6 +561,14 @@ int Main(int argc, char** argv) {
                    " services in ", f.namespace_, " ready in ", phases.setup, "s"));
   if (f.setup_only) return 0;
 
+  std::optional<ReadinessProbe> readiness;
+  if (!f.target_readyz.empty()) {
+    auto probe = StartReadiness(f, 1 + more_ports.size(), readiness);
+    if (!probe.ok()) {
+      std::fprintf(stderr, "kf_load: --target-readyz: %s\n", probe.ToString().c_str());
+      return 2;
+    }
+  }
   AgentOptions ao;
   ao.namespace_ = f.namespace_;
   ao.configmaps_per_kubelet = f.configmaps_per_kubelet;
@@ -546,6 +583,7 @@ int Main(int argc, char** argv) {
   ao.protobuf = f.wire == "protobuf";
   ao.http2 = f.http2;
   ao.more_ports = more_ports;
+  ao.readiness = readiness ? &*readiness : nullptr;
   const double started_unix = static_cast<double>(tools::UnixNanos()) / 1e9;
   ao.measure_from_unix_ns = tools::UnixNanos();
   AgentPool pool(*target, token, ao);
@@ -628,6 +666,10 @@ int Main(int argc, char** argv) {
                    pods.PercentileMicros(0.5), "us p99 ", pods.PercentileMicros(0.99), "us; ",
                    results.errors, " request errors"));
   for (const auto& s : failures) Log(absl::StrCat("  failure: ", s));
+  if (readiness) {
+    Log(absl::StrCat("readiness: replicas went unready ", readiness->went_unready(),
+                     " times and ready again ", readiness->went_ready(), " times"));
+  }
   uint64_t answered = 0;
   for (const auto& [status, n] : results.by_status) answered += n;
   if (answered == 0 && agents > 0) {
