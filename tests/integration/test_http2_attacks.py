@@ -230,10 +230,14 @@ def test_a_field_past_nghttp2s_hpack_bound_ends_the_connection_and_is_counted(cl
                     '{reason="protocol_error"}')
     c = H2Client(attacked.secure_port, cluster.ssl_context())
     assert c.run_until(lambda: c.remote_settings, 5)
-    sid = c.request("/api/v1/namespaces/default/configmaps", token,
-                    headers=[("x-long", "v" * 100000)])
-    assert c.run_until(lambda: c.goaway is not None or c.closed, 10), c.streams[sid]
-    assert c.goaway is not None and c.goaway[1] == COMPRESSION_ERROR, c.goaway
+    try:
+        c.request("/api/v1/namespaces/default/configmaps", token,
+                  headers=[("x-long", "v" * 100000)])
+    except OSError:  # kube-fanout may end the connection before the last bytes are written.
+        pass
+    assert c.run_until(lambda: c.goaway is not None or c.closed, 10)
+    # The GOAWAY, when it is read before the end of the connection, says why.
+    assert c.goaway is None or c.goaway[1] == COMPRESSION_ERROR, c.goaway
     c.close()
     assert metric(cluster, attacked, "kube_fanout_http2_connections_closed_total",
                   '{reason="protocol_error"}') == before + 1
