@@ -42,6 +42,7 @@ struct BodyPump {
   WatchFraming framing{WatchFraming::Format::kUnframed};
   bool upstream_clean = true;  // The upstream connection may be reused.
   bool failed = false;         // The relay ended early; the client connection must close.
+  bool reading = false;        // Waiting for the upstream (not writing a piece to the client).
 
   std::chrono::seconds ReadTimeout() const {
     if (!watch) return kBodyIdleTimeout;
@@ -57,7 +58,9 @@ asio::awaitable<void> PumpBody(BodyPump& b) {
       b.upstream_clean = false;  // The rest of the upstream stream is abandoned.
       break;
     }
+    b.reading = true;
     auto [rec, rn] = co_await b.body.ReadSome(buf, b.ReadTimeout());
+    b.reading = false;
     if (rec) {
       if (b.StopHere()) {
         b.upstream_clean = false;
@@ -107,11 +110,12 @@ asio::awaitable<void> RelayBody(BodyPump& b, std::string_view content_type) {
     co_await PumpBody(b);
     co_return;
   }
-  // On a graceful stop a watch ends between two events: at once when the stream is at an
-  // event boundary (the pending upstream read is cancelled), else after forwarding the rest
-  // of the event in flight.
+  // On a graceful stop a watch ends between two events: at once when it waits for the
+  // upstream at an event boundary (that read is cancelled), else after forwarding the rest of
+  // the event in flight. A piece being written is not yet counted by the framing: the pump
+  // looks again once it is written.
   b.x.stop.hook = [&b] {
-    if (b.framing.AtBoundary()) b.body.Cancel();
+    if (b.reading && b.framing.AtBoundary()) b.body.Cancel();
   };
   absl::Cleanup clear_hook = [&b] { b.x.stop.hook = nullptr; };
   b.framing = WatchFraming(WatchFraming::ForContentType(content_type));
