@@ -2,11 +2,13 @@
 // them, and how many connections are assigned to it (the acceptor counts one in before the
 // session exists; the session's end counts it out).
 //
-// Register, Unregister and StopAll on the owning thread; the connection count from any thread.
+// Register, Unregister, StopAll and the spread on the owning thread; the connection count from
+// any thread.
 #ifndef KUBE_FANOUT_EDGE_SESSION_SET_H_
 #define KUBE_FANOUT_EDGE_SESSION_SET_H_
 
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <unordered_set>
 #include <vector>
@@ -38,8 +40,28 @@ class SessionSet {
     }
   }
 
+  // A graceful stop spread over time (--shutdown-watch-termination-grace-period): the sessions
+  // open now are stopped a share at a time (StopShare) instead of all at once.
+  void BeginSpread() {
+    spread_.assign(sessions_.begin(), sessions_.end());
+    spread_total_ = spread_.size();
+  }
+  // Stops sessions of the spread until `share` (0..1) of them, rounded up, are stopped or gone.
+  void StopShare(double share) {
+    const auto target = static_cast<size_t>(std::ceil(share * static_cast<double>(spread_total_)));
+    // Those that ended meanwhile (their clients left) count as stopped.
+    std::erase_if(spread_, [this](Stoppable* s) { return !sessions_.contains(s); });
+    while (!spread_.empty() && spread_total_ - spread_.size() < target) {
+      Stoppable* s = spread_.back();
+      spread_.pop_back();
+      s->Stop();
+    }
+  }
+
  private:
   std::unordered_set<Stoppable*> sessions_;
+  std::vector<Stoppable*> spread_;  // Still to stop, of the spread's sessions.
+  size_t spread_total_ = 0;
   std::atomic<int64_t> connections_{0};
 };
 

@@ -341,8 +341,14 @@ void ProcessFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
     ("shutdown-delay-duration", po::value(&raw->shutdown_delay)->value_name("DURATION")->default_value("0s"),
      "On SIGTERM/SIGINT: /readyz fails at once while everything else is served normally for "
      "this long (so load balancers and Services stop sending new connections), then the "
-     "graceful stop (--shutdown-grace-period). The pod's terminationGracePeriodSeconds must "
-     "cover both.")
+     "graceful stop. The pod's terminationGracePeriodSeconds must cover this, "
+     "--shutdown-watch-termination-grace-period and --shutdown-grace-period.")
+    ("shutdown-watch-termination-grace-period",
+     po::value(&raw->watch_termination)->value_name("DURATION")->default_value("0s"),
+     "In the graceful stop, once the listeners are closed: end the connections open then (and "
+     "so their watches) a share at a time over this long, the caches still serving those not "
+     "yet ended, so their clients come back to the other replicas at a bounded rate; 0 ends "
+     "them all at once. The apiserver's flag of that name.")
     ("shutdown-grace-period", po::value(&raw->grace)->value_name("DURATION")->default_value("30s"),
      "On SIGTERM/SIGINT: stop accepting, end watches cleanly, and give other in-flight "
      "requests this long to finish.")

@@ -43,6 +43,8 @@ absl::Status ParseDurationFlag(std::string_view name, const std::string& text,
 absl::Status ParseDurations(const flags::RawFlags& raw, ProxyOptions& o) {
   const std::pair<const char*, std::pair<const std::string*, absl::Duration*>> durations[] = {
       {"shutdown-delay-duration", {&raw.shutdown_delay, &o.shutdown_delay_duration}},
+      {"shutdown-watch-termination-grace-period",
+       {&raw.watch_termination, &o.shutdown_watch_termination_grace_period}},
       {"shutdown-grace-period", {&raw.grace, &o.shutdown_grace_period}},
       {"upstream-dial-timeout", {&raw.dial, &o.upstream_dial_timeout}},
       {"upstream-watch-idle-timeout", {&raw.watch_idle, &o.upstream_watch_idle_timeout}},
@@ -117,6 +119,12 @@ absl::Status CheckDurations(const ProxyOptions& o) {
   if (o.consistent_read_passthrough_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         "--consistent-read-passthrough-interval must not be negative");
+  }
+  if (o.shutdown_delay_duration < absl::ZeroDuration() ||
+      o.shutdown_watch_termination_grace_period < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "--shutdown-delay-duration and --shutdown-watch-termination-grace-period must not be "
+        "negative");
   }
   if (o.request_timeout < absl::Seconds(1)) {
     return absl::InvalidArgumentError("--request-timeout must be at least 1s");

@@ -67,6 +67,7 @@ struct ProxyOptions {
   bool io_uring = true;  // Watch writes of a fan-out burst batched in io_uring (when it can be).
   // After SIGTERM: /readyz fails, everything else served as before, for this long.
   absl::Duration shutdown_delay_duration = absl::ZeroDuration();
+  absl::Duration shutdown_watch_termination_grace_period = absl::ZeroDuration();
   absl::Duration shutdown_grace_period = absl::Seconds(30);
   absl::Duration upstream_dial_timeout = absl::Seconds(10);
   absl::Duration upstream_watch_idle_timeout = absl::Minutes(2);

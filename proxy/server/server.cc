@@ -301,24 +301,6 @@ int Server::Run() {
   return 0;
 }
 
-void Server::BeginShutdown(int signal) {
-  shutting_down_ = true;
-  health_.SetShuttingDown();
-  log_.Info("shutting down",
-            {{"signal", signal},
-             {"grace_period_s", absl::ToDoubleSeconds(options_.shutdown_grace_period)},
-             {"open_connections", active_sessions_.load()}});
-  beast::error_code ignored;
-  plain_acceptor_.close(ignored);
-  tls_acceptor_.close(ignored);
-  metrics_acceptor_.close(ignored);
-  if (cache_) cache_->Stop();
-  for (auto& w : workers_) {
-    asio::post(w->ioc(), [worker = w.get()] { worker->sessions().StopAll(); });
-  }
-  asio::co_spawn(main_ioc_, Drain(), asio::detached);
-}
-
 asio::awaitable<void> Server::AdmissionLoop() {
   asio::steady_timer timer(main_ioc_);
   auto last_check = std::chrono::steady_clock::now();
@@ -389,32 +371,6 @@ void Server::WarnInsecureUpstream() const {
             "anyone on the path can impersonate the apiserver and read clients' bearer tokens",
             {{"upstream", ep.Url()}});
       }
-    }
-  }
-}
-
-asio::awaitable<void> Server::Drain() {
-  const auto deadline =
-      std::chrono::steady_clock::now() +
-      std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.shutdown_grace_period));
-  asio::steady_timer timer(main_ioc_);
-  while (active_sessions_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
-    timer.expires_after(std::chrono::milliseconds(20));
-    co_await timer.async_wait(use_nothrow);
-    // Sessions accepted during the signal race are stopped too.
-    for (auto& w : workers_) {
-      asio::post(w->ioc(), [worker = w.get()] { worker->sessions().StopAll(); });
-    }
-  }
-  const int64_t left = active_sessions_.load();
-  if (left > 0)
-    log_.Warning("grace period over, closing connections", {{"open_connections", left}});
-  for (auto& w : workers_) {
-    // A permission check still waiting for an apiserver that does not answer is abandoned.
-    if (left > 0 || (w == workers_.back() && !delegation_checked_)) {
-      w->StopNow();
-    } else {
-      w->Release();
     }
   }
 }

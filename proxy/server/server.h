@@ -80,10 +80,14 @@ class Server {
                     AcceptedSocket socket);
   absl::Status Listen(const std::string& address, asio::ip::tcp::acceptor& acceptor,
                       uint16_t* port);
-  // --shutdown-delay-duration: /readyz fails at once, all else is served for that long; then
-  // BeginShutdown (server_shutdown.cc).
+  // The graceful stop's phases (server_shutdown.cc): --shutdown-delay-duration (/readyz fails
+  // at once, all else is served for that long), then BeginShutdown: the listeners close, the
+  // connections end spread over --shutdown-watch-termination-grace-period (if set), and Drain
+  // gives the rest --shutdown-grace-period.
   asio::awaitable<void> ShutdownAfterDelay(int signal);
   void BeginShutdown(int signal);
+  void StopCacheAndSessions();
+  asio::awaitable<void> SpreadWatchTermination(std::chrono::milliseconds period);
   asio::awaitable<void> Drain();
   // Expires queued requests; re-reads --admission-config when it changes.
   asio::awaitable<void> AdmissionLoop();
