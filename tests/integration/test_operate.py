@@ -352,6 +352,12 @@ def test_the_base_config_file_runs_with_the_api_on_tls_and_metrics_apart(cluster
     volumes = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
     assert "emptyDir" in volumes["cache"]
     assert config["cache-snapshot-dir"].startswith(mounts["cache"] + "/")
+    # The graceful stop's three phases fit in the pod's termination grace period.
+    stop_phases = ("shutdown-delay-duration", "shutdown-watch-termination-grace-period",
+                   "shutdown-grace-period")
+    assert all(config[k].endswith("s") for k in stop_phases)
+    assert (sum(int(config[k][:-1]) for k in stop_phases)
+            < dep["spec"]["template"]["spec"]["terminationGracePeriodSeconds"])
     (tmp_path / "config.yaml").write_text(cm["data"]["config.yaml"])
     crt, key = cluster.issue_serving_cert(tmp_path)
     secure, metrics = free_port(), free_port()
