@@ -1,9 +1,19 @@
-// Test-rig only: builds kube-apiserver and kubectl from the Go module proxy.
+// Test-rig only: the Go-built parts of the rig in one `go build` (tests/cluster/build-bins), so they
+// share its compile: the Kubernetes commands, etcd, and the client-go informer and its fleet
+// (tests/clients/informer, replaced below). Each requirement besides k8s.io/kubernetes adds only
+// modules no Kubernetes command links (etcd's go-grpc-middleware v1, groupcache and two others; the
+// informer itself) and raises none: the kube-apiserver under test is built as it would be alone.
 module kube-fanout.test/rig/kubernetes
 
 go 1.26.0
 
-require k8s.io/kubernetes v1.36.3
+require (
+	go.etcd.io/etcd/server/v3 v3.6.8 // indirect
+	k8s.io/kubernetes v1.36.3
+	kube-fanout.test/clients/informer v0.0.0
+)
+
+replace kube-fanout.test/clients/informer => ../../../clients/informer
 
 replace (
 	k8s.io/api => k8s.io/api v0.36.3
