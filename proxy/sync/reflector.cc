@@ -103,6 +103,9 @@ asio::awaitable<void> Reflector::Run() {
   }
   while (!stopped_) {
     if (need_list) {
+      if (!protobuf() && cacher_.upstream_cbor() == Cacher::UpstreamCbor::kUnknown) {
+        co_await ProbeCbor();
+      }
       absl::Status s = co_await ListAll();
       if (!s.ok()) {
         ++stats_.errors;
