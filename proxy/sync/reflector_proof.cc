@@ -237,8 +237,9 @@ asio::awaitable<void> Reflector::ProbeBookmarkTemplate() {
 asio::awaitable<void> Reflector::ProbeCbor() {
   // A LIST selecting nothing ("-" is never a valid name) in CBOR: an apiserver whose
   // CBORServingAndStorage gate is on answers application/cbor, one whose gate is off 406 (a
-  // kube-fanout above answers as its own upstream does). No answer: asked again before the next
-  // LIST; meanwhile CBOR requests pass through.
+  // kube-fanout above answers as its own upstream does). Asked when the reflector starts (a
+  // cache restored from a snapshot too); no answer: asked again before the next LIST; meanwhile
+  // CBOR requests pass through.
   const std::string target = absl::StrCat(CollectionPath(), "?fieldSelector=metadata.name%3D-");
   auto res = co_await UpstreamCall(pool_, http::verb::get, target, credentials_(), "",
                                    std::chrono::seconds(5), kCborContentType);

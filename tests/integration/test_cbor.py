@@ -277,3 +277,30 @@ def test_without_the_gate_cbor_gets_the_apiservers_answer(cluster, cached_proxy,
         assert direct.status == 406, (path, direct.status, direct.body[:200])
         assert (ours.status, ours.body) == (direct.status, direct.body), path
         assert routed(cached_proxy, marker) == "passthrough", path
+
+
+def test_a_warm_restarted_cache_serves_cbor(gated_cluster, objects, tmp_path):
+    """A cache restored from a snapshot watches without listing; it still learns that the
+    upstream serves CBOR (asked when its reflector starts), so CBOR is still the cache's."""
+    snapshots = tmp_path / "snapshots"
+    for name in ("first", "again"):
+        (tmp_path / name).mkdir()
+    args = ["--cache-resources=configmaps", f"--cache-snapshot-dir={snapshots}",
+            "--cache-snapshot-interval=1s"]
+    first = Proxy.start(gated_cluster, tmp_path / "first", extra_args=args)
+    try:
+        compare(gated_cluster, first, f"/api/v1/namespaces/{objects}/configmaps/cm07")
+        deadline = time.monotonic() + 20
+        while not list(snapshots.glob("*.snap")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert list(snapshots.glob("*.snap")), "a snapshot was written"
+    finally:
+        assert first.stop() == 0, first.log_tail()
+    again = Proxy.start(gated_cluster, tmp_path / "again", extra_args=args)
+    try:
+        assert any("cache loaded from snapshot" in line
+                   for line in again.log_lines()), again.log_tail()
+        compare(gated_cluster, again, f"/api/v1/namespaces/{objects}/configmaps/cm07")
+        compare(gated_cluster, again, f"/api/v1/namespaces/{objects}/configmaps?limit=4")
+    finally:
+        assert again.stop() == 0, again.log_tail()
