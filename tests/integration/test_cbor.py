@@ -262,23 +262,6 @@ def test_watch_list_sends_the_initial_events_and_the_end_bookmark(gated_cluster,
     assert end[0] == end[1]
 
 
-def test_without_the_gate_cbor_gets_the_apiservers_answer(cluster, cached_proxy, namespace):
-    """The session's rig (gate off): the apiserver refuses CBOR with its 406, and kube-fanout
-    passes CBOR requests to it."""
-    create(cluster, f"/api/v1/namespaces/{namespace}/configmaps",
-           {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})
-    for path in (f"/api/v1/namespaces/{namespace}/configmaps/c",
-                 f"/api/v1/namespaces/{namespace}/configmaps",
-                 f"/api/v1/namespaces/{namespace}/configmaps?watch=1&timeoutSeconds=1"):
-        marker = f"kfcbor={next(_case)}"
-        marked = f"{path}{'&' if '?' in path else '?'}{marker}"
-        direct = cluster.request("GET", marked, headers=CBOR)
-        ours = cluster.request("GET", marked, port=cached_proxy.secure_port, headers=CBOR)
-        assert direct.status == 406, (path, direct.status, direct.body[:200])
-        assert (ours.status, ours.body) == (direct.status, direct.body), path
-        assert routed(cached_proxy, marker) == "passthrough", path
-
-
 def test_a_warm_restarted_cache_serves_cbor(gated_cluster, objects, tmp_path):
     """A cache restored from a snapshot watches without listing; it still learns that the
     upstream serves CBOR (asked when its reflector starts), so CBOR is still the cache's."""
@@ -304,3 +287,52 @@ def test_a_warm_restarted_cache_serves_cbor(gated_cluster, objects, tmp_path):
         compare(gated_cluster, again, f"/api/v1/namespaces/{objects}/configmaps?limit=4")
     finally:
         assert again.stop() == 0, again.log_tail()
+
+
+def test_a_watch_from_an_rv_the_apiserver_no_longer_serves_gets_its_410(gated_cluster, objects,
+                                                                        tmp_path):
+    """etcd compacted past the RV and the apiserver restarted (so its watch cache starts after
+    it); a fresh kube-fanout fills its window in from the upstream, which answers 410: the
+    client gets the apiserver's ERROR event, in CBOR. (Restarts the module's apiserver: last.)"""
+    from test_compaction import compact_etcd
+    base = f"/api/v1/namespaces/{objects}/configmaps"
+    rv = json.loads(gated_cluster.request("GET", base).body)["metadata"]["resourceVersion"]
+    for i in range(3):
+        create(gated_cluster, base, {"apiVersion": "v1", "kind": "ConfigMap",
+                                     "metadata": {"name": f"late{i}"}})
+    assert compact_etcd(gated_cluster) > int(rv)
+    gated_cluster.restart_apiserver()
+    proxy = Proxy.start(gated_cluster, tmp_path, extra_args=["--cache-resources=configmaps"])
+    try:
+        marker = f"kfcbor={next(_case)}"
+        path = f"{base}?watch=1&resourceVersion={rv}&timeoutSeconds=30&{marker}"
+        answers = []
+        for port in (None, proxy.secure_port):
+            r = open_cbor_watch(gated_cluster, port, path)
+            assert r.status == 200 and r.getheader("content-type") == "application/cbor-seq"
+            answers.append(read_seq(r))  # One ERROR event, then the end.
+        direct, cached = answers
+        assert len(direct) == 1 and direct[0][b"type"] == b"ERROR", direct
+        status = direct[0][b"object"]
+        assert (status[b"reason"], status[b"code"]) == (b"Expired", 410), status
+        assert cached == direct
+        assert routed(proxy, marker) == "cache"
+    finally:
+        assert proxy.stop() == 0, proxy.log_tail()
+
+
+def test_without_the_gate_cbor_gets_the_apiservers_answer(cluster, cached_proxy, namespace):
+    """The session's rig (gate off): the apiserver refuses CBOR with its 406, and kube-fanout
+    passes CBOR requests to it."""
+    create(cluster, f"/api/v1/namespaces/{namespace}/configmaps",
+           {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})
+    for path in (f"/api/v1/namespaces/{namespace}/configmaps/c",
+                 f"/api/v1/namespaces/{namespace}/configmaps",
+                 f"/api/v1/namespaces/{namespace}/configmaps?watch=1&timeoutSeconds=1"):
+        marker = f"kfcbor={next(_case)}"
+        marked = f"{path}{'&' if '?' in path else '?'}{marker}"
+        direct = cluster.request("GET", marked, headers=CBOR)
+        ours = cluster.request("GET", marked, port=cached_proxy.secure_port, headers=CBOR)
+        assert direct.status == 406, (path, direct.status, direct.body[:200])
+        assert (ours.status, ours.body) == (direct.status, direct.body), path
+        assert routed(cached_proxy, marker) == "passthrough", path
