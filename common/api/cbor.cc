@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "rapidjson/encodedstream.h"
 #include "rapidjson/memorystream.h"
 
 namespace kf {
@@ -188,7 +189,9 @@ struct Transcoder {
 
 bool Pass(std::string_view json, Transcoder& t) {
   rapidjson::Reader reader;
-  rapidjson::MemoryStream stream(json.data(), json.size());
+  // The stream Document::Parse reads (ParseJson), so both take the same documents.
+  rapidjson::MemoryStream memory(json.data(), json.size());
+  rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> stream(memory);
   t.depth = 0;
   t.bytes_depth = 0;
   return !reader.Parse<kJsonParseFlags | rapidjson::kParseFullPrecisionFlag>(stream, t).IsError();
@@ -199,6 +202,8 @@ bool Pass(std::string_view json, Transcoder& t) {
 absl::StatusOr<CborTranscoded> JsonToCbor(std::string_view json, std::string_view bytes_map,
                                           JsonLimits limits) {
   if (json.size() > limits.max_bytes) return absl::InvalidArgumentError("JSON too large");
+  // RapidJSON takes a NUL byte for the end of the input (as ParseJson guards against).
+  if (json.find('\0') != std::string_view::npos) return absl::InvalidArgumentError("not JSON");
   Transcoder t;
   t.max_depth = limits.max_depth;
   t.bytes_map = bytes_map;

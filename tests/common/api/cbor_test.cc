@@ -110,6 +110,7 @@ TEST_CASE("JsonToCbor marks no list item form for objects not led by kind and ap
 TEST_CASE("JsonToCbor refuses what is not JSON, too large or too deep") {
   CHECK(!JsonToCbor(R"({"a":)").ok());
   CHECK(!JsonToCbor(R"({"a":1} x)").ok());
+  CHECK(!JsonToCbor(std::string("\"\"\0\0x", 5)).ok());  // A NUL is not the end of the input.
   CHECK(!JsonToCbor("{}", {}, JsonLimits{.max_bytes = 1}).ok());
   CHECK(!JsonToCbor(std::string(100, '[') + std::string(100, ']'), {}, JsonLimits{.max_depth = 64})
              .ok());
