@@ -101,6 +101,7 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
         const bool served = co_await ServeFromCache(x, read);
         if (!served) Decline(x, {.pass = PassReason::kServeDeclined});
         if (served && read.cacher->encoding() == Encoding::kProtobuf) ++stats_.protobuf;
+        if (served && read.facts.form.cbor) ++stats_.cbor;
         co_return served;
       }
       case Step::kPass:

@@ -18,7 +18,7 @@ import uuid
 import cbor2
 import pytest
 
-from kfrig import Proxy, control_plane, routed, same_snapshot
+from kfrig import Proxy, control_plane, metric_values, routed, same_snapshot
 
 _case = itertools.count()
 CBOR = {"Accept": "application/cbor"}
@@ -254,6 +254,9 @@ def test_watch_list_sends_the_initial_events_and_the_end_bookmark(gated_cluster,
     direct, cached = watch_both(gated_cluster, gated_proxy, path, lambda: None)
     assert [e[b"type"] for e in direct] == [b"ADDED"] * 6 + [b"BOOKMARK"]
     assert cached[:-1] == direct[:-1]
+    # Counted as CBOR answers (this watch, and the GETs, LISTs and watches before it).
+    text = gated_cluster.request("GET", "/metrics", port=gated_proxy.port, tls=False).body.decode()
+    assert sum(metric_values(text, "kube_fanout_cache_cbor_requests_total").values()) >= 10
     # The end bookmark: the same object but for its resourceVersion (each cache's own).
     end = [dict(e[b"object"]) for e in (direct[-1], cached[-1])]
     for o in end:
