@@ -41,6 +41,9 @@ struct WatchFilter {
   ShardSelector shard;  // Matched on the object's hashes, computed once per object version.
   // Objects as PartialObjectMetadata (CachedObject::PartialMetadata), selected by the object.
   bool partial_metadata = false;
+  // Objects in CBOR (CachedObject::Cbor) from a JSON cache; the kind's []byte member.
+  bool cbor = false;
+  std::string_view cbor_bytes_map;
 
   bool Matches(const CachedObject& object) const;
   // Whether matching reads what an update can change (labels, fields): otherwise an object

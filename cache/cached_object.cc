@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "cache/partial_metadata.h"
 #include "cache/selectable_fields.h"
+#include "common/api/cbor.h"
 #include "common/api/json.h"
 #include "common/api/kube_proto.h"
 #include "common/api/protowire.h"
@@ -161,11 +162,37 @@ std::string_view CachedObject::proto_item_head() const {
 
 std::pair<std::string_view, std::string_view> CachedObject::list_item() const {
   if (list_item_body_ == 0) return {std::string_view(), json_};
-  return {"{", std::string_view(json_).substr(list_item_body_)};
+  const std::string_view head =
+      encoding_ == Encoding::kCbor ? std::string_view(proto_heads_) : std::string_view("{");
+  return {head, std::string_view(json_).substr(list_item_body_)};
+}
+
+const std::shared_ptr<const CachedObject>& CachedObject::Cbor(std::string_view bytes_map) const {
+  const LazyForm& lazy = cbor_;
+  std::call_once(lazy.once_, [this, &lazy, bytes_map] {
+    auto form = std::shared_ptr<CachedObject>(new CachedObject());
+    form->key_ = key_;
+    form->ns_ = ns_;
+    form->name_ = name_;
+    form->resource_version_ = resource_version_;
+    form->encoding_ = Encoding::kCbor;
+    auto cbor = JsonToCbor(json_, bytes_map);
+    if (!cbor.ok()) {
+      form->json_ = "\xf6";
+    } else {
+      form->json_ = std::move(cbor->bytes);
+      if (list_item_body_ != 0 && cbor->after_type_meta != 0) {
+        form->list_item_body_ = cbor->after_type_meta;
+        AppendCborHead(&form->proto_heads_, 5, cbor->members_after_type_meta);
+      }
+    }
+    lazy.form_ = std::move(form);
+  });
+  return lazy.form_;
 }
 
 const std::shared_ptr<const CachedObject>& CachedObject::PartialMetadata() const {
-  const LazyPartialMetadata& lazy = partial_metadata_;
+  const LazyForm& lazy = partial_metadata_;
   std::call_once(lazy.once_, [this, &lazy] {
     auto form = std::shared_ptr<CachedObject>(new CachedObject());
     form->key_ = key_;

@@ -28,8 +28,9 @@
 namespace kf {
 
 // What a cache knows about its resource type.
-// The two wire forms a cache can hold objects in.
-enum class Encoding { kJson, kProtobuf };
+// The two wire forms a cache can hold objects in, and CBOR, a form of a JSON cache's object
+// (CachedObject::Cbor).
+enum class Encoding { kJson, kProtobuf, kCbor };
 
 struct ResourceType {
   std::string group;     // "" for core.
@@ -46,6 +47,12 @@ struct ResourceType {
     return group.empty() && resource == "pods" ? "spec.nodeName" : "";
   }
   std::string GroupResource() const { return group.empty() ? resource : resource + "." + group; }
+  // The member of this kind's objects whose values are Go []byte, which CBOR writes as byte
+  // strings (CachedObject::Cbor): ConfigMap binaryData, Secret data; "" for none.
+  std::string_view CborBytesMap() const {
+    if (!group.empty() || list_items_have_type_meta) return {};
+    return resource == "configmaps" ? "binaryData" : resource == "secrets" ? "data" : "";
+  }
   // What field selectors may name for this type. Custom resources get metadata fields only
   // (their CRD's selectableFields are not read yet).
   SelectableFields Fields() const {
@@ -75,14 +82,14 @@ class QueueHolds {
 
 class CachedObject;
 
-// An object's PartialObjectMetadata form, built on first use and kept with the object, so every
-// answer and watcher that asks for it shares one encoding. Not copied with its object: a copy
-// (another resourceVersion) has its own.
-class LazyPartialMetadata {
+// Another form of an object (PartialObjectMetadata, CBOR), built on first use and kept with the
+// object, so every answer and watcher that asks for it shares one encoding. Not copied with its
+// object: a copy (another resourceVersion) has its own.
+class LazyForm {
  public:
-  LazyPartialMetadata() = default;
-  LazyPartialMetadata(const LazyPartialMetadata& /*other*/) noexcept {}
-  LazyPartialMetadata& operator=(const LazyPartialMetadata& /*other*/) noexcept { return *this; }
+  LazyForm() = default;
+  LazyForm(const LazyForm& /*other*/) noexcept {}
+  LazyForm& operator=(const LazyForm& /*other*/) noexcept { return *this; }
 
  private:
   friend class CachedObject;
@@ -129,6 +136,12 @@ class CachedObject {
   // encoding: built once, on first use, and shared. Its list item form keeps its TypeMeta.
   const std::shared_ptr<const CachedObject>& PartialMetadata() const;
 
+  // A JSON object in CBOR (common/api/cbor.h; `bytes_map`: ResourceType::CborBytesMap), as the
+  // apiserver's CBOR serializer writes it, without the self-described tag: built once, on first
+  // use, and shared. Its list item form drops kind and apiVersion as the JSON one does. Should
+  // the JSON not transcode (it parsed once already, so it does), the form is CBOR null.
+  const std::shared_ptr<const CachedObject>& Cbor(std::string_view bytes_map) const;
+
   // A copy whose metadata.resourceVersion is `rv` (DELETED events carry the deletion's RV).
   std::shared_ptr<const CachedObject> WithResourceVersion(uint64_t rv) const;
 
@@ -154,13 +167,14 @@ class CachedObject {
   size_t rv_value_len_ = 0;
   Encoding encoding_ = Encoding::kJson;
   // Protobuf: the three frame heads one after the other; each ends with the GET head, which
-  // ends with the item head.
+  // ends with the item head. CBOR: the list item's map head.
   std::string proto_heads_;
   std::array<uint16_t, 3> frame_head_end_{};
   uint16_t get_head_len_ = 0;
   uint8_t item_head_len_ = 0;
   QueueHolds queue_holds_;
-  LazyPartialMetadata partial_metadata_;
+  LazyForm partial_metadata_;
+  LazyForm cbor_;
 };
 
 using ObjectPtr = std::shared_ptr<const CachedObject>;

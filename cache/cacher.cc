@@ -6,14 +6,17 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "cache/partial_metadata.h"
+#include "common/api/cbor.h"
 #include "common/api/kube_proto.h"
 #include "common/api/protowire.h"
 
 namespace kf {
 namespace {
 
-// The form of `object` a watcher with `f` gets: itself, or its shared metadata-only form.
+// The form of `object` a watcher with `f` gets: itself, or its shared metadata-only or CBOR
+// form.
 const ObjectPtr& ViewOf(const WatchFilter& f, const ObjectPtr& object) {
+  if (f.cbor) return object->Cbor(f.cbor_bytes_map);
   return f.partial_metadata ? object->PartialMetadata() : object;
 }
 
@@ -542,15 +545,18 @@ void Cacher::CloseAll() {
 }
 
 std::shared_ptr<const std::string> Cacher::BookmarkFrame(uint64_t rv, bool initial_events_end,
-                                                         bool partial_metadata) const {
+                                                         bool partial_metadata, bool cbor) const {
   absl::MutexLock lock(&mu_);
-  const size_t form = partial_metadata ? 1 : 0;
+  const size_t form = cbor ? 2 : partial_metadata ? 1 : 0;
   if (!initial_events_end && last_bookmark_[form] && last_bookmark_rv_[form] == rv) {
     return last_bookmark_[form];
   }
   std::string frame;
   if (encoding_ == Encoding::kProtobuf) {
     frame = ProtoBookmarkFrame(rv, initial_events_end, partial_metadata);
+  } else if (cbor) {
+    auto object = JsonToCbor(JsonBookmarkObject(rv, initial_events_end));
+    frame = std::string(CborFramePrefix("BOOKMARK")) + (object.ok() ? object->bytes : "\xf6");
   } else {
     std::string json = JsonBookmarkObject(rv, initial_events_end);
     if (partial_metadata) {

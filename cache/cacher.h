@@ -77,6 +77,14 @@ class Cacher {
   UpstreamSharding upstream_sharding() const {
     return upstream_sharding_.load(std::memory_order_relaxed);
   }
+  // Whether the upstream answers application/cbor for this resource (its CBORServingAndStorage
+  // gate), as its answer to the reflector's probe showed (Reflector::ProbeCbor).
+  enum class UpstreamCbor : uint8_t { kUnknown, kServes, kRefuses };
+  void SetUpstreamCbor(bool serves) {
+    upstream_cbor_.store(serves ? UpstreamCbor::kServes : UpstreamCbor::kRefuses,
+                         std::memory_order_relaxed);
+  }
+  UpstreamCbor upstream_cbor() const { return upstream_cbor_.load(std::memory_order_relaxed); }
 
   // The self-check's view (proxy/sync/self_check.h): the digest of the store's (key,
   // resourceVersion) pairs and the RV the store is at, computed under the lock without copying
@@ -224,13 +232,15 @@ class Cacher {
   void CloseAll();
 
   // A BOOKMARK frame at `rv`, built once per RV (and form) and shared; `partial_metadata`: its
-  // object as PartialObjectMetadata, as the apiserver converts a bookmark too.
+  // object as PartialObjectMetadata, as the apiserver converts a bookmark too; `cbor`: a JSON
+  // cache's bookmark in CBOR (application/cbor-seq).
   std::shared_ptr<const std::string> BookmarkFrame(uint64_t rv, bool initial_events_end = false,
-                                                   bool partial_metadata = false) const;
+                                                   bool partial_metadata = false,
+                                                   bool cbor = false) const;
   // The same in the form a watcher with `filter` gets.
   std::shared_ptr<const std::string> BookmarkFrame(uint64_t rv, const WatchFilter& filter,
                                                    bool initial_events_end = false) const {
-    return BookmarkFrame(rv, initial_events_end, filter.partial_metadata);
+    return BookmarkFrame(rv, initial_events_end, filter.partial_metadata, filter.cbor);
   }
 
   // Calls `ready` (without the lock, on the thread that advances the RV, or at once) when the
@@ -294,16 +304,22 @@ class Cacher {
   // finds them there.
   std::atomic<uint64_t> rv_published_{0};
   std::atomic<UpstreamSharding> upstream_sharding_{UpstreamSharding::kUnknown};
+  std::atomic<UpstreamCbor> upstream_cbor_{UpstreamCbor::kUnknown};
   bool synced_ ABSL_GUARDED_BY(mu_) = false;
   std::string bookmark_template_ ABSL_GUARDED_BY(mu_);
-  // The last periodic bookmark built, per form (the object's, PartialObjectMetadata).
-  mutable std::array<std::shared_ptr<const std::string>, 2> last_bookmark_ ABSL_GUARDED_BY(mu_);
-  mutable std::array<uint64_t, 2> last_bookmark_rv_ ABSL_GUARDED_BY(mu_){};
+  // The last periodic bookmark built, per form (the object's, PartialObjectMetadata, CBOR).
+  mutable std::array<std::shared_ptr<const std::string>, 3> last_bookmark_ ABSL_GUARDED_BY(mu_);
+  mutable std::array<uint64_t, 3> last_bookmark_rv_ ABSL_GUARDED_BY(mu_){};
   std::multimap<uint64_t, std::function<void()>> waiters_ ABSL_GUARDED_BY(mu_);
   uint64_t dispatched_ ABSL_GUARDED_BY(mu_) = 0;
   CutCounts cuts_;  // Atomic: a watcher may be cut from another cache's dispatch.
   Clock::time_point last_update_ ABSL_GUARDED_BY(mu_);
 };
+
+// The encoding a read with `filter` is answered in: the cache's, or CBOR from a JSON cache.
+inline Encoding WireEncoding(const Cacher& cacher, const WatchFilter& filter) {
+  return filter.cbor ? Encoding::kCbor : cacher.encoding();
+}
 
 }  // namespace kf
 

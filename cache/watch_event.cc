@@ -29,7 +29,28 @@ EventType EventTypeNamed(std::string_view name) {
   return EventType::kModified;
 }
 
+std::string_view CborFramePrefix(std::string_view type) {
+  // A self-described map {"type": TYPE, "object": <self-described object>}, the apiserver's
+  // application/cbor-seq watch frame (the object follows).
+#define KF_CBOR_FRAME(length, name) "\xd9\xd9\xf7\xa2\x44type" length name "\x46object\xd9\xd9\xf7"
+  static constexpr std::string_view kAdded = KF_CBOR_FRAME("\x45", "ADDED");
+  static constexpr std::string_view kModified = KF_CBOR_FRAME("\x48", "MODIFIED");
+  static constexpr std::string_view kDeleted = KF_CBOR_FRAME("\x47", "DELETED");
+  static constexpr std::string_view kBookmark = KF_CBOR_FRAME("\x48", "BOOKMARK");
+  static constexpr std::string_view kError = KF_CBOR_FRAME("\x45", "ERROR");
+#undef KF_CBOR_FRAME
+  return type == "ADDED"      ? kAdded
+         : type == "MODIFIED" ? kModified
+         : type == "DELETED"  ? kDeleted
+         : type == "ERROR"    ? kError
+                              : kBookmark;
+}
+
 FramePieces Frame(std::string_view type, const ObjectPtr& object) {
+  if (object->encoding() == Encoding::kCbor) {
+    return {Piece{nullptr, CborFramePrefix(type)}, Piece{object, object->bytes()},
+            Piece{nullptr, std::string_view()}};
+  }
   if (object->encoding() == Encoding::kProtobuf) {
     // Length, type and envelope head (kept by the object), the message, the envelope's tail.
     const int index = type == "ADDED" ? 0 : type == "MODIFIED" ? 1 : 2;

@@ -70,6 +70,9 @@ FramePieces Frame(std::string_view type, const ObjectPtr& object);
 inline const CachedObject* FrameObject(const FramePieces& frame) {
   return static_cast<const CachedObject*>(frame[1].owner.get());
 }
+// What precedes an object's CBOR (without its self-described tag) in an application/cbor-seq
+// watch frame of `type` (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR).
+std::string_view CborFramePrefix(std::string_view type);
 // Appends Frame(type, object) to `out`.
 void AppendFrame(std::string_view type, const ObjectPtr& object, std::vector<Piece>* out);
 

@@ -104,10 +104,11 @@ std::optional<Conversion> ConversionOf(const Clause& c) {
 }
 
 // The representation a clause picks, or nullopt when no serializer takes it.
-std::optional<Representation> Pick(const Clause& c, bool has_protobuf) {
+std::optional<Representation> Pick(const Clause& c, bool has_protobuf, bool has_cbor) {
   const bool json = c.type == "application/json" || c.type == "application/*" || c.type == "*/*";
   const bool protobuf = c.type == "application/vnd.kubernetes.protobuf" && has_protobuf;
-  const bool other = c.type == "application/yaml" || c.type == "application/cbor";
+  const bool cbor = c.type == "application/cbor";
+  const bool other = c.type == "application/yaml" || cbor;
   if (!json && !protobuf && !other) return std::nullopt;
   if (c.stream && !c.stream->empty() && (*c.stream != "watch" || c.type == "application/yaml")) {
     return std::nullopt;  // No such stream serializer.
@@ -117,15 +118,16 @@ std::optional<Representation> Pick(const Clause& c, bool has_protobuf) {
   Representation r{.media = MediaChoice::kApiserver, .conversion = *conversion};
   if (json) r.media = c.pretty ? MediaChoice::kApiserver : MediaChoice::kJson;
   if (protobuf) r.media = MediaChoice::kProtobuf;
+  if (cbor && has_cbor) r.media = MediaChoice::kCbor;
   if (c.server_version) r.conversion = Conversion::kApiserver;
-  return r;  // A serializer the cache does not hold (YAML, CBOR): the apiserver's.
+  return r;  // A serializer the cache does not hold (YAML, CBOR it cannot serve): the apiserver's.
 }
 
 }  // namespace
 
 Representation NegotiateRepresentation(const RequestInfo& info,
                                        const boost::beast::http::fields& headers, bool has_protobuf,
-                                       bool allow_conversion) {
+                                       bool allow_conversion, bool has_cbor) {
   namespace http = boost::beast::http;
   Representation choice;
   const std::string_view accept = headers[http::field::accept];
@@ -134,7 +136,7 @@ Representation NegotiateRepresentation(const RequestInfo& info,
     choice.media = MediaChoice::kApiserver;
     for (const Clause& c : ParseAccept(accept)) {
       if (!allow_conversion && (c.as || c.group || c.version)) continue;
-      if (std::optional<Representation> picked = Pick(c, has_protobuf)) {
+      if (std::optional<Representation> picked = Pick(c, has_protobuf, has_cbor)) {
         choice = *picked;
         break;
       }

@@ -24,6 +24,7 @@ bool ApiserverRendersAnswer(const RequestInfo& info, const boost::beast::http::f
 enum class MediaChoice {
   kJson,
   kProtobuf,
+  kCbor,       // application/cbor (its watches application/cbor-seq), where the cache serves it.
   kApiserver,  // YAML, pretty JSON, nothing acceptable, ...: the apiserver's own answer.
 };
 // The media type the apiserver's negotiation (NegotiateOutputMediaType) would pick for this
@@ -47,10 +48,12 @@ struct Representation {
 // them: a conversion the endpoint does not allow (Table in protobuf, an unknown kind or group)
 // skips the clause; `pretty=1` and `sv=` are the apiserver's; other parameters are ignored.
 // `allow_conversion` false: as the apiserver negotiates an error's Status (its default endpoint
-// restrictions), every clause asking for a conversion skipped.
+// restrictions), every clause asking for a conversion skipped. `has_cbor`: the cache can answer
+// application/cbor (the upstream serves it: its CBORServingAndStorage gate); otherwise a CBOR
+// clause is the apiserver's.
 Representation NegotiateRepresentation(const RequestInfo& info,
                                        const boost::beast::http::fields& headers, bool has_protobuf,
-                                       bool allow_conversion = true);
+                                       bool allow_conversion = true, bool has_cbor = false);
 
 }  // namespace kf
 

@@ -101,6 +101,7 @@ asio::awaitable<bool> CacheHandler::Serve(Exchange& x) {
         const bool served = co_await ServeFromCache(x, read);
         if (!served) Decline(x, {.pass = PassReason::kServeDeclined});
         if (served && read.cacher->encoding() == Encoding::kProtobuf) ++stats_.protobuf;
+        if (served && read.facts.form.cbor) ++stats_.cbor;
         co_return served;
       }
       case Step::kPass:
@@ -163,7 +164,9 @@ asio::awaitable<void> CacheHandler::Learn(Exchange& x, Step step, Read& read) {
 void CacheHandler::Bind(const Exchange& x, Read& read) const {
   const CachedResources::Entry& entry = *read.entry;
   const bool has_protobuf = entry.proto_cacher != nullptr;
-  const Representation r = NegotiateRepresentation(x.request.info, x.request.headers, has_protobuf);
+  const bool has_cbor = entry.cacher->upstream_cbor() == Cacher::UpstreamCbor::kServes;
+  const Representation r = NegotiateRepresentation(x.request.info, x.request.headers, has_protobuf,
+                                                   /*allow_conversion=*/true, has_cbor);
   ServeFacts& f = read.facts;
   f.form = ChooseForm(f.verb, r, has_protobuf, entry.cacher->type().list_items_have_type_meta);
   switch (f.form.cache) {
@@ -187,7 +190,11 @@ void CacheHandler::LearnAtOnce(const Exchange& x, Step step, Read& read) {
   switch (step) {
     case Step::kSelect:
       read.filter = FilterFor(x.request.info, *read.cacher);
-      if (read.filter) read.filter->partial_metadata = f.form.partial_metadata;
+      if (read.filter) {
+        read.filter->partial_metadata = f.form.partial_metadata;
+        read.filter->cbor = f.form.cbor;
+        read.filter->cbor_bytes_map = read.cacher->type().CborBytesMap();
+      }
       f.selects = read.filter.has_value();
       break;
     case Step::kTakeWatchSlot:
@@ -278,7 +285,7 @@ asio::awaitable<bool> CacheHandler::ServeFromCache(Exchange& x, Read& read) {
   }
   if (read.facts.verb == ReadVerb::kGet) {
     const std::optional<std::string_view> asked = x.request.info.query.First("resourceVersion");
-    const bool written = co_await WriteObject(x, cacher, stats_, read.filter->partial_metadata,
+    const bool written = co_await WriteObject(x, cacher, stats_, &*read.filter,
                                               /*miss_is_upstreams=*/asked && *asked == "0");
     co_return written;
   }

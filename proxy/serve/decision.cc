@@ -79,6 +79,9 @@ Form ChooseForm(ReadVerb verb, const Representation& r, bool has_protobuf,
     case MediaChoice::kProtobuf:
       if (has_protobuf) return {Form::Cache::kProtobuf, partial};
       break;
+    case MediaChoice::kCbor:  // From the JSON cache's objects; no metadata form in CBOR yet.
+      if (!partial) return {Form::Cache::kJson, false, /*cbor=*/true};
+      break;
     case MediaChoice::kApiserver:
       break;
   }

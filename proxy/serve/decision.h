@@ -38,6 +38,7 @@ struct Form {
   enum class Cache { kNone, kJson, kProtobuf };
   Cache cache = Cache::kNone;
   bool partial_metadata = false;
+  bool cbor = false;  // The JSON cache's objects in CBOR (negotiated only where it can be).
 };
 // `has_protobuf`: the resource has a protobuf cache (the built-in kinds); `items_have_type_meta`:
 // its list items carry apiVersion and kind (custom resources), which PartialObjectMetadata

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "cache/continue_token.h"
 #include "cache/partial_metadata.h"
+#include "common/api/cbor.h"
 #include "common/api/kube_proto.h"
 #include "common/api/protowire.h"
 #include "common/strings.h"
@@ -23,9 +24,9 @@ ResponseHead Head(int status, size_t length, Encoding encoding) {
   ResponseHead head;
   head.status = status;
   head.fields.set(http::field::cache_control, "no-cache, private");
-  head.fields.set(http::field::content_type, encoding == Encoding::kProtobuf
-                                                 ? kProtobufContentType
-                                                 : std::string_view("application/json"));
+  head.fields.set(http::field::content_type, encoding == Encoding::kProtobuf ? kProtobufContentType
+                                             : encoding == Encoding::kCbor   ? kCborContentType
+                                                                             : "application/json");
   head.framing = ResponseHead::Framing::kWhole;
   head.length = length;
   return head;
@@ -110,8 +111,9 @@ struct ListAnswer {
   ListAnswer& operator=(const ListAnswer&) = delete;
 
   Cacher::Page page;
-  std::string head, meta_field;  // Protobuf: the envelope's head, the ListMeta field.
-  std::string open, close;       // JSON: before and after the items.
+  // Protobuf: the envelope's head, the ListMeta field. CBOR: everything before the items.
+  std::string head, meta_field;
+  std::string open, close;  // JSON: before and after the items.
   std::vector<asio::const_buffer> body;
   size_t length = 0;
 };
@@ -173,6 +175,57 @@ void BuildPartialMetadataList(ListAnswer& a, const std::string& meta) {
   a.body.emplace_back(a.close.data(), a.close.size());
 }
 
+// A GET's NotFound Status. A Status has protobuf even where the object does not (a custom
+// resource): client-go's Accept gets it in protobuf, as from the apiserver. Negotiated without
+// conversions, as the apiserver negotiates errors: the metadata client's protobuf clause asks
+// for one, so its NotFound is JSON. `cbor`: the upstream serves CBOR, so a CBOR clause gets it.
+asio::awaitable<void> WriteNotFound(Exchange& x, const ResourceType& t, bool cbor,
+                                    CacheServeStats& stats) {
+  const RequestInfo& info = x.request.info;
+  const Representation media = NegotiateRepresentation(
+      info, x.request.headers, /*has_protobuf=*/true, /*allow_conversion=*/false, cbor);
+  const KubeStatus status = NotFoundStatus(t.group, t.resource, info.name);
+  Encoding encoding = Encoding::kJson;
+  std::string body;
+  if (media.media == MediaChoice::kProtobuf) {
+    encoding = Encoding::kProtobuf;
+    body = EncodeStatusProto(status);
+  } else if (media.media == MediaChoice::kCbor) {
+    encoding = Encoding::kCbor;
+    auto transcoded = JsonToCbor(EncodeStatusBody(status));  // Our own JSON: it transcodes.
+    body = std::string(kCborSelfDescribed) + (transcoded.ok() ? transcoded->bytes : "\xf6");
+  } else {
+    body = EncodeStatusBody(status);
+  }
+  const std::array<asio::const_buffer, 1> out{asio::buffer(body)};
+  co_await WriteBody(x, 404, out, encoding, stats);
+}
+
+// A list in CBOR: the self-described map {kind, apiVersion, metadata, items}, the items the
+// objects' shared CBOR forms (their list item form: no type fields for built-in kinds).
+void BuildCborList(ListAnswer& a, const ResourceType& t, const std::string& json_meta,
+                   std::string_view bytes_map) {
+  for (ObjectPtr& item : a.page.items) item = item->Cbor(bytes_map);
+  auto meta = JsonToCbor(json_meta);
+  a.head = std::string(kCborSelfDescribed);
+  AppendCborHead(&a.head, 5, 4);
+  AppendCborString(&a.head, "kind");
+  AppendCborString(&a.head, absl::StrCat(t.kind, "List"));
+  AppendCborString(&a.head, "apiVersion");
+  AppendCborString(&a.head, t.ApiVersion());
+  AppendCborString(&a.head, "metadata");
+  a.head += meta.ok() ? meta->bytes : "\xa0";
+  AppendCborString(&a.head, "items");
+  AppendCborHead(&a.head, 4, a.page.items.size());
+  a.body.reserve(a.page.items.size() * 2 + 1);
+  a.body.emplace_back(a.head.data(), a.head.size());
+  for (const ObjectPtr& item : a.page.items) {
+    auto [prefix, rest] = item->list_item();
+    if (!prefix.empty()) a.body.emplace_back(prefix.data(), prefix.size());
+    a.body.emplace_back(rest.data(), rest.size());
+  }
+}
+
 // False: the state at that RV has left the window.
 bool BuildList(ListAnswer& a, const Cacher& cacher, const WatchFilter& filter, const ListPlan& plan,
                uint64_t at_rv) {
@@ -183,6 +236,11 @@ bool BuildList(ListAnswer& a, const Cacher& cacher, const WatchFilter& filter, c
   a.page = *std::move(page);
   const ResourceType& t = cacher.type();
   const std::string meta = ListMeta(a.page, filter, t, plan.page.limit, cacher.encoding());
+  if (filter.cbor) {
+    BuildCborList(a, t, meta, filter.cbor_bytes_map);
+    a.length = asio::buffer_size(a.body);
+    return true;
+  }
   if (filter.partial_metadata) {
     for (ObjectPtr& item : a.page.items) item = item->PartialMetadata();
   }
@@ -248,7 +306,9 @@ asio::awaitable<bool> WriteList(Exchange& x, Cacher& cacher, const WatchFilter& 
   const ResourceType& t = cacher.type();
   const std::string identity =
       absl::StrCat(t.ApiVersion(), " ", t.resource, " ",
-                   cacher.encoding() == Encoding::kProtobuf ? "protobuf " : "json ",
+                   cacher.encoding() == Encoding::kProtobuf ? "protobuf "
+                   : filter.cbor                            ? "cbor "
+                                                            : "json ",
                    filter.partial_metadata ? "metadata " : "", ToAbsl(x.request.target));
   const auto build = [&] { found = BuildList(a, cacher, filter, plan, at_rv); };
   const auto compress = [&] {
@@ -283,49 +343,44 @@ asio::awaitable<bool> WriteList(Exchange& x, Cacher& cacher, const WatchFilter& 
   if (!found) co_return false;
   ++stats.lists;
   if (gzipped) {
-    co_await WriteGzipped(x, 200, *gzipped, cacher.encoding(), stats);
+    co_await WriteGzipped(x, 200, *gzipped, WireEncoding(cacher, filter), stats);
   } else {
-    co_await WritePlain(x, 200, a.body, cacher.encoding(), stats);
+    co_await WritePlain(x, 200, a.body, WireEncoding(cacher, filter), stats);
   }
   co_return true;
 }
 
 asio::awaitable<bool> WriteObject(Exchange& x, Cacher& cacher, CacheServeStats& stats,
-                                  bool partial_metadata, bool miss_is_upstreams) {
+                                  const WatchFilter* form, bool miss_is_upstreams) {
   const ResourceType& t = cacher.type();
   const RequestInfo& info = x.request.info;
   ObjectPtr obj =
       cacher.Get(CachedObject::Key(t.namespaced ? info.namespace_ : "", info.name)).first;
   if (!obj && miss_is_upstreams) co_return false;  // Declined: counted by the caller.
-  if (obj && partial_metadata) obj = obj->PartialMetadata();
+  const bool cbor = form != nullptr && form->cbor;
+  if (obj && form != nullptr && form->partial_metadata) obj = obj->PartialMetadata();
+  if (obj && cbor) obj = obj->Cbor(form->cbor_bytes_map);
   ++stats.gets;
-  const Encoding encoding = cacher.encoding();
   if (!obj) {
-    // A Status has protobuf even where the object does not (a custom resource): client-go's
-    // Accept gets it in protobuf, as from the apiserver. Negotiated without conversions, as the
-    // apiserver negotiates errors: the metadata client's protobuf clause asks for one, so its
-    // NotFound is JSON.
-    const Representation status_media = NegotiateRepresentation(
-        info, x.request.headers, /*has_protobuf=*/true, /*allow_conversion=*/false);
-    const Encoding status_encoding =
-        status_media.media == MediaChoice::kProtobuf ? Encoding::kProtobuf : Encoding::kJson;
-    const KubeStatus status = NotFoundStatus(t.group, t.resource, info.name);
-    const std::string body = status_encoding == Encoding::kProtobuf ? EncodeStatusProto(status)
-                                                                    : EncodeStatusBody(status);
-    const std::array<asio::const_buffer, 1> out{asio::buffer(body)};
-    co_await WriteBody(x, 404, out, status_encoding, stats);
+    co_await WriteNotFound(x, t, cbor, stats);
     co_return true;
   }
-  if (encoding == Encoding::kProtobuf) {
+  if (obj->encoding() == Encoding::kProtobuf) {
     const std::array<asio::const_buffer, 3> out{asio::buffer(obj->proto_get_head()),
                                                 asio::buffer(obj->bytes()),
                                                 asio::buffer(kUnknownTail)};
-    co_await WriteBody(x, 200, out, encoding, stats);
+    co_await WriteBody(x, 200, out, Encoding::kProtobuf, stats);
+    co_return true;
+  }
+  if (obj->encoding() == Encoding::kCbor) {
+    const std::array<asio::const_buffer, 2> out{asio::buffer(kCborSelfDescribed),
+                                                asio::buffer(obj->bytes())};
+    co_await WriteBody(x, 200, out, Encoding::kCbor, stats);
     co_return true;
   }
   static constexpr std::string_view kNewline = "\n";
   const std::array<asio::const_buffer, 2> out{asio::buffer(obj->json()), asio::buffer(kNewline)};
-  co_await WriteBody(x, 200, out, encoding, stats);
+  co_await WriteBody(x, 200, out, Encoding::kJson, stats);
   co_return true;
 }
 

@@ -40,12 +40,13 @@ struct ListBuilding {
 asio::awaitable<bool> WriteList(Exchange& x, Cacher& cacher, const WatchFilter& filter,
                                 const ListPlan& plan, uint64_t at_rv, CacheServeStats& stats,
                                 ListBuilding building = {});
-// A GET's object (as PartialObjectMetadata when `partial_metadata`; a LIST's form is its
-// filter's), or its NotFound Status. False (nothing written) when the object is not cached and
+// A GET's object in the form `form` says (PartialObjectMetadata, CBOR; null: the cache's own),
+// or its NotFound Status. False (nothing written) when the object is not cached and
 // `miss_is_upstreams`: an RV=0 GET, which the apiserver answers from its own watch cache,
 // usually ahead of this one (a Node its kubelet has just registered).
 asio::awaitable<bool> WriteObject(Exchange& x, Cacher& cacher, CacheServeStats& stats,
-                                  bool partial_metadata = false, bool miss_is_upstreams = false);
+                                  const WatchFilter* form = nullptr,
+                                  bool miss_is_upstreams = false);
 
 }  // namespace kf
 

@@ -16,6 +16,9 @@ void RenderServeMetrics(metrics::Writer& w, const CacheServeStats& serve) {
   w.Single("kube_fanout_cache_protobuf_requests_total", "counter",
            "Cached reads (lists, gets, watches) answered in protobuf.",
            static_cast<double>(serve.protobuf.load()));
+  w.Single("kube_fanout_cache_cbor_requests_total", "counter",
+           "Cached reads (lists, gets, watches) answered in CBOR.",
+           static_cast<double>(serve.cbor.load()));
   w.Single("kube_fanout_cache_watches_vouched_total", "counter",
            "Watches from an RV before their cache's window, started at the window's start "
            "because the resource's other encoding's cache showed nothing they would see between "

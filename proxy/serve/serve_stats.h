@@ -21,6 +21,7 @@ struct CacheServeStats {
   std::atomic<uint64_t> bytes_written{0}, events_written{0};
   std::atomic<int64_t> open_watches{0};
   std::atomic<uint64_t> protobuf{0};  // Reads of the above answered in protobuf.
+  std::atomic<uint64_t> cbor{0};      // Reads of the above answered in CBOR.
   // Watches from before their cache's window, started at the window's start because the
   // resource's other cache (JSON or protobuf) proved nothing they would see happened between.
   std::atomic<uint64_t> watches_vouched{0};

@@ -12,6 +12,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/api/cbor.h"
 #include "common/api/go_strconv.h"
 #include "common/api/kube_proto.h"
 #include "common/strings.h"
@@ -30,7 +31,8 @@ ResponseHead WatchHead(Encoding encoding) {
   head.fields.set(http::field::cache_control, "no-cache, private");
   head.fields.set(http::field::content_type, encoding == Encoding::kProtobuf
                                                  ? kProtobufWatchContentType
-                                                 : std::string_view("application/json"));
+                                             : encoding == Encoding::kCbor ? kCborSeqContentType
+                                                                           : "application/json");
   head.framing = ResponseHead::Framing::kStreamed;
   return head;
 }
@@ -70,10 +72,15 @@ asio::awaitable<std::optional<WatchParams>> Plan(Exchange& x, Cacher& cacher, Re
 // Like the apiserver: HTTP 200, one ERROR event carrying the 410 Status, then the end.
 asio::awaitable<void> WriteExpired(Exchange& x, const absl::Status& status, Encoding encoding) {
   const KubeStatus expired{410, "Expired", std::string(status.message()), std::nullopt};
-  const std::string event =
-      encoding == Encoding::kProtobuf
-          ? WatchFrame("ERROR", EncodeStatusProto(expired))
-          : absl::StrCat("{\"type\":\"ERROR\",\"object\":", EncodeStatusJson(expired), "}\n");
+  std::string event;
+  if (encoding == Encoding::kProtobuf) {
+    event = WatchFrame("ERROR", EncodeStatusProto(expired));
+  } else if (encoding == Encoding::kCbor) {
+    auto object = JsonToCbor(EncodeStatusJson(expired));
+    event = std::string(CborFramePrefix("ERROR")) + (object.ok() ? object->bytes : "\xf6");
+  } else {
+    event = absl::StrCat("{\"type\":\"ERROR\",\"object\":", EncodeStatusJson(expired), "}\n");
+  }
   const std::array<asio::const_buffer, 1> body{asio::buffer(event)};
   const beast::error_code ec = co_await WriteAnswer(*x.response, WatchHead(encoding), body);
   if (ec) x.error = ec.message();
@@ -333,7 +340,7 @@ asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflect
         stats);
   }
   if (!watcher.ok()) {
-    co_await WriteExpired(x, watcher.status(), cacher.encoding());
+    co_await WriteExpired(x, watcher.status(), WireEncoding(cacher, filter));
     co_return true;
   }
   wake->watcher = *watcher;
@@ -343,7 +350,7 @@ asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflect
                                           executor, slot);
   // Written here, so the detached watch never reads the request (Detached).
   const beast::error_code head_failed =
-      co_await x.response->WriteHead(WatchHead(cacher.encoding()));
+      co_await x.response->WriteHead(WatchHead(WireEncoding(cacher, filter)));
   if (head_failed) open->HeadFailed();
   x.detached = std::move(open);
   co_return true;

@@ -188,6 +188,7 @@ class Reflector {
   // dead watch), or only an end when no bookmark was seen and none is known to be sent.
   WatchEnd IdleEnd(const absl::Status& status);
   asio::awaitable<void> ProbeBookmarkTemplate();
+  asio::awaitable<void> ProbeCbor();
   asio::awaitable<void> Backoff();
   asio::awaitable<void> ProbeLoop();
   asio::awaitable<std::optional<uint64_t>> ProveOnce();

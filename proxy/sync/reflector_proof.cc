@@ -10,9 +10,11 @@
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cache/listed_versions.h"
+#include "common/api/cbor.h"
 #include "common/api/kube_proto.h"
 #include "common/api/protowire.h"
 #include "common/api/upstream_list.h"
@@ -230,6 +232,24 @@ asio::awaitable<void> Reflector::ProbeBookmarkTemplate() {
   constexpr std::string_view kMarker = ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}";
   if (size_t at = object.find(kMarker); at != std::string::npos) object.erase(at, kMarker.size());
   cacher_.SetBookmarkTemplate(std::move(object));
+}
+
+asio::awaitable<void> Reflector::ProbeCbor() {
+  // A LIST selecting nothing ("-" is never a valid name) in CBOR: an apiserver whose
+  // CBORServingAndStorage gate is on answers application/cbor, one whose gate is off 406 (a
+  // kube-fanout above answers as its own upstream does). Asked when the reflector starts (a
+  // cache restored from a snapshot too); no answer: asked again before the next LIST; meanwhile
+  // CBOR requests pass through.
+  const std::string target = absl::StrCat(CollectionPath(), "?fieldSelector=metadata.name%3D-");
+  auto res = co_await UpstreamCall(pool_, http::verb::get, target, credentials_(), "",
+                                   std::chrono::seconds(5), kCborContentType);
+  if (!res.ok() || res->status == 429 || res->status >= 500) co_return;
+  const bool serves =
+      res->status == 200 && absl::StartsWith(res->content_type, ToAbsl(kCborContentType));
+  cacher_.SetUpstreamCbor(serves);
+  log_.Info(serves ? "the upstream serves CBOR for this resource: the cache answers it"
+                   : "the upstream does not serve CBOR for this resource: it answers CBOR requests",
+            {{"resource", cacher_.type().GroupResource()}});
 }
 
 }  // namespace kf

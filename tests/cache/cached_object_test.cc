@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "cache/watch_event.h"
 #include "tests/cache/test_objects.h"
 
 namespace kf {
@@ -28,6 +29,27 @@ TEST_CASE("CachedObject's list item form drops kind and apiVersion, as built-in 
   const std::string item = std::string(prefix) + std::string(rest);
   CHECK(item.rfind("{\"metadata\":{\"name\":\"a\"", 0) == 0);
   CHECK(std::string(p->json()) == "{\"kind\":\"Pod\",\"apiVersion\":\"v1\"," + item.substr(1));
+}
+
+TEST_CASE("CachedObject's CBOR form is built once, shared, and drops type fields in list items") {
+  const ObjectPtr p = Pod("ns1", "a", 42);
+  const ObjectPtr& cbor = p->Cbor("");
+  CHECK(cbor == p->Cbor(""));  // Built once; every watcher and answer shares it.
+  CHECK(cbor->encoding() == Encoding::kCbor);
+  CHECK(cbor->key() == "ns1/a");
+  CHECK(cbor->resource_version() == 42);
+  // A map of byte strings: "kind" first, as in the JSON.
+  CHECK(cbor->bytes().substr(1, 5) == "\x44kind");
+  auto [head, rest] = cbor->list_item();
+  const auto whole = static_cast<uint8_t>(cbor->bytes()[0]);
+  REQUIRE(head.size() == 1);
+  CHECK(static_cast<uint8_t>(head[0]) == whole - 2);  // The same map less kind and apiVersion.
+  CHECK(rest.substr(0, 9) == "\x48metadata");
+  // A frame: the self-described {"type", "object"} map, then the shared bytes.
+  const FramePieces frame = Frame("MODIFIED", cbor);
+  CHECK(frame[0].bytes == CborFramePrefix("MODIFIED"));
+  CHECK(frame[1].bytes.data() == cbor->bytes().data());
+  CHECK(frame[2].bytes.empty());
 }
 
 TEST_CASE("CachedObject keeps type fields in list items of custom resources") {

@@ -107,6 +107,13 @@ def answer_rv(resp):
         body = gzip.decompress(body)
     if body.startswith(b"k8s\0"):
         return _protobuf_rv(body)
+    if body.startswith(b"\xd9\xd9\xf7"):  # CBOR (self-described); strings are byte strings.
+        import cbor2
+        try:
+            rv = cbor2.loads(body)[b"metadata"].get(b"resourceVersion")
+        except (ValueError, KeyError, TypeError, AttributeError, cbor2.CBORDecodeError):
+            return None
+        return rv.decode() if isinstance(rv, bytes) else rv
     try:
         return json.loads(body)["metadata"].get("resourceVersion")
     except (ValueError, KeyError, TypeError, AttributeError):

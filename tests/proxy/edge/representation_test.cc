@@ -112,6 +112,31 @@ TEST_CASE("NegotiateRepresentation reads as=, g= and v= as the apiserver's negot
   }
 }
 
+TEST_CASE("CBOR is the cache's only where the upstream serves it") {
+  auto info = RequestInfo::Parse("GET", "/api/v1/pods");
+  REQUIRE(info.ok());
+  const std::pair<std::string_view, MediaChoice> served[] = {
+      {"application/cbor", MediaChoice::kCbor},
+      {"application/cbor;stream=watch", MediaChoice::kCbor},
+      {"application/cbor, application/json", MediaChoice::kCbor},
+      {"application/json;q=0.5, application/cbor", MediaChoice::kCbor},
+      {"application/json, application/cbor", MediaChoice::kJson},
+      // No such serializer: the apiserver's 406 (it streams watches as cbor-seq itself).
+      {"application/cbor-seq", MediaChoice::kApiserver},
+      {"application/cbor;as=Table;g=meta.k8s.io;v=v1", MediaChoice::kApiserver},
+  };
+  for (const auto& [accept, want] : served) {
+    INFO(accept);
+    http::fields fields;
+    fields.set(http::field::accept, accept);
+    const Representation r = NegotiateRepresentation(*info, fields, true, true, /*has_cbor=*/true);
+    CHECK((r.conversion == Conversion::kNone ? r.media : MediaChoice::kApiserver) == want);
+    // Without it, every CBOR clause the cache would serve is the apiserver's.
+    const Representation off = NegotiateRepresentation(*info, fields, true, true, false);
+    if (want == MediaChoice::kCbor) CHECK(off.media == MediaChoice::kApiserver);
+  }
+}
+
 TEST_CASE("An error's Status is negotiated without conversions, as the apiserver negotiates it") {
   http::fields fields;
   fields.set(http::field::accept,
