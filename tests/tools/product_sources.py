@@ -20,8 +20,8 @@ def _product(path):
 
 def entries(root, build="build"):
     """Yields one dict per product source: path (relative to root), arguments (the compile command
-    with that source compiled), directory, output (the object the build writes, the batch's for a
-    batched source) and batch (the other sources of its batch, relative to root)."""
+    with that source compiled), directory and output (the object the build writes, the batch's for
+    a batched source)."""
     for entry in json.load(open(os.path.join(root, build, "compile_commands.json"))):
         source = os.path.normpath(os.path.join(entry["directory"], entry["file"]))
         args = entry.get("arguments") or shlex.split(entry["command"])
@@ -36,4 +36,19 @@ def entries(root, build="build"):
                 continue
             own = [os.path.join(root, member) if a in (entry["file"], source) else a for a in args]
             yield {"path": member, "arguments": own, "directory": entry["directory"],
-                   "output": output, "batch": [m for m in members if m != member]}
+                   "output": output}
+
+
+PROJECT_INCLUDE = re.compile(r'^#include "([^"]+)"', re.MULTILINE)
+
+
+def project_includes(root, path, seen=None):
+    """The project files `path` includes, directly or through another (its #include "..." lines
+    that name a file of the project): a batched source's own share of its batch's dependencies."""
+    seen = set() if seen is None else seen
+    with open(os.path.join(root, path)) as f:
+        for name in PROJECT_INCLUDE.findall(f.read()):
+            if name not in seen and os.path.exists(os.path.join(root, name)):
+                seen.add(name)
+                project_includes(root, name, seen)
+    return seen
