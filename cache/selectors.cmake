@@ -9,6 +9,7 @@ add_library(kf_selectors STATIC
   ${CMAKE_CURRENT_LIST_DIR}/selectable_fields.cc
   ${CMAKE_CURRENT_LIST_DIR}/shard_selector.cc
 )
+kf_unity(kf_selectors)
 target_include_directories(kf_selectors PUBLIC ${PROJECT_SOURCE_DIR})
 # RapidJSON is header-only and installed in a system include directory.
 target_link_libraries(kf_selectors

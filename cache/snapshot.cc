@@ -77,9 +77,9 @@ uint32_t Crc32(std::string_view bytes) {
   return static_cast<uint32_t>(crc);
 }
 
-absl::Status Truncated() { return absl::DataLossError("snapshot truncated or malformed"); }
-
 }  // namespace
+
+absl::Status SnapshotTruncated() { return absl::DataLossError("snapshot truncated or malformed"); }
 
 absl::StatusOr<std::string> EncodeSnapshot(const SnapshotHeader& header, const Cacher::State& state,
                                            size_t max_bytes) {
@@ -227,9 +227,9 @@ absl::StatusOr<DecodedSnapshot> DecodePayload(std::string_view payload) {
   ProtoReader r(payload);
   ProtoField f;
   while (r.Next(&f)) {
-    if (!DecodeField(f, &s)) return Truncated();
+    if (!DecodeField(f, &s)) return SnapshotTruncated();
   }
-  if (!r.ok()) return Truncated();
+  if (!r.ok()) return SnapshotTruncated();
   return s;
 }
 

@@ -76,6 +76,8 @@ struct DecodedSnapshot {
 absl::StatusOr<DecodedSnapshot> DecodeSnapshot(std::string_view bytes);
 // A version 2 payload (snapshot_v2.cc); DataLoss when malformed.
 absl::StatusOr<DecodedSnapshot> DecodeSnapshotPayloadV2(std::string_view payload);
+// The DataLoss of a snapshot cut short or malformed.
+absl::Status SnapshotTruncated();
 
 // The cache state the decoded snapshot describes, its objects parsed as `type`'s in the
 // snapshot's encoding (an object

@@ -52,8 +52,6 @@ class Reader {
   std::string_view rest_;
 };
 
-absl::Status Truncated() { return absl::DataLossError("snapshot truncated or malformed"); }
-
 }  // namespace
 
 absl::StatusOr<DecodedSnapshot> DecodeSnapshotPayloadV2(std::string_view payload) {
@@ -66,7 +64,7 @@ absl::StatusOr<DecodedSnapshot> DecodeSnapshotPayloadV2(std::string_view payload
       !r.Str(&t.resource) || !r.Str(&t.kind) || !r.U8(&namespaced) || !r.U8(&type_meta) ||
       !r.U8(&encoding) || encoding > 1 || !r.U64(&s.resource_version) ||
       !r.U64(&s.window_start_rv) || !r.Str(&s.bookmark_template) || !r.Count(&objects, 8)) {
-    return Truncated();
+    return SnapshotTruncated();
   }
   s.header.written_unix_seconds = static_cast<int64_t>(written);
   t.namespaced = namespaced != 0;
@@ -74,23 +72,23 @@ absl::StatusOr<DecodedSnapshot> DecodeSnapshotPayloadV2(std::string_view payload
   s.header.encoding = encoding == 1 ? Encoding::kProtobuf : Encoding::kJson;
   s.objects.resize(objects);
   for (std::string& o : s.objects) {
-    if (!r.Str(&o)) return Truncated();
+    if (!r.Str(&o)) return SnapshotTruncated();
   }
-  if (!r.Count(&events, 10)) return Truncated();
+  if (!r.Count(&events, 10)) return SnapshotTruncated();
   s.events.resize(events);
   for (DecodedSnapshot::Event& e : s.events) {
     uint8_t type = 0, has_prev = 0;
     if (!r.U8(&type) || type > static_cast<uint8_t>(EventType::kDeleted) || !r.Str(&e.object) ||
         !r.U8(&has_prev)) {
-      return Truncated();
+      return SnapshotTruncated();
     }
     e.type = static_cast<EventType>(type);
     if (has_prev != 0) {
       e.prev.emplace();
-      if (!r.Str(&*e.prev)) return Truncated();
+      if (!r.Str(&*e.prev)) return SnapshotTruncated();
     }
   }
-  if (!r.empty()) return Truncated();
+  if (!r.empty()) return SnapshotTruncated();
   return s;
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/strings.h"
+#include "common/use_nothrow.h"
 #include "proxy/edge/deadlines.h"
 #include "proxy/edge/request_parser.h"
 
@@ -20,7 +21,6 @@ namespace kf {
 namespace {
 
 namespace http = beast::http;
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 // Go's net/http buffers a handler's output up to this size; an answer that fits goes out with a
 // Content-Length, a longer one chunked.
 constexpr size_t kGoChunkingThreshold = 2048;
@@ -37,8 +37,6 @@ std::string ChunkSize(size_t n) {
   s += "\r\n";
   return s;
 }
-
-bool StatusHasBody(int status) { return status >= 200 && status != 204 && status != 304; }
 
 }  // namespace
 

@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
+#include "common/use_nothrow.h"
 #include "proxy/edge/read_buffer.h"
 
 namespace kf {
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 // Reads: a quiet connection's pending read holds the small buffer (a client's WINDOW_UPDATEs,
 // PINGs and short requests fit), a burst (request bodies) the large one (proxy/edge/read_buffer.h).
 constexpr size_t kIdleReadBytes = 1024;

@@ -12,13 +12,12 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
+#include "common/use_nothrow.h"
 #include "proxy/edge/deadlines.h"
 #include "proxy/edge/http2_session.h"
 
 namespace kf {
 namespace {
-
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
 // Frames gathered into one socket write.
 constexpr size_t kWriteBatchBytes = 64 * 1024;

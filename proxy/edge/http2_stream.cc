@@ -39,8 +39,6 @@ bool ConnectionSpecific(std::string_view lower_name, std::string_view value) {
          std::end(kForbidden);
 }
 
-bool StatusHasBody(int status) { return status >= 200 && status != 204 && status != 304; }
-
 nghttp2_nv Nv(const std::string& name, const std::string& value) {
   // nghttp2 copies names and values (no NO_COPY flags).
   return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),

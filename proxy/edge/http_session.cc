@@ -10,6 +10,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "common/use_nothrow.h"
 #include "proxy/edge/client_cert.h"
 #include "proxy/edge/http1_body.h"
 #include "proxy/edge/http1_response.h"
@@ -20,7 +21,6 @@ namespace kf {
 namespace {
 
 namespace http = beast::http;
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
 // The 400 or 431 answer to a head that does not parse (WriteGoServerError): shorter than
 // kWriteTimeout (deadlines.h), the connection closes after it.

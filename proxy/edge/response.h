@@ -41,6 +41,9 @@ struct ResponseHead {
   uint64_t length = 0;
 };
 
+// Whether an answer with this status carries a body: 1xx, 204 and 304 do not (RFC 9110).
+inline bool StatusHasBody(int status) { return status >= 200 && status != 204 && status != 304; }
+
 // The connection of an answered protocol upgrade (101), for a tunnel.
 struct Upgraded {
   AnyStream& stream;

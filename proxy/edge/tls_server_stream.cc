@@ -12,10 +12,11 @@
 #include <cstring>
 #include <limits>
 
+#include "common/use_nothrow.h"
+
 namespace kf {
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 // A quiet connection's read waits with this much room; one that filled it reads a record's
 // worth next (a record is at most 16 KiB and 256 bytes of overhead).
 constexpr size_t kSmallRead = 512;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/api/watch_framing.h"
 #include "common/strings.h"
+#include "common/use_nothrow.h"
 #include "proxy/edge/hop_by_hop.h"
 #include "proxy/edge/request_parser.h"
 #include "proxy/passthrough/relay_answer.h"
@@ -19,7 +20,6 @@ namespace kf {
 namespace {
 
 namespace http = beast::http;
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 constexpr auto kResponseHeaderTimeout = std::chrono::seconds(60);
 
 // One call upstream: the connection, what was read past the response head, the parser.

@@ -6,12 +6,12 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include "common/use_nothrow.h"
 #include "proxy/edge/deadlines.h"
 
 namespace kf {
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 constexpr size_t kPiece = 16 * 1024;
 constexpr auto kTunnelIdleTimeout = std::chrono::hours(4);
 

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
+#include "common/use_nothrow.h"
 #include "proxy/edge/deadlines.h"
 #include "proxy/edge/field_syntax.h"
 #include "proxy/edge/hop_by_hop.h"
@@ -18,7 +19,6 @@ namespace kf {
 namespace {
 
 namespace http = beast::http;
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
 // One step of the serializer; Beast asks for the next buffer with need_buffer, not an error.
 asio::awaitable<beast::error_code> WriteStep(AnyStream& up,

@@ -3,7 +3,7 @@
 namespace kf {
 namespace {
 
-Decision Next(Step step) { return {.step = step}; }
+Decision StepTo(Step step) { return {.step = step}; }
 Decision Pass(PassReason reason, bool send_back = false) {
   return {.step = Step::kPass, .pass = reason, .send_back = send_back};
 }
@@ -14,17 +14,17 @@ Decision Refuse(RefuseReason reason) { return {.step = Step::kRefuse, .refuse = 
 Decision DecideAllowed(const ServeFacts& f, bool initializing) {
   if (initializing) return Refuse(RefuseReason::kInitializing);
   if (f.verb == ReadVerb::kWatch) {
-    if (f.watch_slots_bounded && !f.slot) return Next(Step::kTakeWatchSlot);
+    if (f.watch_slots_bounded && !f.slot) return StepTo(Step::kTakeWatchSlot);
     if (f.slot == WatchSlots::Refused::kTotal) return Refuse(RefuseReason::kWatchersTotal);
     if (f.slot == WatchSlots::Refused::kPerUser) return Refuse(RefuseReason::kWatchersPerUser);
-    return Next(Step::kServe);  // ServeWatch decides where it starts (RequiredVersion there).
+    return StepTo(Step::kServe);  // ServeWatch decides where it starts (RequiredVersion there).
   }
-  if (f.consistent && !f.consistent_turn) return Next(Step::kTakeConsistentTurn);
+  if (f.consistent && !f.consistent_turn) return StepTo(Step::kTakeConsistentTurn);
   if (f.consistent_turn == true) return Pass(PassReason::kConsistentTurn);
-  if (!f.freshness) return Next(Step::kRequireVersion);
+  if (!f.freshness) return StepTo(Step::kRequireVersion);
   switch (*f.freshness) {
     case Freshness::Verdict::kServe:
-      return Next(Step::kServe);
+      return StepTo(Step::kServe);
     case Freshness::Verdict::kPassThrough:
       return Pass(PassReason::kUnprovable);
     case Freshness::Verdict::kTooLarge:
@@ -44,7 +44,7 @@ Decision DecideReviewed(const ServeFacts& f, bool initializing) {
     case Who::kUnasked:
       if (f.lookup_unavailable) return Refuse(RefuseReason::kTokenReviewUnavailable);
       if (f.lookup_throttled) return Refuse(RefuseReason::kTokenReviewThrottled);
-      return Next(Step::kAuthenticate);
+      return StepTo(Step::kAuthenticate);
     case Who::kUnavailable:
       return Refuse(RefuseReason::kTokenReviewUnavailable);
     case Who::kThrottled:
@@ -55,7 +55,7 @@ Decision DecideReviewed(const ServeFacts& f, bool initializing) {
     case Who::kUser:
       break;
   }
-  if (!f.access) return Next(Step::kReviewAccess);
+  if (!f.access) return StepTo(Step::kReviewAccess);
   if (*f.access == Access::kUnavailable) return Refuse(RefuseReason::kAccessReviewUnavailable);
   // The apiserver's authorizer may say yes before the denial expires here: a watch comes back.
   if (*f.access != Access::kAllowed) return Pass(PassReason::kDenied, watch);
@@ -96,12 +96,12 @@ Who WhoOf(const Authentication& who) {
 
 Decision Decide(const ServeFacts& f) {
   if (!f.cacheable) return Pass(PassReason::kNotCacheable);
-  if (!f.cached) return Next(Step::kFindCache);
+  if (!f.cached) return StepTo(Step::kFindCache);
   if (!*f.cached) return Pass(PassReason::kNotCached);
   if (f.form.cache == Form::Cache::kNone) return Pass(PassReason::kRepresentation);
   // A protobuf cache still starting is waited for, unless its reflector has failed.
   if (f.form.cache == Form::Cache::kProtobuf && f.sync == Sync::kSyncing) {
-    return Next(Step::kWaitSynced);
+    return StepTo(Step::kWaitSynced);
   }
   // Not synced: the apiserver's answer while its own watch cache initializes (KEP-4568) once
   // the user is known to be allowed, or, for what it would read from etcd, the apiserver's.
@@ -110,7 +110,7 @@ Decision Decide(const ServeFacts& f) {
   const bool initializing = !synced && !f.list_refused && f.busy_while_initializing;
   // (A watch passes here only when its cache's LIST is refused: it would not come back.)
   if (!synced && !initializing) return Pass(PassReason::kNotSynced);
-  if (!f.selects) return Next(Step::kSelect);
+  if (!f.selects) return StepTo(Step::kSelect);
   if (!*f.selects) return Pass(PassReason::kSelector);
   return DecideReviewed(f, initializing);
 }

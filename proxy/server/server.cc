@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "common/api/json.h"
 #include "common/strings.h"
+#include "common/use_nothrow.h"
 #include "proxy/edge/batched_sends.h"
 #include "proxy/edge/client_cert.h"
 #include "proxy/edge/http2_session.h"
@@ -28,11 +29,6 @@
 #include "rapidjson/document.h"
 
 namespace kf {
-namespace {
-
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
-
-}  // namespace
 
 Server::Server(ProxyOptions options, UpstreamConfig upstream, const Logger& log)
     : options_(std::move(options)), upstream_(std::move(upstream)), log_(log) {}

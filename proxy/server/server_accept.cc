@@ -9,6 +9,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/use_nothrow.h"
 #include "proxy/edge/http2_session.h"
 #include "proxy/edge/http_session.h"
 #include "proxy/server/server.h"
@@ -16,8 +17,6 @@
 namespace kf {
 
 namespace {
-
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
 template <class Socket>
 std::string RemoteOf(const Socket& socket) {

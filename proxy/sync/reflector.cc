@@ -16,11 +16,11 @@
 #include "common/api/protowire.h"
 #include "common/api/upstream_list.h"
 #include "common/strings.h"
+#include "common/use_nothrow.h"
 
 namespace kf {
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 constexpr auto kMaxBackoff = std::chrono::milliseconds(30000);
 // What a protobuf reflector asks for: protobuf only, so a resource without it (a custom
 // resource, an aggregated API) answers 406 instead of JSON the reflector cannot read.

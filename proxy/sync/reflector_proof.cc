@@ -19,12 +19,12 @@
 #include "common/api/protowire.h"
 #include "common/api/upstream_list.h"
 #include "common/strings.h"
+#include "common/use_nothrow.h"
 #include "proxy/sync/reflector.h"
 
 namespace kf {
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 // After a proof that answered several reads, the next starts at most this long after it
 // (SharedProof::spaced): at most 20 a second per resource under a fleet of readers.
 constexpr auto kProofSpacing = std::chrono::milliseconds(50);

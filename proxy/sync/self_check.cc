@@ -8,11 +8,11 @@
 #include "cache/listed_versions.h"
 #include "common/api/upstream_list.h"
 #include "common/strings.h"
+#include "common/use_nothrow.h"
 
 namespace kf {
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 constexpr size_t kPageObjects = 500;
 // Keys named in the log line of an inconsistency (the count says how many differ in all).
 constexpr size_t kLoggedDifferences = 10;

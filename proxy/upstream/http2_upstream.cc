@@ -13,12 +13,12 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "common/strings.h"
+#include "common/use_nothrow.h"
 #include "proxy/edge/deadlines.h"
 
 namespace kf {
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 constexpr size_t kReadBytes = 16 * 1024;
 constexpr size_t kWriteBatchBytes = 64 * 1024;
 // The connection's receive window: every stream's window at the server's usual stream limit,

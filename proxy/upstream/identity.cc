@@ -14,7 +14,7 @@ namespace {
 
 constexpr std::string_view kAuthenticated = "system:authenticated";
 
-std::string Str(const rapidjson::Value& v) {
+std::string StringOf(const rapidjson::Value& v) {
   return std::string(v.GetString(), v.GetStringLength());
 }
 
@@ -22,7 +22,7 @@ std::vector<std::string> Strings(const rapidjson::Value& v) {
   std::vector<std::string> out;
   if (!v.IsArray()) return out;
   for (const auto& s : v.GetArray()) {
-    if (s.IsString()) out.push_back(Str(s));
+    if (s.IsString()) out.push_back(StringOf(s));
   }
   return out;
 }
@@ -67,16 +67,16 @@ std::optional<UserInfo> Authenticator::ParseReview(std::string_view body) {
   auto name = user.FindMember("username");
   if (name == user.MemberEnd() || !name->value.IsString()) return std::nullopt;
   UserInfo u;
-  u.username = Str(name->value);
+  u.username = StringOf(name->value);
   if (auto uid = user.FindMember("uid"); uid != user.MemberEnd() && uid->value.IsString()) {
-    u.uid = Str(uid->value);
+    u.uid = StringOf(uid->value);
   }
   if (auto groups = user.FindMember("groups"); groups != user.MemberEnd()) {
     u.groups = Strings(groups->value);
   }
   if (auto extra = user.FindMember("extra"); extra != user.MemberEnd() && extra->value.IsObject()) {
     for (const auto& m : extra->value.GetObject()) {
-      u.extra.emplace_back(Str(m.name), Strings(m.value));
+      u.extra.emplace_back(StringOf(m.name), Strings(m.value));
     }
     std::sort(u.extra.begin(), u.extra.end());
   }

@@ -13,12 +13,11 @@
 #include "common/api/json.h"
 #include "common/api/watch_framing.h"
 #include "common/strings.h"
+#include "common/use_nothrow.h"
 #include "proxy/edge/field_syntax.h"
 
 namespace kf {
 namespace {
-
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
 http::request<http::string_body> MakeRequest(const UpstreamEndpoint& ep, http::verb method,
                                              const std::string& target,

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/use_nothrow.h"
 #include "proxy/edge/http2_session.h"
 #include "proxy/edge/x509_cache.h"
 
@@ -22,7 +23,6 @@ constexpr size_t kMaxIdlePerEndpoint = 64;
 // Go's http.Server closes idle keep-alive connections after its IdleTimeout; reusing one close to
 // that edge races its close, so idle connections are retired well before.
 constexpr auto kMaxIdleAge = std::chrono::seconds(30);
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 constexpr unsigned char kAlpnHttp2[] = {2, 'h', '2', 8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
 
 bool IsIpLiteral(const std::string& host) {

@@ -6,5 +6,5 @@ add_executable(kf_selector_tests
   ${CMAKE_CURRENT_LIST_DIR}/shard_selector_test.cc
 )
 target_link_libraries(kf_selector_tests PRIVATE kf_selectors kf_warnings kf_test_main)
-kf_unity_tests(kf_selector_tests)
+kf_unity(kf_selector_tests)
 catch_discover_tests(kf_selector_tests EXTRA_ARGS -w NoTests)
