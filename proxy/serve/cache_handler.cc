@@ -164,9 +164,16 @@ asio::awaitable<void> CacheHandler::Learn(Exchange& x, Step step, Read& read) {
 void CacheHandler::Bind(const Exchange& x, Read& read) const {
   const CachedResources::Entry& entry = *read.entry;
   const bool has_protobuf = entry.proto_cacher != nullptr;
-  const bool has_cbor = entry.cacher->upstream_cbor() == Cacher::UpstreamCbor::kServes;
-  const Representation r = NegotiateRepresentation(x.request.info, x.request.headers, has_protobuf,
-                                                   /*allow_conversion=*/true, has_cbor);
+  const Cacher::UpstreamCbor cbor = entry.cacher->upstream_cbor();
+  Representation r =
+      NegotiateRepresentation(x.request.info, x.request.headers, has_protobuf,
+                              /*allow_conversion=*/true, cbor != Cacher::UpstreamCbor::kRefuses);
+  if (r.media == MediaChoice::kCbor && cbor != Cacher::UpstreamCbor::kServes) {
+    // Whether the upstream serves CBOR is asked on the first request for it; until answered,
+    // such requests are the apiserver's.
+    entry.reflector->AskCbor();
+    r = NegotiateRepresentation(x.request.info, x.request.headers, has_protobuf, true, false);
+  }
   ServeFacts& f = read.facts;
   f.form = ChooseForm(f.verb, r, has_protobuf, entry.cacher->type().list_items_have_type_meta);
   switch (f.form.cache) {

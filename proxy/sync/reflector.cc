@@ -92,7 +92,6 @@ asio::awaitable<void> Reflector::Run() {
                             .count(),
                         std::memory_order_relaxed);
   co_await ProbeBookmarkTemplate();
-  if (!protobuf()) co_await ProbeCbor();
   // A cache restored from a snapshot is synced already: it watches from the snapshot's RV, and
   // lists only if the upstream answers 410.
   bool need_list = !cacher_.synced();
@@ -104,9 +103,6 @@ asio::awaitable<void> Reflector::Run() {
   }
   while (!stopped_) {
     if (need_list) {
-      if (!protobuf() && cacher_.upstream_cbor() == Cacher::UpstreamCbor::kUnknown) {
-        co_await ProbeCbor();  // Not answered at the start: asked again.
-      }
       absl::Status s = co_await ListAll();
       if (!s.ok()) {
         ++stats_.errors;

@@ -150,6 +150,11 @@ class Reflector {
   // from an RV at or after the running fill's waits for it; an older one starts the next, from the
   // oldest RV waiting. Any thread; `done` runs on the reflector's thread.
   void Backfill(uint64_t rv, std::function<void(BackfillResult)> done);
+  // Whether the upstream serves CBOR for this resource (Cacher::upstream_cbor), asked when the
+  // first client asks for CBOR: one LIST selecting nothing, at most one at a time and one every
+  // 5 s while unanswered; any thread. No client asking, no request: a start (from a snapshot
+  // too) costs the upstream no LIST for it.
+  void AskCbor();
 
   // --- Self-check (self_check.cc); on the reflector's thread ---------------------------------
   // Compares the cache's objects (names, namespaces and resourceVersions) with the upstream's
@@ -264,6 +269,9 @@ class Reflector {
   // Backfill's asks, (rv, done), and its running fill; on the reflector's thread.
   std::vector<std::pair<uint64_t, std::function<void(BackfillResult)>>> backfill_waiting_;
   bool backfill_running_ = false;
+  // AskCbor's probe: running, and when the next may start; on the reflector's thread.
+  bool cbor_probing_ = false;
+  std::chrono::steady_clock::time_point next_cbor_probe_{};
   UpstreamWatch* backfill_active_ = nullptr;
   // TakeConsistentPassthrough's budget: when the next may go (steady clock, ns); any thread.
   std::atomic<int64_t> next_consistent_passthrough_{0};

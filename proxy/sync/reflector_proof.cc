@@ -234,12 +234,30 @@ asio::awaitable<void> Reflector::ProbeBookmarkTemplate() {
   cacher_.SetBookmarkTemplate(std::move(object));
 }
 
+void Reflector::AskCbor() {
+  asio::post(exec_, [this] {
+    const auto now = std::chrono::steady_clock::now();
+    if (stopped_ || protobuf() || cbor_probing_ || now < next_cbor_probe_ ||
+        cacher_.upstream_cbor() != Cacher::UpstreamCbor::kUnknown) {
+      return;
+    }
+    cbor_probing_ = true;
+    next_cbor_probe_ = now + std::chrono::seconds(5);
+    asio::co_spawn(
+        exec_,
+        [this]() -> asio::awaitable<void> {
+          co_await ProbeCbor();
+          cbor_probing_ = false;
+        },
+        asio::detached);
+  });
+}
+
 asio::awaitable<void> Reflector::ProbeCbor() {
   // A LIST selecting nothing ("-" is never a valid name) in CBOR: an apiserver whose
   // CBORServingAndStorage gate is on answers application/cbor, one whose gate is off 406 (a
-  // kube-fanout above answers as its own upstream does). Asked when the reflector starts (a
-  // cache restored from a snapshot too); no answer: asked again before the next LIST; meanwhile
-  // CBOR requests pass through.
+  // kube-fanout above answers as its own upstream does). No answer: asked again by a later
+  // CBOR request (AskCbor); meanwhile CBOR requests pass through.
   const std::string target = absl::StrCat(CollectionPath(), "?fieldSelector=metadata.name%3D-");
   auto res = co_await UpstreamCall(pool_, http::verb::get, target, credentials_(), "",
                                    std::chrono::seconds(5), kCborContentType);

@@ -32,10 +32,39 @@ def gated_cluster():
         yield c
 
 
+SERVES = "the upstream serves CBOR for this resource: the cache answers it"
+COLLECTIONS = {"pods": "/api/v1/pods", "nodes": "/api/v1/nodes",
+               "namespaces": "/api/v1/namespaces", "configmaps": "/api/v1/configmaps",
+               "secrets": "/api/v1/secrets"}
+
+
+def cbor_learned(proxy):
+    """The resources whose reflector has found that the upstream serves CBOR."""
+    return {json.loads(line).get("resource") for line in proxy.log_lines() if SERVES in line}
+
+
+def learn_cbor(cluster, proxy, resources):
+    """kube-fanout asks its upstream whether it serves CBOR when a client first asks for it:
+    that first request is the apiserver's; once answered, the cache serves CBOR."""
+    for resource in resources:
+        marker = f"kfcbor={next(_case)}"
+        r = cluster.request("GET", f"{COLLECTIONS[resource]}?limit=1&{marker}",
+                            port=proxy.port, tls=False, headers=CBOR)
+        assert r.status == 200, r.body[:300]
+        assert routed(proxy, marker) == "passthrough"  # Not known yet: the apiserver's.
+    deadline = time.monotonic() + 10
+    while not set(resources) <= cbor_learned(proxy) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert set(resources) <= cbor_learned(proxy), proxy.log_tail()
+
+
 @pytest.fixture(scope="module")
 def gated_proxy(gated_cluster, tmp_path_factory):
     p = Proxy.start(gated_cluster, tmp_path_factory.mktemp("cbor-proxy"),
                     extra_args=["--cache-resources=pods,nodes,namespaces,configmaps,secrets"])
+    # Nothing asked at the start: no client has asked for CBOR yet.
+    assert cbor_learned(p) == set(), p.log_tail()
+    learn_cbor(gated_cluster, p, list(COLLECTIONS))
     yield p
     assert p.stop() == 0, p.log_tail()
 
@@ -267,7 +296,7 @@ def test_watch_list_sends_the_initial_events_and_the_end_bookmark(gated_cluster,
 
 def test_a_warm_restarted_cache_serves_cbor(gated_cluster, objects, tmp_path):
     """A cache restored from a snapshot watches without listing; it still learns that the
-    upstream serves CBOR (asked when its reflector starts), so CBOR is still the cache's."""
+    upstream serves CBOR (asked at the first CBOR request), so CBOR is the cache's again."""
     snapshots = tmp_path / "snapshots"
     for name in ("first", "again"):
         (tmp_path / name).mkdir()
@@ -275,6 +304,7 @@ def test_a_warm_restarted_cache_serves_cbor(gated_cluster, objects, tmp_path):
             "--cache-snapshot-interval=1s"]
     first = Proxy.start(gated_cluster, tmp_path / "first", extra_args=args)
     try:
+        learn_cbor(gated_cluster, first, ["configmaps"])
         compare(gated_cluster, first, f"/api/v1/namespaces/{objects}/configmaps/cm07")
         deadline = time.monotonic() + 20
         while not list(snapshots.glob("*.snap")) and time.monotonic() < deadline:
@@ -286,6 +316,7 @@ def test_a_warm_restarted_cache_serves_cbor(gated_cluster, objects, tmp_path):
     try:
         assert any("cache loaded from snapshot" in line
                    for line in again.log_lines()), again.log_tail()
+        learn_cbor(gated_cluster, again, ["configmaps"])
         compare(gated_cluster, again, f"/api/v1/namespaces/{objects}/configmaps/cm07")
         compare(gated_cluster, again, f"/api/v1/namespaces/{objects}/configmaps?limit=4")
     finally:
@@ -307,6 +338,7 @@ def test_a_watch_from_an_rv_the_apiserver_no_longer_serves_gets_its_410(gated_cl
     gated_cluster.restart_apiserver()
     proxy = Proxy.start(gated_cluster, tmp_path, extra_args=["--cache-resources=configmaps"])
     try:
+        learn_cbor(gated_cluster, proxy, ["configmaps"])
         marker = f"kfcbor={next(_case)}"
         path = f"{base}?watch=1&resourceVersion={rv}&timeoutSeconds=30&{marker}"
         answers = []
