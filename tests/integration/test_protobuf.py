@@ -277,7 +277,8 @@ def test_protobuf_watchlist_bookmarks_and_410(cluster, cached_proxy, namespace):
         etype, kind, status = frame_event(direct[0])
         assert (kind, field(status, 4).decode()) == ("Status", "Expired")
         assert [v for n, _, v in fields(status) if n == 6] == [410]
-    assert cached[0] == direct[0]
+    assert cached[0] == direct[0], (frame_event(cached[0])[:2], fields(frame_event(cached[0])[2]),
+                                    fields(frame_event(direct[0])[2]))
 
 
 @pytest.fixture(scope="module")
