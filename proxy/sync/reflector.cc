@@ -61,6 +61,8 @@ void Reflector::Stop() {
   if (active_ != nullptr) active_->Cancel();
   if (progress_active_ != nullptr) progress_active_->Cancel();
   if (backfill_active_ != nullptr) backfill_active_->Cancel();
+  // A stop does not wait out a backoff (up to 30 s after an upstream that kept failing).
+  if (backoff_timer_ != nullptr) backoff_timer_->cancel();
   proof_.Abandon();
 }
 
@@ -75,8 +77,11 @@ asio::awaitable<void> Reflector::Backoff() {
   const std::chrono::milliseconds wait =
       RetryWait(retry_after, std::chrono::milliseconds(jitter(rng_)), kMaxBackoff);
   if (retry_after) ++stats_.retry_afters;
+  if (stopped_) co_return;
   asio::steady_timer timer(co_await asio::this_coro::executor);
   timer.expires_after(wait);
+  backoff_timer_ = &timer;
+  absl::Cleanup clear = [this] { backoff_timer_ = nullptr; };
   co_await timer.async_wait(use_nothrow);
 }
 

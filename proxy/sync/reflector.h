@@ -12,6 +12,7 @@
 #define KUBE_FANOUT_SYNC_REFLECTOR_H_
 
 #include <atomic>
+#include <boost/asio/steady_timer.hpp>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -269,6 +270,7 @@ class Reflector {
   // Backfill's asks, (rv, done), and its running fill; on the reflector's thread.
   std::vector<std::pair<uint64_t, std::function<void(BackfillResult)>>> backfill_waiting_;
   bool backfill_running_ = false;
+  asio::steady_timer* backoff_timer_ = nullptr;  // Backoff's wait, for Stop to cut short.
   // AskCbor's probe: running, and when the next may start; on the reflector's thread.
   bool cbor_probing_ = false;
   std::chrono::steady_clock::time_point next_cbor_probe_{};
