@@ -13,9 +13,11 @@ its two concurrent pytest runs one; under xdist without it the workers share one
 """
 import contextlib
 import fcntl
+import json
 import os
 import pathlib
 import tempfile
+import time
 import uuid
 
 import pytest
@@ -80,9 +82,20 @@ def _turn(alone):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    """Setup, call and teardown of each test in its turn (see `alone`)."""
+    """Setup, call and teardown of each test in its turn (see `alone`); with KF_TEST_TIMELINE
+    set, one JSON line per test there (worker, when it asked for its turn, began, ended) to see
+    where a run's time goes (tests/tools/timeline)."""
+    asked = time.time()
     with _turn(item.get_closest_marker("alone") is not None):
+        began = time.time()
         yield
+    path = os.environ.get("KF_TEST_TIMELINE")
+    if path:
+        line = json.dumps({"worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+                           "test": item.nodeid, "asked": asked, "began": began,
+                           "ended": time.time()})
+        with open(path, "a") as f:  # One short write per line: whole under O_APPEND.
+            f.write(line + "\n")
 
 
 @pytest.fixture(scope="session")
@@ -163,11 +176,8 @@ def cached_proxy(cluster, tmp_path_factory):
                 upstream = [f"--upstream=https://127.0.0.1:{chain[-1].secure_port}",
                             f"--upstream-ca-file={cluster.env['KF_CA_FILE']}",
                             f"--upstream-token-file={token_file}"]
-            # No self-check: it would LIST each cached resource at times no test controls,
-            # inside the windows where tests count the apiserver's LISTs (test_self_check.py
-            # tests it on kube-fanouts of its own).
-            chain.append(Proxy.start(cluster, directory, upstream_args=upstream,
-                                     extra_args=["--cache-check-interval=0"]))
+            # No self-check (Proxy.start's default, test_self_check.py tests it).
+            chain.append(Proxy.start(cluster, directory, upstream_args=upstream))
         yield chain[-1]
     finally:
         codes = [(p.stop(), p) for p in reversed(chain)]
