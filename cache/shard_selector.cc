@@ -14,10 +14,12 @@ class ShardParser {
   explicit ShardParser(std::string_view in) : in_(in) {}
 
   absl::StatusOr<ShardSelector> Run() {
-    ShardSelector out;
-    if (!Expr(out, 0)) return Refused();
+    ShardSelector::Data data;
+    if (!Expr(data, 0)) return Refused();
     SkipSpace();
-    if (pos_ != in_.size() || out.ranges_.empty()) return Refused();
+    if (pos_ != in_.size() || data.ranges.empty()) return Refused();
+    ShardSelector out;
+    out.data_ = std::make_shared<const ShardSelector::Data>(std::move(data));
     return out;
   }
 
@@ -51,7 +53,7 @@ class ShardParser {
     return !out->empty();
   }
 
-  bool Expr(ShardSelector& out, int depth) {
+  bool Expr(ShardSelector::Data& out, int depth) {
     if (depth > 8) return false;
     do {
       if (!Term(out, depth)) return false;
@@ -59,7 +61,7 @@ class ShardParser {
     return true;
   }
 
-  bool Term(ShardSelector& out, int depth) {
+  bool Term(ShardSelector::Data& out, int depth) {
     if (Eat("(")) return Expr(out, depth + 1) && Eat(")");
     std::string fn;
     if (!Ident(&fn) || fn != "shardRange" || !Eat("(")) return false;
@@ -70,7 +72,7 @@ class ShardParser {
     } while (Eat("."));
     if (path != "object.metadata.uid" && path != "object.metadata.namespace") return false;
     const bool by_namespace = path == "object.metadata.namespace";
-    if (!out.ranges_.empty() && by_namespace != out.by_namespace_) return false;
+    if (!out.ranges.empty() && by_namespace != out.by_namespace) return false;
     std::string_view start, end;
     ShardSelector::Range r;
     if (!Eat(",") || !Hex(&start, &r.start, nullptr) || !Eat(",") ||
@@ -78,10 +80,10 @@ class ShardParser {
       return false;
     }
     if (start == "0x10000000000000000" || (!r.to_top && r.start >= r.end)) return false;
-    if (out.ranges_.size() >= ShardSelector::kMaxRanges) return false;
-    out.by_namespace_ = by_namespace;
-    out.ranges_.push_back(r);
-    absl::StrAppend(&out.text_, out.text_.empty() ? "" : " || ", "shardRange(", path, ", '",
+    if (out.ranges.size() >= ShardSelector::kMaxRanges) return false;
+    out.by_namespace = by_namespace;
+    out.ranges.push_back(r);
+    absl::StrAppend(&out.text, out.text.empty() ? "" : " || ", "shardRange(", path, ", '",
                     ToAbsl(start), "', '", ToAbsl(end), "')");
     return true;
   }
@@ -120,10 +122,15 @@ absl::StatusOr<ShardSelector> ShardSelector::Parse(std::string_view selector) {
   return ShardParser(selector).Run();
 }
 
+const std::string& ShardSelector::String() const {
+  static const std::string* const kEverything = new std::string();
+  return data_ ? data_->text : *kEverything;
+}
+
 bool ShardSelector::Matches(const ShardHashes& hashes) const {
-  if (ranges_.empty()) return true;
-  const uint64_t h = by_namespace_ ? hashes.namespace_ : hashes.uid;
-  for (const Range& r : ranges_) {
+  if (!data_) return true;
+  const uint64_t h = data_->by_namespace ? hashes.namespace_ : hashes.uid;
+  for (const Range& r : data_->ranges) {
     if (h >= r.start && (r.to_top || h < r.end)) return true;
   }
   return false;

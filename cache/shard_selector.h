@@ -22,6 +22,7 @@
 #define KUBE_FANOUT_CACHE_SHARD_SELECTOR_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,11 +46,11 @@ class ShardSelector {
   // InvalidArgument: not a selector this parser reads exactly (the apiserver's to answer).
   static absl::StatusOr<ShardSelector> Parse(std::string_view selector);
 
-  bool Empty() const { return ranges_.empty(); }
+  bool Empty() const { return data_ == nullptr; }
   bool Matches(const ShardHashes& hashes) const;
   // The apiserver's normal form, echoed in ListMeta.shardInfo.selector:
   // "shardRange(object.metadata.uid, '0x…', '0x…') || …", terms in the request's order.
-  const std::string& String() const { return text_; }
+  const std::string& String() const;
 
   // The hash the apiserver computes of a field's value (sharding.HashField): FNV-1a, 64 bits.
   static uint64_t Hash(std::string_view value);
@@ -64,9 +65,14 @@ class ShardSelector {
     uint64_t end = 0;  // Exclusive; with `to_top`, 2^64.
     bool to_top = false;
   };
-  bool by_namespace_ = false;
-  std::vector<Range> ranges_;
-  std::string text_;
+  struct Data {
+    bool by_namespace = false;
+    std::vector<Range> ranges;  // At least one.
+    std::string text;
+  };
+  // Null: everything, as most watches ask. Shared by copies: every watcher's filter holds one
+  // (16 bytes where the selector itself is 64).
+  std::shared_ptr<const Data> data_;
 
   friend class ShardParser;
 };

@@ -56,16 +56,22 @@ bool NegotiatedHttp2(AnyStream& stream) {
   return std::string_view(reinterpret_cast<const char*>(proto), proto ? len : 0) == "h2";
 }
 
+const SharedHttp2Limits& DefaultHttp2Limits() {
+  static const auto* const defaults = new SharedHttp2Limits(std::make_shared<const Http2Limits>());
+  return *defaults;
+}
+
 Http2Session::Http2Session(AnyStream& stream, std::string remote, std::string remote_ip,
                            Pipeline& pipeline, TransportStats& stats, ClientCertificate client_cert,
-                           const Http2Limits& limits)
+                           SharedHttp2Limits limits)
     : stream_(stream),
       remote_(std::move(remote)),
       remote_ip_(std::move(remote_ip)),
       pipeline_(pipeline),
       stats_(stats),
       client_cert_(std::move(client_cert)),
-      limits_(limits),
+      limits_owner_(limits ? std::move(limits) : DefaultHttp2Limits()),
+      limits_(*limits_owner_),
       reset_tokens_(limits_.stream_reset_burst),
       reset_refilled_(limits_.now()),
       executor_(stream.get_executor()),

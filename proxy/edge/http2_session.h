@@ -86,6 +86,10 @@ struct Http2Limits {
   };
   uint32_t connection_window() const { return initial_window_size * max_concurrent_streams; }
 };
+// One set for every connection of a server (a copy in each was 104 bytes per connection).
+using SharedHttp2Limits = std::shared_ptr<const Http2Limits>;
+// The defaults above, shared.
+const SharedHttp2Limits& DefaultHttp2Limits();
 
 // Offers "h2" then "http/1.1" by ALPN on a TLS server context (the server's order, as Go's).
 void OfferHttp2(asio::ssl::context& tls);
@@ -101,7 +105,7 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>,
  public:
   Http2Session(AnyStream& stream, std::string remote, std::string remote_ip, Pipeline& pipeline,
                TransportStats& stats, ClientCertificate client_cert,
-               const Http2Limits& limits = {});
+               SharedHttp2Limits limits = nullptr);  // null: DefaultHttp2Limits()
   ~Http2Session();
   Http2Session(const Http2Session&) = delete;
   Http2Session& operator=(const Http2Session&) = delete;
@@ -201,7 +205,8 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>,
   Pipeline& pipeline_;
   TransportStats& stats_;
   const ClientCertificate client_cert_;  // The connection's, for every stream.
-  Http2Limits limits_;
+  const SharedHttp2Limits limits_owner_;
+  const Http2Limits& limits_;  // *limits_owner_
   using TimePoint = std::chrono::steady_clock::time_point;
   // The stream whose header block is being read (at most one: a block's frames are
   // contiguous). No table entry, no gauge, no handler before END_HEADERS.

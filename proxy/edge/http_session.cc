@@ -226,7 +226,7 @@ asio::awaitable<bool> HttpSession::ServeOne(std::unique_ptr<Rest>* rest) {
   }
   state_ = State::kBusy;
   const auto& head = parser.get();
-  Http1Body body(*client_, buffer_, parser, h2_limits_.request_timeout);
+  Http1Body body(*client_, buffer_, parser, h2_limits_->request_timeout);
   absl::Status parsed;
   Request request{head.method(),
                   head.method_string(),

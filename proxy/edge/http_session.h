@@ -36,7 +36,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
 
   void Start(const asio::any_io_executor& executor);
   // The HTTP/2 settings a connection that turns out to speak HTTP/2 gets (before Start).
-  void SetHttp2Limits(const Http2Limits& limits) { h2_limits_ = limits; }
+  void SetHttp2Limits(SharedHttp2Limits limits) { h2_limits_ = std::move(limits); }
+  void SetHttp2Limits(const Http2Limits& limits) {
+    h2_limits_ = std::make_shared<const Http2Limits>(limits);
+  }
   // A TLS connection whose session starts (its turn on this thread) more than `max_wait` after
   // `accepted` and whose client has meanwhile closed it (client-go gives up a handshake after
   // 10 s) is closed without a handshake: its millisecond of CPU goes to the clients still
@@ -119,7 +122,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
   beast::flat_buffer buffer_;
   State state_ = State::kStarting;
   std::shared_ptr<Http2Session> h2_;
-  Http2Limits h2_limits_;
+  SharedHttp2Limits h2_limits_ = DefaultHttp2Limits();
   StopSignal stop_;
   std::unique_ptr<Rest> rest_;  // A watch under way (ServeHttp1).
   // What the TLS handshake presented; null on plain HTTP (a watch's connection keeps it).

@@ -58,6 +58,7 @@ absl::Status Server::Listen(const std::string& address, asio::ip::tcp::acceptor&
 }
 
 absl::Status Server::Start() {
+  h2_limits_ = MakeHttp2Limits(options_);
   // Everything that can fail is checked before anything is served.
   for (auto step : {&Server::MakeUpstreamTls, &Server::MakeEventsUpstream, &Server::MakeCache,
                     &Server::MakeAdmission, &Server::MakeServerTls, &Server::ListenAll}) {

@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "cache/queue_budget.h"
 #include "common/log.h"
+#include "proxy/edge/http2_session.h"
 #include "proxy/edge/tls_config.h"
 #include "proxy/filters/admission_filter.h"
 #include "proxy/filters/continue_filter.h"
@@ -74,6 +75,8 @@ class Server {
       asio::ip::tcp::socket::rebind_executor<asio::io_context::executor_type>::other;
   // True: refused (closed, uncounted) for want of descriptors (fd_refuse_at_).
   bool RefusedNearFdLimit(AcceptedSocket& socket, Worker& worker);
+  // The HTTP/2 limits the flags set, one copy for every connection.
+  static SharedHttp2Limits MakeHttp2Limits(const ProxyOptions& options);
   // On the worker's thread: the connection's HttpSession, started (unless shutting down).
   void StartSession(Worker& worker, Pipeline& pipeline, bool tls,
                     std::chrono::steady_clock::time_point accepted, std::string remote,
@@ -161,6 +164,7 @@ class Server {
   asio::ip::tcp::acceptor tls_acceptor_{main_ioc_};
   asio::ip::tcp::acceptor metrics_acceptor_{main_ioc_};
   std::unique_ptr<asio::ssl::context> server_tls_;
+  SharedHttp2Limits h2_limits_;  // Every connection's (MakeHttp2Limits, at Start).
   std::unique_ptr<ServingCertificate> serving_cert_;  // --secure-listen's, reloaded on change.
   std::unique_ptr<asio::ssl::context> passthrough_tls_;
   std::unique_ptr<asio::ssl::context> own_tls_;

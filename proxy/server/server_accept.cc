@@ -112,21 +112,25 @@ void Server::StartSession(Worker& worker, Pipeline& pipeline, bool tls,
     if (tls) worker.handshakes_pending().fetch_sub(1, std::memory_order_relaxed);
     return;
   }
-  Http2Limits h2;
-  if (options_.http2_max_streams_per_connection > 0) {
-    h2.max_concurrent_streams = options_.http2_max_streams_per_connection;
-  }
-  h2.header_block_timeout = absl::ToChronoMilliseconds(options_.http2_header_block_timeout);
-  h2.request_timeout = absl::ToChronoMilliseconds(options_.request_timeout);
-  h2.max_continuations = options_.http2_max_continuations;
-  h2.max_header_bytes_per_connection = options_.http2_max_header_bytes_per_connection;
-  h2.stream_reset_burst = options_.http2_stream_reset_burst;
-  h2.stream_reset_rate = options_.http2_stream_reset_rate;
-  session->SetHttp2Limits(h2);
+  session->SetHttp2Limits(h2_limits_);
   if (tls) {
     session->SetHandshakeGate(accepted, Worker::kHandshakeQueueWait, &worker.handshakes_pending());
   }
   session->Start(worker.ioc().get_executor());
+}
+
+SharedHttp2Limits Server::MakeHttp2Limits(const ProxyOptions& options) {
+  Http2Limits h2;
+  if (options.http2_max_streams_per_connection > 0) {
+    h2.max_concurrent_streams = options.http2_max_streams_per_connection;
+  }
+  h2.header_block_timeout = absl::ToChronoMilliseconds(options.http2_header_block_timeout);
+  h2.request_timeout = absl::ToChronoMilliseconds(options.request_timeout);
+  h2.max_continuations = options.http2_max_continuations;
+  h2.max_header_bytes_per_connection = options.http2_max_header_bytes_per_connection;
+  h2.stream_reset_burst = options.http2_stream_reset_burst;
+  h2.stream_reset_rate = options.http2_stream_reset_rate;
+  return std::make_shared<const Http2Limits>(std::move(h2));
 }
 
 bool Server::TlsListenerFull() {

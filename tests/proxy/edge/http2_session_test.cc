@@ -750,7 +750,8 @@ TEST_CASE("Http2Session answers a header list past its limit with Go's 431") {
   Http2Limits limits;
   limits.max_header_list_size = 100 * 1024;
   auto session = std::make_shared<Http2Session>(pair.server, "r", "127.0.0.1", *p.pipeline,
-                                                stats.transport, ClientCertificate{}, limits);
+                                                stats.transport, ClientCertificate{},
+                                                std::make_shared<const Http2Limits>(limits));
   asio::co_spawn(
       ioc, [session] { return session->Run(""); }, asio::detached);
   Client client{pair};
