@@ -69,10 +69,10 @@ def test_the_default_is_tls12_and_up_with_forward_secret_aead_suites(cluster, tm
         # TLS 1.2 without forward secrecy, and with a CBC suite: refused.
         refused_with(port, "alert handshake failure", "-tls1_2", "-cipher", "AES128-GCM-SHA256")
         refused_with(port, "alert handshake failure", "-tls1_2", "-cipher",
-                     "ECDHE-RSA-AES128-SHA")
-        # The AEAD suites the certificate (RSA) can use, and TLS 1.3.
-        for cipher in ("ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES256-GCM-SHA384",
-                       "ECDHE-RSA-CHACHA20-POLY1305"):
+                     "ECDHE-ECDSA-AES128-SHA")
+        # The AEAD suites the certificate (ECDSA) can use, and TLS 1.3.
+        for cipher in ("ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES256-GCM-SHA384",
+                       "ECDHE-ECDSA-CHACHA20-POLY1305"):
             assert s_client(port, "-tls1_2", "-cipher", cipher) == ("TLSv1.2", cipher)
         assert s_client(port, "-tls1_3")[0] == "TLSv1.3"
         # The API is served over it.
@@ -85,12 +85,12 @@ def test_the_default_is_tls12_and_up_with_forward_secret_aead_suites(cluster, tm
 def test_cipher_suites_and_min_version_flags_take_the_apiservers_names(cluster, tmp_path):
     proxy = Proxy.start(cluster, tmp_path, extra_args=[
         "--cache-resources=",
-        "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,TLS_AES_128_GCM_SHA256"])
+        "--tls-cipher-suites=TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,TLS_AES_128_GCM_SHA256"])
     try:
         port = proxy.secure_port
-        assert s_client(port, "-tls1_2") == ("TLSv1.2", "ECDHE-RSA-AES256-GCM-SHA384")
+        assert s_client(port, "-tls1_2") == ("TLSv1.2", "ECDHE-ECDSA-AES256-GCM-SHA384")
         refused_with(port, "alert handshake failure", "-tls1_2", "-cipher",
-                     "ECDHE-RSA-AES128-GCM-SHA256")
+                     "ECDHE-ECDSA-AES128-GCM-SHA256")
         assert s_client(port, "-tls1_3")[0] == "TLSv1.3"
     finally:
         assert proxy.stop() == 0
