@@ -10,7 +10,8 @@
   log line and a metric.
 - A loud warning for an upstream that is not verified or not encrypted.
 - TLS 1.2 and 1.3 sessions with a client certificate resume (openssl s_client -sess_out, then
-  -sess_in), as the apiserver's do, and the resumed connection is the same user.
+  -sess_in), as the apiserver's do, and the resumed connection is the same user;
+  kube_fanout_tls_handshakes_total{resumed} counts the full and the resumed handshakes.
 """
 import json
 import shutil
@@ -231,5 +232,8 @@ def test_a_client_certificate_session_resumes_and_is_still_that_user(cluster, tm
                 print(f"{name} {version}: {first} then {again}")
                 assert first == (False, "kf-resume-user"), (name, version)
                 assert again == (True, "kf-resume-user"), (name, version)
+        # Two full handshakes and two resumed ones, counted as such.
+        handshakes = metric_values(metrics(cluster, proxy), "kube_fanout_tls_handshakes_total")
+        assert handshakes == {'{resumed="false"}': 2, '{resumed="true"}': 2}, handshakes
     finally:
         assert proxy.stop() == 0
