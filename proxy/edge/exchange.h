@@ -48,6 +48,8 @@ struct TransportStats {
   std::atomic<uint64_t> body_timeouts_http1{0};
   std::atomic<uint64_t> body_timeouts_h2{0};
   std::array<std::atomic<uint64_t>, static_cast<size_t>(Answer::kCount)> http2_answered{};
+  // TLS handshakes completed: [0] full, [1] resumed (a session ticket or ID the client kept).
+  std::array<std::atomic<uint64_t>, 2> tls_handshakes{};
 };
 
 // Why a connection's request was refused before it could be routed: a head past the size

@@ -1,5 +1,7 @@
 #include "proxy/edge/http_session.h"
 
+#include <openssl/ssl.h>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -104,6 +106,8 @@ asio::awaitable<void> HttpSession::Run() {
       co_return;
     }
     client_cert_ = std::make_unique<ClientCertificate>(ReadClientCertificate(client_->ssl()));
+    const size_t resumed = SSL_session_reused(client_->ssl()) == 1 ? 1 : 0;
+    pipeline_.stats().transport.tls_handshakes[resumed].fetch_add(1, std::memory_order_relaxed);
   }
   // Go's server gives a connection's first request ReadHeaderTimeout from when it starts
   // reading it (after the handshake): no idle wait before it, and the h2c preface is part of

@@ -219,6 +219,13 @@ absl::Status EnableSessionResumption(SSL_CTX* ctx, const std::vector<std::string
       SSL_CTX_set_session_id_context(ctx, digest, length) != 1) {
     return absl::InternalError(absl::StrCat("TLS session ID context: ", OpenSslError()));
   }
+  // One TLS 1.3 ticket per handshake, as Go's server sends (crypto/tls, sendSessionTickets).
+  // OpenSSL's default is two, and OpenSSL 3.0 makes each ticket after the first from a copy of
+  // the session that re-encodes and re-parses it, the client's certificate included: a fifth of
+  // a full handshake's CPU (docs/load.md, CPU per connect).
+  if (SSL_CTX_set_num_tickets(ctx, 1) != 1) {
+    return absl::InternalError(absl::StrCat("TLS session tickets: ", OpenSslError()));
+  }
   return absl::OkStatus();
 }
 

@@ -55,6 +55,13 @@ void RenderTransport(Writer& w, const TransportStats& t, int64_t open_connection
   w.Single("kube_fanout_http2_request_body_dropped_bytes_total", "counter",
            "Body bytes sent with HTTP/2 GET and HEAD requests, consumed and dropped.",
            static_cast<double>(t.http2_body_bytes_dropped.load()));
+  w.Family("kube_fanout_tls_handshakes_total", "counter",
+           "TLS handshakes completed on --secure-listen, by whether the client resumed an "
+           "earlier session (a TLS 1.3 ticket, a TLS 1.2 ticket or session ID).");
+  w.Sample("kube_fanout_tls_handshakes_total", Label("resumed", "false"),
+           static_cast<double>(t.tls_handshakes[0].load()));
+  w.Sample("kube_fanout_tls_handshakes_total", Label("resumed", "true"),
+           static_cast<double>(t.tls_handshakes[1].load()));
 }
 
 // Request bodies cut for time, and HTTP/2 requests by how they were answered.

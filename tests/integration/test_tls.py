@@ -10,7 +10,8 @@
   log line and a metric.
 - A loud warning for an upstream that is not verified or not encrypted.
 - TLS 1.2 and 1.3 sessions with a client certificate resume (openssl s_client -sess_out, then
-  -sess_in), as the apiserver's do, and the resumed connection is the same user.
+  -sess_in), as the apiserver's do, and the resumed connection is the same user;
+  kube_fanout_tls_handshakes_total{resumed} counts the full and the resumed handshakes.
 """
 import json
 import shutil
@@ -69,10 +70,10 @@ def test_the_default_is_tls12_and_up_with_forward_secret_aead_suites(cluster, tm
         # TLS 1.2 without forward secrecy, and with a CBC suite: refused.
         refused_with(port, "alert handshake failure", "-tls1_2", "-cipher", "AES128-GCM-SHA256")
         refused_with(port, "alert handshake failure", "-tls1_2", "-cipher",
-                     "ECDHE-RSA-AES128-SHA")
-        # The AEAD suites the certificate (RSA) can use, and TLS 1.3.
-        for cipher in ("ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES256-GCM-SHA384",
-                       "ECDHE-RSA-CHACHA20-POLY1305"):
+                     "ECDHE-ECDSA-AES128-SHA")
+        # The AEAD suites the certificate (ECDSA) can use, and TLS 1.3.
+        for cipher in ("ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES256-GCM-SHA384",
+                       "ECDHE-ECDSA-CHACHA20-POLY1305"):
             assert s_client(port, "-tls1_2", "-cipher", cipher) == ("TLSv1.2", cipher)
         assert s_client(port, "-tls1_3")[0] == "TLSv1.3"
         # The API is served over it.
@@ -85,12 +86,12 @@ def test_the_default_is_tls12_and_up_with_forward_secret_aead_suites(cluster, tm
 def test_cipher_suites_and_min_version_flags_take_the_apiservers_names(cluster, tmp_path):
     proxy = Proxy.start(cluster, tmp_path, extra_args=[
         "--cache-resources=",
-        "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,TLS_AES_128_GCM_SHA256"])
+        "--tls-cipher-suites=TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,TLS_AES_128_GCM_SHA256"])
     try:
         port = proxy.secure_port
-        assert s_client(port, "-tls1_2") == ("TLSv1.2", "ECDHE-RSA-AES256-GCM-SHA384")
+        assert s_client(port, "-tls1_2") == ("TLSv1.2", "ECDHE-ECDSA-AES256-GCM-SHA384")
         refused_with(port, "alert handshake failure", "-tls1_2", "-cipher",
-                     "ECDHE-RSA-AES128-GCM-SHA256")
+                     "ECDHE-ECDSA-AES128-GCM-SHA256")
         assert s_client(port, "-tls1_3")[0] == "TLSv1.3"
     finally:
         assert proxy.stop() == 0
@@ -231,5 +232,8 @@ def test_a_client_certificate_session_resumes_and_is_still_that_user(cluster, tm
                 print(f"{name} {version}: {first} then {again}")
                 assert first == (False, "kf-resume-user"), (name, version)
                 assert again == (True, "kf-resume-user"), (name, version)
+        # Two full handshakes and two resumed ones, counted as such.
+        handshakes = metric_values(metrics(cluster, proxy), "kube_fanout_tls_handshakes_total")
+        assert handshakes == {'{resumed="false"}': 2, '{resumed="true"}': 2}, handshakes
     finally:
         assert proxy.stop() == 0

@@ -33,6 +33,23 @@ void Copy(const std::string& from, const std::string& to) {
 using SslPtr = std::unique_ptr<SSL, decltype(&SSL_free)>;
 using CtxPtr = std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)>;
 
+// A server context with its certificate asking for client certificates signed by `client_crt`
+// (its own CA), and a client context presenting that certificate.
+std::pair<CtxPtr, CtxPtr> ClientCertContexts(const std::string& serving_crt,
+                                             const std::string& serving_key,
+                                             const std::string& client_crt,
+                                             const std::string& client_key) {
+  CtxPtr server_ctx(SSL_CTX_new(TLS_server_method()), &SSL_CTX_free);
+  CtxPtr client_ctx(SSL_CTX_new(TLS_client_method()), &SSL_CTX_free);
+  REQUIRE(SSL_CTX_use_certificate_chain_file(server_ctx.get(), serving_crt.c_str()) == 1);
+  REQUIRE(SSL_CTX_use_PrivateKey_file(server_ctx.get(), serving_key.c_str(), SSL_FILETYPE_PEM) ==
+          1);
+  REQUIRE(RequestClientCertificates(server_ctx.get(), ClientCertConfig{client_crt, "", {}}).ok());
+  REQUIRE(SSL_CTX_use_certificate_chain_file(client_ctx.get(), client_crt.c_str()) == 1);
+  REQUIRE(SSL_CTX_use_PrivateKey_file(client_ctx.get(), client_key.c_str(), SSL_FILETYPE_PEM) == 1);
+  return {std::move(server_ctx), std::move(client_ctx)};
+}
+
 // One TLS connection in memory (a BIO pair), both sides handshaken; the client has then read
 // what the server sent after its handshake (TLS 1.3's tickets). `resume`: a session the client
 // offers. Null sides when the handshake failed.
@@ -190,16 +207,9 @@ TEST_CASE("a session with a client certificate resumes and keeps its user, in TL
   const auto [client_crt, client_key] = test::WriteSelfSigned("kf-resume-alice");
   for (const int version : {TLS1_2_VERSION, TLS1_3_VERSION}) {
     INFO("TLS version " << std::hex << version);
-    CtxPtr server_ctx(SSL_CTX_new(TLS_server_method()), &SSL_CTX_free);
-    CtxPtr client_ctx(SSL_CTX_new(TLS_client_method()), &SSL_CTX_free);
-    REQUIRE(SSL_CTX_use_certificate_chain_file(server_ctx.get(), serving_crt.c_str()) == 1);
-    REQUIRE(SSL_CTX_use_PrivateKey_file(server_ctx.get(), serving_key.c_str(), SSL_FILETYPE_PEM) ==
-            1);
-    REQUIRE(RequestClientCertificates(server_ctx.get(), ClientCertConfig{client_crt, "", {}}).ok());
+    auto [server_ctx, client_ctx] =
+        ClientCertContexts(serving_crt, serving_key, client_crt, client_key);
     REQUIRE(SSL_CTX_set_max_proto_version(client_ctx.get(), version) == 1);
-    REQUIRE(SSL_CTX_use_certificate_chain_file(client_ctx.get(), client_crt.c_str()) == 1);
-    REQUIRE(SSL_CTX_use_PrivateKey_file(client_ctx.get(), client_key.c_str(), SSL_FILETYPE_PEM) ==
-            1);
 
     // As before EnableSessionResumption: OpenSSL refuses the resumption outright.
     {
@@ -240,6 +250,29 @@ TEST_CASE("a session with a client certificate resumes and keeps its user, in TL
   }
   CtxPtr ctx(SSL_CTX_new(TLS_server_method()), &SSL_CTX_free);
   CHECK_FALSE(EnableSessionResumption(ctx.get(), {"/nonexistent"}, {}).ok());
+}
+
+TEST_CASE("a full TLS 1.3 handshake gets one session ticket, as from Go's server", "[tls]") {
+  const auto [serving_crt, serving_key] = test::WriteSelfSigned("kf-ticket-serving");
+  const auto [client_crt, client_key] = test::WriteSelfSigned("kf-ticket-alice");
+  auto [server_ctx, client_ctx] =
+      ClientCertContexts(serving_crt, serving_key, client_crt, client_key);
+  // Each NewSessionTicket the client reads becomes a new session in its cache.
+  static int tickets = 0;
+  SSL_CTX_set_session_cache_mode(client_ctx.get(), SSL_SESS_CACHE_CLIENT);
+  SSL_CTX_sess_set_new_cb(client_ctx.get(), [](SSL*, SSL_SESSION*) {
+    ++tickets;
+    return 0;  // Not kept: the caller frees it.
+  });
+  tickets = 0;
+  REQUIRE(Connect(server_ctx.get(), client_ctx.get(), nullptr).first);
+  CHECK(tickets == 2);  // OpenSSL's default.
+  REQUIRE(EnableSessionResumption(server_ctx.get(), {client_crt, ""}, {}).ok());
+  tickets = 0;
+  auto [server, client] = Connect(server_ctx.get(), client_ctx.get(), nullptr);
+  REQUIRE(server);
+  CHECK(SSL_version(server.get()) == TLS1_3_VERSION);
+  CHECK(tickets == 1);
 }
 
 }  // namespace kf
