@@ -210,7 +210,7 @@ void CacheHandler::LearnAtOnce(const Exchange& x, Step step, Read& read) {
     case Step::kTakeConsistentTurn:
       // A consistent read of a quiet resource waits for the apiserver's bookmark to prove the
       // cache current; one per interval goes straight to the apiserver. A GET, cheaper for the
-      // apiserver than a proof shared by few, also within its budget.
+      // apiserver than a proof shared by few, also while they come slower than their rate.
       f.consistent_turn =
           read.reflector->TakeConsistentPassthrough(options_.consistent_passthrough_interval) ||
           (f.verb == ReadVerb::kGet &&

@@ -251,11 +251,12 @@ void FreshnessFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) 
     ("consistent-get-passthrough-qps",
      po::value(&o->consistent_get_passthrough_qps)->value_name("N")->default_value(50),
      "Besides, consistent GETs of one object of a cached resource go to the apiserver at once "
-     "at up to N a second per resource (bursts of N): a GET costs the apiserver one object's "
-     "read, less than the proof that would serve it from the cache (a LIST) when few reads "
-     "share that proof, and it waits for no proof (a kubelet GETs each pod before it writes the "
-     "pod's status, one pod after another). Past N, GETs share proofs and are served from the "
-     "cache. 0: only the interval's turn.")
+     "while they come at fewer than N a second per resource (counted over about the last second, "
+     "passed or not): a GET costs the apiserver one object's read, less than the proof that "
+     "would serve it from the cache (a LIST) when few reads share that proof, and it waits for "
+     "no proof (a kubelet GETs each pod before it writes the pod's status, one pod after "
+     "another). Faster, they share proofs and are served from the cache: a storm costs the "
+     "apiserver at most N GETs at its start. 0: only the interval's turn.")
     ("cache-check-interval",
      po::value(&raw->cache_check)->value_name("DURATION")->default_value("5m"),
      "How often each cache checks itself, as the apiserver's DetectCacheInconsistency checks "

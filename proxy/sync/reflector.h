@@ -141,9 +141,9 @@ class Reflector {
   // apiserver what it would cost direct). False (interval 0, spent, not synced): prove and serve
   // from the cache, as every read did before.
   bool TakeConsistentPassthrough(std::chrono::milliseconds interval);
-  // Besides that turn, a consistent GET of one object may go to the apiserver at once at up to
-  // `per_second` (PassthroughBudget: a GET costs the apiserver less than the proof that would
-  // answer it, shared by few reads). True: this GET is one. False (0, spent, not synced): as
+  // Besides that turn, a consistent GET of one object may go to the apiserver at once while the
+  // resource's come slower than `per_second` (PassthroughBudget: a GET costs the apiserver less
+  // than a proof shared by few). True: this GET is one. False (0, too many, not synced): as
   // above.
   bool TakeConsistentGetPassthrough(uint32_t per_second);
 
