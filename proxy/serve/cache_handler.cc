@@ -209,9 +209,12 @@ void CacheHandler::LearnAtOnce(const Exchange& x, Step step, Read& read) {
       break;
     case Step::kTakeConsistentTurn:
       // A consistent read of a quiet resource waits for the apiserver's bookmark to prove the
-      // cache current; one per interval goes straight to the apiserver.
+      // cache current; one per interval goes straight to the apiserver. A GET, cheaper for the
+      // apiserver than a proof shared by few, also while they come slower than their rate.
       f.consistent_turn =
-          read.reflector->TakeConsistentPassthrough(options_.consistent_passthrough_interval);
+          read.reflector->TakeConsistentPassthrough(options_.consistent_passthrough_interval) ||
+          (f.verb == ReadVerb::kGet &&
+           read.reflector->TakeConsistentGetPassthrough(options_.consistent_get_passthrough_qps));
       break;
     default:
       break;

@@ -18,7 +18,7 @@ enum class PassReason {
   kSelector,        // Selectors the apiserver refuses, or a shard selector not known yet.
   kUnknownUser,     // No user: no credentials, or ones the apiserver does not accept.
   kDenied,          // The SubjectAccessReview said no (or refused kube-fanout).
-  kConsistentTurn,  // A consistent read's turn to go upstream (--consistent-passthrough-interval).
+  kConsistentTurn,  // A consistent read's turn upstream, or a GET within its budget (flags.cc).
   kUnprovable,      // The upstream cannot prove the cache current (RequiredVersion).
   // Not Decide's: the cache found, as it answered, that it cannot answer exactly (a GET at
   // resourceVersion 0 of an object it does not hold, a LIST at a resourceVersion that has left

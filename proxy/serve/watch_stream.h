@@ -40,6 +40,9 @@ struct WatchOptions {
   // The cache handler's, beside the watches': one consistent LIST/GET per resource per this
   // interval goes to the apiserver at once (Reflector::TakeConsistentPassthrough); 0: none.
   std::chrono::milliseconds consistent_passthrough_interval{0};
+  // And consistent GETs of one object per resource, up to this many a second besides
+  // (Reflector::TakeConsistentGetPassthrough); 0: none.
+  uint32_t consistent_get_passthrough_qps = 0;
   // LISTs (list_response.h), for the cache handler: the pool large ones are built and
   // compressed in, and their shared compressed bytes (null: on the I/O threads, anew).
   ListPool* list_pool = nullptr;

@@ -237,7 +237,7 @@ void CacheFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
 }
 
 // Cache flags, continued: consistent reads and self-checks.
-void FreshnessFlags(po::options_description& d, ProxyOptions* /*o*/, RawFlags* raw) {
+void FreshnessFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
   // clang-format off
   d.add_options()
     ("consistent-read-passthrough-interval",
@@ -248,6 +248,15 @@ void FreshnessFlags(po::options_description& d, ProxyOptions* /*o*/, RawFlags* r
      "such read per resource per this interval goes to the apiserver at once instead, so an "
      "occasional reader (kubectl) waits no longer than direct; the others are proven and served "
      "from the cache. 0: never.")
+    ("consistent-get-passthrough-qps",
+     po::value(&o->consistent_get_passthrough_qps)->value_name("N")->default_value(50),
+     "Besides, consistent GETs of one object of a cached resource go to the apiserver at once "
+     "while they come at fewer than N a second per resource (counted over about the last second, "
+     "passed or not): a GET costs the apiserver one object's read, less than the proof that "
+     "would serve it from the cache (a LIST) when few reads share that proof, and it waits for "
+     "no proof (a kubelet GETs each pod before it writes the pod's status, one pod after "
+     "another). Faster, they share proofs and are served from the cache: a storm costs the "
+     "apiserver at most N GETs at its start. 0: only the interval's turn.")
     ("cache-check-interval",
      po::value(&raw->cache_check)->value_name("DURATION")->default_value("5m"),
      "How often each cache checks itself, as the apiserver's DetectCacheInconsistency checks "

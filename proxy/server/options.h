@@ -94,6 +94,9 @@ struct ProxyOptions {
   // One consistent LIST/GET per cached resource per interval goes to the apiserver at once
   // instead of waiting for the cache's proof of freshness; zero: never.
   absl::Duration consistent_read_passthrough_interval = absl::Seconds(1);
+  // Besides, consistent GETs of one object per cached resource per second that go to the
+  // apiserver at once (proxy/sync/passthrough_budget.h); zero: none.
+  uint32_t consistent_get_passthrough_qps = 50;
   // Each cache compared with the upstream's list at its exact resourceVersion about this often
   // (proxy/sync/self_check.h); zero: never.
   absl::Duration cache_check_interval = absl::Minutes(5);

@@ -248,6 +248,7 @@ SharedStages Server::Stages() {
       std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.watch_bookmark_interval));
   s.watch.consistent_passthrough_interval = std::chrono::milliseconds(
       absl::ToInt64Milliseconds(options_.consistent_read_passthrough_interval));
+  s.watch.consistent_get_passthrough_qps = options_.consistent_get_passthrough_qps;
   s.watch.list_pool = list_pool_.get();
   s.watch.list_gzip = &list_gzip_;
   return s;

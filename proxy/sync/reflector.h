@@ -23,6 +23,7 @@
 
 #include "cache/cacher.h"
 #include "common/log.h"
+#include "proxy/sync/passthrough_budget.h"
 #include "proxy/sync/shared_proof.h"
 #include "proxy/upstream/upstream_client.h"
 
@@ -140,6 +141,11 @@ class Reflector {
   // apiserver what it would cost direct). False (interval 0, spent, not synced): prove and serve
   // from the cache, as every read did before.
   bool TakeConsistentPassthrough(std::chrono::milliseconds interval);
+  // Besides that turn, a consistent GET of one object may go to the apiserver at once while the
+  // resource's come slower than `per_second` (PassthroughBudget: a GET costs the apiserver less
+  // than a proof shared by few). True: this GET is one. False (0, too many, not synced): as
+  // above.
+  bool TakeConsistentGetPassthrough(uint32_t per_second);
 
   // --- Watch history (backfill.cc) ----------------------------------------------------------
   // Fills the cache's window back to `rv` (Cacher::HistoryNeeded, InsertHistory) for a watch
@@ -277,6 +283,7 @@ class Reflector {
   UpstreamWatch* backfill_active_ = nullptr;
   // TakeConsistentPassthrough's budget: when the next may go (steady clock, ns); any thread.
   std::atomic<int64_t> next_consistent_passthrough_{0};
+  PassthroughBudget get_passthrough_budget_;  // TakeConsistentGetPassthrough's; any thread.
 };
 
 }  // namespace kf

@@ -33,6 +33,12 @@ constexpr auto kProofSpacing = std::chrono::milliseconds(50);
 constexpr size_t kContentProofObjects = 500;
 constexpr std::string_view kInitialEventsEnd = "k8s.io/initial-events-end";
 
+int64_t SteadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
 
 void Reflector::ProbeUpstreamVersion(std::function<void(std::optional<uint64_t>)> done) {
@@ -90,13 +96,17 @@ asio::awaitable<std::optional<uint64_t>> Reflector::ProveOnce() {
 
 bool Reflector::TakeConsistentPassthrough(std::chrono::milliseconds interval) {
   if (interval.count() <= 0 || !cacher_.synced()) return false;
-  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::steady_clock::now().time_since_epoch())
-                          .count();
+  const int64_t now = SteadyNowNs();
   int64_t next = next_consistent_passthrough_.load(std::memory_order_relaxed);
   if (now < next) return false;
   const int64_t then = now + std::chrono::duration_cast<std::chrono::nanoseconds>(interval).count();
   if (!next_consistent_passthrough_.compare_exchange_strong(next, then)) return false;
+  ++stats_.consistent_passthroughs;
+  return true;
+}
+
+bool Reflector::TakeConsistentGetPassthrough(uint32_t per_second) {
+  if (!cacher_.synced() || !get_passthrough_budget_.Take(per_second, SteadyNowNs())) return false;
   ++stats_.consistent_passthroughs;
   return true;
 }

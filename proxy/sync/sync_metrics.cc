@@ -102,7 +102,8 @@ constexpr ResourceFamily kResourceFamilies[] = {
      }},
     {"kube_fanout_consistent_read_passthroughs_total", "counter",
      "Consistent reads sent to the apiserver at once, within "
-     "--consistent-read-passthrough-interval, instead of proving the cache current.",
+     "--consistent-read-passthrough-interval or (GETs) --consistent-get-passthrough-qps, instead "
+     "of proving the cache current.",
      [](const ResourceRow& r) {
        return static_cast<double>(r.reflector->consistent_passthroughs.load());
      }},

@@ -349,9 +349,12 @@ class Proxy:
         args += upstream_args if upstream_args is not None else [
             f"--kubeconfig={cluster.env['KF_KUBECONFIG']}"]
         # The fidelity tests compare the cache's answers: no consistent read of theirs goes to
-        # the apiserver for speed (test_cache.py tests that budget with the default).
-        if not any(a.startswith("--consistent-read-passthrough-interval") for a in extra_args):
-            args.append("--consistent-read-passthrough-interval=0")
+        # the apiserver for speed (test_cache.py tests those budgets with the default); a test
+        # that sets the interval runs kube-fanout as deployed.
+        if not any(a.startswith(("--consistent-read-passthrough-interval",
+                                 "--consistent-get-passthrough-qps")) for a in extra_args):
+            args += ["--consistent-read-passthrough-interval=0",
+                     "--consistent-get-passthrough-qps=0"]
         # Nor a self-check unless the test asks for one (test_self_check.py): its LISTs at times
         # no test controls fall into the windows where tests count the apiserver's LISTs.
         if not any(a.startswith("--cache-check-interval") for a in extra_args):

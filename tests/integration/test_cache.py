@@ -169,7 +169,8 @@ def test_one_consistent_read_per_interval_goes_to_the_apiserver_at_once(cluster,
     ns = namespace
     cluster.kubectl("create", "configmap", "cr0", "-n", ns, "--from-literal=a=0")
     proxy = Proxy.start(cluster, tmp_path, extra_args=[
-        "--cache-resources=configmaps", "--consistent-read-passthrough-interval=2s"])
+        "--cache-resources=configmaps", "--consistent-read-passthrough-interval=2s",
+        "--consistent-get-passthrough-qps=0"])
     headers = {"User-Agent": "kube-fanout-tests"}
     path = f"/api/v1/namespaces/{ns}/configmaps"
 
@@ -203,6 +204,64 @@ def test_one_consistent_read_per_interval_goes_to_the_apiserver_at_once(cluster,
         print(f"\nconsistent read passed through in {first_ms:.1f} ms")
     finally:
         proxy.stop()
+
+
+def test_consistent_gets_go_to_the_apiserver_at_once_within_their_budget(cluster, namespace,
+                                                                         tmp_path):
+    """--consistent-get-passthrough-qps (default 50 a second per resource): a consistent GET
+    costs the apiserver one object's read, less than the proof that would serve it from the
+    cache when few reads share it, and it then waits for no proof (a kubelet GETs each pod
+    before it writes its status, one pod after another). Within the budget such GETs go to the
+    apiserver at once, its own answers; past it they are proven and served from the cache."""
+    ns = namespace
+    cluster.kubectl("create", "configmap", "cg0", "-n", ns, "--from-literal=a=0")
+    headers = {"User-Agent": "kube-fanout-tests"}
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    direct = cluster.request("GET", f"{path}/cg0", headers=headers)
+    assert direct.status == 200, direct.body[:300]
+
+    def get(proxy, marker):
+        res = cluster.request("GET", f"{path}/cg0?{marker}", port=proxy.secure_port,
+                              headers=headers)
+        assert res.status == 200, res.body[:300]
+        assert json.loads(res.body) == json.loads(direct.body)
+        return routed(proxy, marker)
+
+    def passthroughs(proxy):
+        text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
+        return metric_values(text, "kube_fanout_consistent_read_passthroughs_total").get(
+            '{resource="configmaps"}', 0)
+
+    # The default budget, without the interval's turn: none of these waits for a proof.
+    (tmp_path / "default").mkdir()
+    (tmp_path / "two").mkdir()
+    proxy = Proxy.start(cluster, tmp_path / "default", extra_args=[
+        "--cache-resources=configmaps", "--consistent-read-passthrough-interval=0"])
+    try:
+        # The cache is up: a read at RV 0 is its own (never sent).
+        warm = cluster.request("GET", f"{path}?resourceVersion=0&kfcg=warm",
+                               port=proxy.secure_port, headers=headers)
+        assert warm.status == 200 and routed(proxy, "kfcg=warm") == "cache"
+        routes = [get(proxy, f"kfcg=d{i}") for i in range(3)]
+        assert routes == ["passthrough"] * 3, routes
+        assert passthroughs(proxy) == 3
+        # A LIST is no GET: it is proven and served from the cache.
+        listed = cluster.request("GET", f"{path}?kfcg=list", port=proxy.secure_port,
+                                 headers=headers)
+        assert listed.status == 200 and routed(proxy, "kfcg=list") == "cache"
+    finally:
+        assert proxy.stop() == 0
+    # Two a second: the third GET in a row waits for a proof and is served from the cache.
+    proxy = Proxy.start(cluster, tmp_path / "two", extra_args=[
+        "--cache-resources=configmaps", "--consistent-read-passthrough-interval=0",
+        "--consistent-get-passthrough-qps=2"])
+    try:
+        routes = [get(proxy, f"kfcg=t{i}") for i in range(4)]
+        assert routes[:2] == ["passthrough"] * 2, routes
+        assert "cache" in routes[2:], routes
+        assert passthroughs(proxy) == routes.count("passthrough")
+    finally:
+        assert proxy.stop() == 0
 
 
 def test_resources_the_apiserver_does_not_watch_cache_are_proven_by_content(cluster, cached_proxy,

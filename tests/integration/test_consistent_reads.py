@@ -49,7 +49,8 @@ def routes(proxy, marker):
 def start(cluster, tmp_path):
     # Every consistent read proven and served from the cache (none sent to the apiserver).
     return Proxy.start(cluster, tmp_path, extra_args=[
-        f"--cache-resources={RESOURCE}", "--consistent-read-passthrough-interval=0"])
+        f"--cache-resources={RESOURCE}", "--consistent-read-passthrough-interval=0",
+        "--consistent-get-passthrough-qps=0"])
 
 
 def test_a_consistent_read_through_the_cache_sees_every_write_made_before_it(

@@ -389,9 +389,11 @@ def test_reads_the_cache_cannot_make_fresh_in_time_are_refused_not_passed_throug
     "Too large resource version", as the apiserver's cache answers; a consistent LIST, GET or
     WATCH: the apiserver's overload answer, 429 with Retry-After. Once the watch flows again,
     the same reads are served from the cache."""
-    # No consistent read passes through by design (--consistent-read-passthrough-interval=0).
+    # No consistent read passes through by design (--consistent-read-passthrough-interval=0,
+    # --consistent-get-passthrough-qps=0).
     relay, proxy = behind_relay(cluster, tmp_path, [
         "--cache-resources=configmaps", "--consistent-read-passthrough-interval=0",
+        "--consistent-get-passthrough-qps=0",
         # While stalled, each new watch stalls too.
         "--upstream-watch-idle-timeout=3s"])
     base = f"/api/v1/namespaces/{namespace}/configmaps"

@@ -7,9 +7,12 @@ listener), every kubelet and kube-proxy with a client certificate of its own
 (tests/cluster/node-cert: system:node:NAME in system:nodes; system:kube-proxy). Once they are
 Ready, P pods are bound to each (spec.nodeName: no scheduler needed) in the namespace
 kf-hollow-RUN, and the kubelets run them (the fake runtime reports them Running: each kubelet
-then watches its pods' ConfigMaps and asks for their ServiceAccount tokens). After the mode:
-how many became Ready and Running and how long that took, their connections to the target per
-process, their RSS; then they are stopped, and their Nodes, Leases and namespace deleted.
+then watches its pods' ConfigMaps, the namespace's `hollow-config` mounted as a volume and the
+ServiceAccount token volume's `kube-root-ca.crt`, and asks for their ServiceAccount tokens).
+After the mode: how many became Ready and Running and how long that took, each pod's
+bound→Running time (pod_start.py), the kubelets' errors counted in their logs, their connections
+to the target per process, their RSS; then they are stopped, and their Nodes, Leases and
+namespace deleted.
 """
 import json
 import os
@@ -23,6 +26,8 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+
+import pod_start
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 IMAGE = "registry.invalid/none:1"  # never pulled: the hollow kubelet's runtime is fake
@@ -105,6 +110,7 @@ class Fleet:
         self.procs = []  # (kind, node, Popen)
         self.names = [f"hollow-{self.run}-{i}" for i in range(count)]
         self.result = {"nodes": count, "pods_per_node": pods_per_node, "server": server}
+        self.bound, self.watched = {}, {}  # pod name -> unix s (pod_start.py)
 
     def _cert(self, name, *subject):
         out = subprocess.run([str(ROOT / "tests/cluster/node-cert"), str(self.cluster_dir), name,
@@ -133,18 +139,21 @@ class Fleet:
         self.api.call("POST", f"/api/v1/namespaces/{self.ns}/configmaps", {
             "metadata": {"name": "kube-root-ca.crt"},
             "data": {"ca.crt": pathlib.Path(self.env["KF_CA_FILE"]).read_text()}})
+        self.api.call("POST", f"/api/v1/namespaces/{self.ns}/configmaps", {
+            "metadata": {"name": "hollow-config"}, "data": {"app.conf": "hollow=1\n"}})
         for name in self.names:
             d = self.work / name
             d.mkdir(parents=True)
             kubelet_cfg = self._kubeconfig(d / "kubelet.kubeconfig", self._cert(name))
             proxy_cfg = self._kubeconfig(d / "proxy.kubeconfig",
                                          self._cert(f"{name}-proxy", "system:kube-proxy"))
-            env = dict(os.environ)
+            env = dict(os.environ, TZ="UTC")  # klog's stamps, read by pod_start.kubelet_running
             for kind, args in (
                     ("kubelet", ["--morph=kubelet", f"--name={name}",
                                  f"--kubeconfig={kubelet_cfg}", f"--kubelet-port={free_port()}",
                                  "--kubelet-read-only-port=0", "--use-host-image-service=false",
-                                 f"--node-labels=kf-hollow-run={self.run}", "--v=1"]),
+                                 f"--node-labels=kf-hollow-run={self.run}", "--v=1",
+                                 pod_start.KUBELET_VMODULE]),
                     ("proxy", ["--morph=proxy", f"--name={name}", f"--kubeconfig={proxy_cfg}",
                                "--v=1"])):
                 with open(d / f"{kind}.log", "wb") as out:
@@ -188,15 +197,20 @@ class Fleet:
         t0 = time.monotonic()
         self.result["ready"], self.result["ready_s"] = self._wait(
             "nodes Ready", self._nodes, self.count, timeout)
+        watch = pod_start.PodWatch(self.env, self.ns, timeout + 60)
+        watch.start()
+        bound = {}
         for name in self.names:
             for k in range(self.pods_per_node):
-                self.api.call("POST", f"/api/v1/namespaces/{self.ns}/pods", {
-                    "metadata": {"name": f"{name}-{k}", "labels": {"app": "hollow"}},
-                    "spec": {"nodeName": name, "containers": [{"name": "c", "image": IMAGE}]}})
+                self.api.call("POST", f"/api/v1/namespaces/{self.ns}/pods", pod_manifest(
+                    f"{name}-{k}", name))
+                bound[f"{name}-{k}"] = time.time()  # created with spec.nodeName: bound
         want = self.count * self.pods_per_node
         self.result["pods"] = want
         self.result["pods_running"], self.result["running_s"] = self._wait(
             "pods Running", self._running, want, timeout)
+        watch.stop()
+        self.bound, self.watched = bound, watch.running
         self.log(f"hollow nodes: {self.result['ready']}/{self.count} Ready, "
                  f"{self.result['pods_running']}/{want} pods Running "
                  f"in {time.monotonic() - t0:.0f}s")
@@ -224,9 +238,16 @@ class Fleet:
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
-        for kind, name, _ in self.procs:
-            if kind == "kubelet":
-                remove_root_dir(self.work / name / "kubelet.log")
+        logs = [self.work / name / "kubelet.log" for kind, name, _ in self.procs
+                if kind == "kubelet"]
+        texts = [path.read_text(errors="replace") for path in logs]
+        self.result["kubelet_log_errors"] = pod_start.count_log_errors(texts)
+        if self.bound:
+            year = time.gmtime(min(self.bound.values())).tm_year
+            self.result["pod_start"] = pod_start.summarize(
+                self.bound, self.watched, pod_start.kubelet_running(texts, year))
+        for path in logs:
+            remove_root_dir(path)
         self.procs = []
         for name in self.names:
             for path in (f"/api/v1/nodes/{name}",
@@ -239,6 +260,15 @@ class Fleet:
             self.api.call("DELETE", f"/api/v1/namespaces/{self.ns}", ok=(200, 404))
         except (OSError, RuntimeError) as e:
             self.log(f"hollow nodes: deleting namespace {self.ns}: {e}")
+
+
+def pod_manifest(name, node):
+    """A pod bound to `node` that mounts the namespace's ConfigMap, as a workload's config."""
+    return {"metadata": {"name": name, "labels": {"app": "hollow"}},
+            "spec": {"nodeName": node,
+                     "containers": [{"name": "c", "image": IMAGE, "volumeMounts": [
+                         {"name": "config", "mountPath": "/etc/hollow"}]}],
+                     "volumes": [{"name": "config", "configMap": {"name": "hollow-config"}}]}}
 
 
 def remove_root_dir(kubelet_log):

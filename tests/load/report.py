@@ -200,6 +200,20 @@ def _hollow_connections(mode):
                       for k in ("kubelet", "proxy"))
 
 
+def _hollow_start_rows(row):
+    """Bound→Running of the hollow nodes' pods (pod_start.py) and their kubelets' log errors."""
+    for key, unit in (("kubelet_ms", "ms, kubelet"), ("watch_ms", "ms, harness watch")):
+        row(f"hollow pods bound→Running p50 / p90 / max ({unit})", lambda lb, m, k=key: (
+            get(m, "hollow", "pod_start", k, "p50"), " / ".join(
+                fmt_num(get(m, "hollow", "pod_start", k, q), 0) for q in ("p50", "p90", "max"))),
+            True)
+    keys = ("configmap_sync", "secret_sync", "mount_failed", "status_get", "status_update",
+            "node_status", "sync_pod")
+    row("hollow kubelet log: configmap / secret sync, mount, status get / update, node, sync pod",
+        lambda lb, m: (None, " / ".join(fmt_int(get(m, "hollow", "kubelet_log_errors", k))
+                                        for k in keys)))
+
+
 def _client_go_server(label):
     return "kube-apiserver" if label == "direct" else "kube-fanout"
 
@@ -271,6 +285,7 @@ def summary_rows(results):
             lambda lb, m: (None, _hollow_connections(m)))
         row("hollow node RSS MiB: kubelet / kube-proxy (mean)", lambda lb, m: (None, " / ".join(
             fmt_num(get(m, "hollow", f"{k}_rss_mib_mean")) for k in ("kubelet", "proxy"))))
+        _hollow_start_rows(row)
     if any(get(m, "client_go") for m in modes.values()):
         _client_go_rows(row, modes)
     row("connections: peak open / failed", lambda lb, m: (None, "{} / {}".format(

@@ -452,6 +452,68 @@ def test_hollow_node_rows_only_with_hollow_nodes():
     report.render_html(res)
 
 
+def test_pod_start_quantiles():
+    import pod_start
+    assert pod_start.quantiles([]) == {"count": 0, "p50": None, "p90": None, "max": None}
+    q = pod_start.quantiles(list(range(1, 11)))
+    assert (q["count"], q["p50"], q["p90"], q["max"]) == (10, 5, 9, 10)
+    assert pod_start.quantiles([7]) == {"count": 1, "p50": 7, "p90": 7, "max": 7}
+
+
+def test_pod_start_from_kubelet_log_and_watch():
+    import calendar
+    import pod_start
+    log = ('I1129 08:08:24.426306     885 fake_topology_manager.go:100] "AddContainer" '
+           'pod="ns-1/hollow-0-1" containerName="c"\n'
+           'I1129 08:08:25.062381     885 pod_startup_latency_tracker.go:295] "Mark when the pod '
+           'was running for the first time" pod="ns-1/hollow-0-1" rv="2571"\n'
+           'I1129 08:08:27.5     885 pod_startup_latency_tracker.go:295] "Mark when the pod '
+           'was running for the first time" pod="ns-1/hollow-0-1" rv="2600"\n')  # the first
+    seen = pod_start.kubelet_running([log, "no such line\n"], 2026)
+    t = calendar.timegm((2026, 11, 29, 8, 8, 25))
+    assert list(seen) == ["hollow-0-1"] and abs(seen["hollow-0-1"] - (t + 0.062381)) < 1e-6
+    # A pod not seen Running counts in neither figure's values.
+    bound = {"hollow-0-1": t - 2.0, "b": 100.5, "c": 101.0}
+    out = pod_start.summarize(bound, {"hollow-0-1": t - 0.5, "b": 102.0}, seen)
+    assert out["kubelet_ms"] == {"count": 1, "p50": 2062.4, "p90": 2062.4, "max": 2062.4}
+    assert out["watch_ms"] == {"count": 2, "p50": 1500.0, "p90": 1500.0, "max": 1500.0}
+    assert pod_start.summarize(bound, {}, {})["watch_ms"]["p50"] is None
+
+
+def test_kubelet_log_errors_counted_per_line():
+    import pod_start
+    logs = ['E1129 08:06:05.626391 29471 nestedpendingoperations.go:348] Operation failed. '
+            'Error: MountVolume.SetUp failed for volume "kube-api-access-x" : failed to sync '
+            'configmap cache: timed out waiting for the condition\n'
+            'I1129 08:03:09 kubelet.go:1] SyncLoop ADD\n',
+            'E1129 08:05:12 status_manager.go:1164] "Failed to get status for pod" err="pods '
+            'is forbidden"\nE1129 08:06:12 x.go:1] failed to sync configmap cache: timed out\n']
+    counts = pod_start.count_log_errors(logs)
+    assert (counts["configmap_sync"], counts["mount_failed"], counts["status_get"]) == (2, 1, 1)
+    assert sum(counts.values()) == 4 and set(counts) == set(pod_start.KUBELET_ERRORS)
+
+
+def test_hollow_pod_start_rows():
+    res = make_results()
+    for label, p50 in (("direct", 1000.0), ("kube-fanout", 1250.0)):
+        res["modes"][label]["hollow"] = {
+            "nodes": 1, "ready": 1, "pods": 3, "pods_running": 3,
+            "pod_start": {"kubelet_ms": {"count": 3, "p50": p50, "p90": 1900.4, "max": 2100.0},
+                          "watch_ms": {"count": 3, "p50": 900.0, "p90": 1800.0, "max": 2000.0}},
+            "kubelet_log_errors": {"configmap_sync": 4, "secret_sync": 0, "mount_failed": 4,
+                                   "status_get": 2, "status_update": 0, "node_status": 1,
+                                   "sync_pod": 0}}
+    rows = rows_by_label(res)
+    cells, ratio = rows["hollow pods bound→Running p50 / p90 / max (ms, kubelet)"]
+    assert cells == ["1,000 / 1,900 / 2,100", "1,250 / 1,900 / 2,100"] and ratio == "0.8×"
+    assert rows["hollow pods bound→Running p50 / p90 / max (ms, harness watch)"][0] == [
+        "900 / 1,800 / 2,000"] * 2
+    assert rows["hollow kubelet log: configmap / secret sync, mount, status get / update, node, "
+                "sync pod"][0] == ["4 / 0 / 4 / 2 / 0 / 1 / 0"] * 2
+    report.render_table(res)
+    report.render_html(res)
+
+
 def test_client_go_command_and_connect_cost():
     import client_go
     s = harness.resolve_scenario("base", {"kubelets": 50, "kube_proxies": 0, "pollers": 0})

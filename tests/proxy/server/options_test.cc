@@ -82,6 +82,15 @@ TEST_CASE("The consistent-read passthrough interval defaults to 1s and 0 turns i
   CHECK_FALSE(Parse({"--consistent-read-passthrough-interval=-1s"}).ok());
 }
 
+TEST_CASE("Consistent GETs pass through at up to 50 a second per resource unless told 0") {
+  auto d = Parse({});
+  REQUIRE(d.ok());
+  CHECK(d->consistent_get_passthrough_qps == 50);
+  auto off = Parse({"--consistent-get-passthrough-qps=0"});
+  REQUIRE(off.ok());
+  CHECK(off->consistent_get_passthrough_qps == 0);
+}
+
 TEST_CASE("The upstream watch idle timeout defaults to 2m and is at least 1s") {
   auto d = Parse({});
   REQUIRE(d.ok());
