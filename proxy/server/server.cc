@@ -249,6 +249,8 @@ SharedStages Server::Stages() {
       absl::ToInt64Milliseconds(options_.consistent_read_passthrough_interval));
   s.watch.list_pool = list_pool_.get();
   s.watch.list_gzip = &list_gzip_;
+  s.watch.watchlist_gzip =
+      ParseWatchListGzip(options_.watchlist_gzip).value_or(WatchListGzip::kAuto);
   return s;
 }
 
