@@ -16,7 +16,7 @@ import zlib
 import pytest
 
 from kfrig import Proxy, routed, same_snapshot, wait_until
-from test_http2 import big_ns  # noqa: F401 (a fixture: 30 configmaps of 8 KiB)
+from test_http2 import big_ns, h2_to  # noqa: F401 (big_ns: a fixture, 30 configmaps of 8 KiB)
 
 UA = "kube-fanout-tests-watchlist-gzip"
 N = 30  # big_ns's configmaps.
@@ -250,3 +250,42 @@ def test_the_managed_fields_opt_out_gets_the_apiservers_own_answer(cluster, cach
         assert ours.headers["content-type"] == direct.headers["content-type"]
         assert ours.body == direct.body, path
         assert routed(cached_proxy, marker) == "passthrough"
+
+
+def gunzip_members(data):
+    """A body of gzip members decoded as Go's gzip.Reader does: (bytes, members, complete)."""
+    out, members = b"", 0
+    while data:
+        d = zlib.decompressobj(wbits=31)
+        out += d.decompress(data)
+        if not d.eof:
+            return out, members, False
+        members += 1
+        data = d.unused_data
+    return out, members, True
+
+
+def test_always_over_h2_decodes_to_the_plain_stream(cluster, always_proxy, gz_ns):
+    """The same over HTTP/2 (client-go's default over TLS): the stream's DATA is gzip members,
+    every one complete as it arrives, decoding to the plain stream's events."""
+    c = h2_to(cluster, always_proxy.secure_port)
+    try:
+        token = cluster.token("admin")
+        gz = c.request(watchlist_path(gz_ns, "kfwl=h2gz"), token,
+                       headers=[("accept-encoding", "gzip")])
+        plain = c.request(watchlist_path(gz_ns, "kfwl=h2plain"), token)
+
+        def decoded():
+            out, _, complete = gunzip_members(bytes(c.streams[gz]["data"]))
+            return complete and out.count(b"\n") >= N + 1
+
+        assert c.run_until(decoded, 15)
+        assert c.run_until(lambda: len(c.events(plain)) >= N + 1, 15)
+        assert c.streams[gz]["headers"]["content-encoding"] == "gzip"
+        assert "content-encoding" not in c.streams[plain]["headers"]
+        out, members, _ = gunzip_members(bytes(c.streams[gz]["data"]))
+        assert members >= 1
+        plain_lines = bytes(c.streams[plain]["data"]).split(b"\n")[:N + 1]
+        assert out.split(b"\n")[:N + 1] == plain_lines
+    finally:
+        c.close()
