@@ -1,40 +1,40 @@
 #include "proxy/serve/gzip_members.h"
 
-#include <array>
+#include <algorithm>
 
 #include "proxy/edge/gzip.h"
 
 namespace kf {
-namespace {
 
-std::shared_ptr<const std::string> Compress(std::string_view bytes) {
-  const std::array<boost::asio::const_buffer, 1> piece{
-      boost::asio::const_buffer(bytes.data(), bytes.size())};
-  return std::make_shared<const std::string>(Gzip(piece));
+bool GzipMembers::Entry::Live() const {
+  return std::none_of(owners.begin(), owners.end(),
+                      [](const std::weak_ptr<const void>& o) { return o.expired(); });
 }
 
-}  // namespace
-
-std::shared_ptr<const std::string> GzipMembers::Get(const Piece& frame) {
-  if (!frame.owner) {
-    ++misses_;
-    return Compress(frame.bytes);
-  }
-  const Key key{frame.bytes.data(), frame.bytes.size()};
+std::shared_ptr<const std::string> GzipMembers::Get(std::span<const Piece> pieces) {
+  Key key;
+  key.reserve(pieces.size());
+  for (const Piece& p : pieces) key.emplace_back(p.bytes.data(), p.bytes.size());
   auto [it, inserted] = map_.try_emplace(key);
   Entry& e = it->second;
-  if (!inserted && !e.owner.expired()) {
+  if (!inserted && e.Live()) {
     ++hits_;
     return e.member;
   }
   ++misses_;
   if (inserted) {
-    order_.push_back(key);
+    order_.push_back(std::move(key));
   } else {
-    bytes_ -= e.member->size();  // Another frame at a freed one's address: replaced in place.
+    bytes_ -= e.member->size();  // Other pieces at freed ones' addresses: replaced in place.
   }
-  e.owner = frame.owner;
-  e.member = Compress(frame.bytes);
+  e.owners.clear();
+  std::vector<boost::asio::const_buffer> bufs;
+  bufs.reserve(pieces.size());
+  for (const Piece& p : pieces) {
+    if (p.owner) e.owners.emplace_back(p.owner);
+    bufs.emplace_back(p.bytes.data(), p.bytes.size());
+  }
+  e.member = std::make_shared<const std::string>(Gzip(bufs));
   bytes_ += e.member->size();
   std::shared_ptr<const std::string> member = e.member;
   Evict();

@@ -1,13 +1,15 @@
-// GzipMembers: one thread's watch frames compressed as gzip members, shared by the gzip watches
+// GzipMembers: one thread's watch batches compressed as gzip members, shared by the gzip watches
 // on that thread. A compressed watch (WatchListCompression, watch_gzip.h) is a sequence of gzip
-// members (RFC 1952 2.2: members simply follow one another); an event delivered to many
-// watchers is compressed once per thread, not once per watcher.
+// members (RFC 1952 2.2: members simply follow one another); an event batch delivered to many
+// watchers (the same frame pieces: an event's type prefix, its object's shared bytes, the tail)
+// is compressed once per thread, not once per watcher.
 //
-// Keyed by the frame's bytes (address and size), which stay put while their owner lives: each
-// entry holds a weak reference to the owner, so a frame freed and another allocated at the
-// same address is never served the old member. Bounded by entries and compressed bytes; the
-// oldest entries go first (live events are looked up by all their watchers within one fan-out).
-// Touched only on its thread (owned by that thread's Wakeups).
+// Keyed by the pieces' bytes (addresses and sizes), which stay put while their owners live:
+// each entry holds weak references to the owners, so pieces freed and others allocated at the
+// same addresses are never served the old member; a piece without an owner is static data
+// (Piece). Bounded by entries and compressed bytes; the oldest entries go first (a live event
+// is looked up by all its watchers within one fan-out). Touched only on its thread (owned by
+// that thread's Wakeups).
 #ifndef KUBE_FANOUT_SERVE_GZIP_MEMBERS_H_
 #define KUBE_FANOUT_SERVE_GZIP_MEMBERS_H_
 
@@ -15,8 +17,10 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "cache/watch_event.h"
@@ -32,9 +36,10 @@ class GzipMembers {
   GzipMembers(const GzipMembers&) = delete;
   GzipMembers& operator=(const GzipMembers&) = delete;
 
-  // `frame` as one gzip member (edge/gzip.h's Gzip), compressed at most once while it is kept.
-  // A frame without an owner is compressed anew each time.
-  std::shared_ptr<const std::string> Get(const Piece& frame);
+  // `pieces`, in order, as one gzip member (edge/gzip.h's Gzip), compressed at most once while
+  // it is kept.
+  std::shared_ptr<const std::string> Get(std::span<const Piece> pieces);
+  std::shared_ptr<const std::string> Get(const Piece& piece) { return Get({&piece, 1}); }
 
   size_t entries() const { return map_.size(); }
   size_t bytes() const { return bytes_; }
@@ -42,10 +47,11 @@ class GzipMembers {
   uint64_t misses() const { return misses_; }
 
  private:
-  using Key = std::pair<const char*, size_t>;
+  using Key = std::vector<std::pair<const char*, size_t>>;
   struct Entry {
-    std::weak_ptr<const void> owner;
+    std::vector<std::weak_ptr<const void>> owners;  // Of the pieces that have one.
     std::shared_ptr<const std::string> member;
+    bool Live() const;
   };
   void Evict();
 

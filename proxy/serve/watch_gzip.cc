@@ -31,22 +31,20 @@ bool CompressesWatch(const Query& q, const boost::beast::http::fields& headers, 
 void CompressBatch(std::span<const Piece> pieces,
                    const std::shared_ptr<const std::string>& bookmark, GzipMembers& members,
                    WatchGzipHold& hold, std::vector<boost::asio::const_buffer>& bufs) {
-  const size_t frames = pieces.size() + (bookmark ? 1 : 0);
+  const size_t count = pieces.size() + (bookmark ? 1 : 0);
   const size_t bytes = boost::asio::buffer_size(bufs);
-  if (frames == 0) return;
-  if (frames > kSharedMembersMaxFrames || bytes > kSharedMembersMaxBytes) {
+  if (count == 0) return;
+  if (count > kSharedMembersMaxPieces || bytes > kSharedMembersMaxBytes) {
     hold.member = Gzip(bufs);
     bufs.clear();
     bufs.emplace_back(hold.member.data(), hold.member.size());
     return;
   }
+  std::vector<Piece> all(pieces.begin(), pieces.end());
+  if (bookmark) all.push_back(Piece{bookmark, *bookmark});
+  hold.kept.push_back(members.Get(all));
   bufs.clear();
-  const auto add = [&](const Piece& frame) {
-    hold.kept.push_back(members.Get(frame));
-    bufs.emplace_back(hold.kept.back()->data(), hold.kept.back()->size());
-  };
-  for (const Piece& piece : pieces) add(piece);
-  if (bookmark) add(Piece{bookmark, *bookmark});
+  bufs.emplace_back(hold.kept.back()->data(), hold.kept.back()->size());
 }
 
 }  // namespace kf

@@ -6,10 +6,10 @@
 // members, one per flush, each ended (gzip.Writer Flush then Close) so that every write decodes
 // at once. Regular watches are never compressed.
 //
-// kube-fanout writes one member per written batch when the batch is large (a watch's initial
-// state, a catch-up burst: compressed for that watcher), and one member per frame for the usual
-// small live batch, taken from the thread's GzipMembers (an event is compressed once per
-// thread, however many watchers receive it). Both decode to the same bytes as the plain stream.
+// kube-fanout writes one member per written batch, as the apiserver one per flush: a large
+// batch (a watch's initial state, a catch-up burst) compressed for that watcher, the usual small
+// live batch (one event) taken from the thread's GzipMembers (compressed once per thread,
+// however many watchers receive it). Both decode to the same bytes as the plain stream.
 // Pure functions, and the per-watch hold of the compressed bytes of the batch being written.
 #ifndef KUBE_FANOUT_SERVE_WATCH_GZIP_H_
 #define KUBE_FANOUT_SERVE_WATCH_GZIP_H_
@@ -51,7 +51,7 @@ bool CompressesWatch(const Query& q, const boost::beast::http::fields& headers, 
 // The compressed form of one batch being written: what the buffers point to until written.
 struct WatchGzipHold {
   std::string member;                                    // A large batch's own member.
-  std::vector<std::shared_ptr<const std::string>> kept;  // Shared members of a small batch.
+  std::vector<std::shared_ptr<const std::string>> kept;  // A small batch's shared member.
   void Clear() {
     member.clear();
     member.shrink_to_fit();
@@ -59,9 +59,9 @@ struct WatchGzipHold {
   }
 };
 
-// Small batches (at most this many frames and bytes) are written as the thread's shared
-// members, one per frame; larger ones as one member of their own.
-inline constexpr size_t kSharedMembersMaxFrames = 8;
+// Small batches (at most this many pieces and bytes) are written as the thread's shared
+// member for those pieces; larger ones as one member of their own.
+inline constexpr size_t kSharedMembersMaxPieces = 16;
 inline constexpr size_t kSharedMembersMaxBytes = 64 * 1024;
 
 // Replaces `bufs` (the batch's frames `pieces`, then `bookmark` if any) by their compressed
