@@ -85,6 +85,18 @@ class Cacher {
                          std::memory_order_relaxed);
   }
   UpstreamCbor upstream_cbor() const { return upstream_cbor_.load(std::memory_order_relaxed); }
+  // Whether the upstream compresses its own WatchList answers for a client accepting gzip (its
+  // WatchListCompression gate, Kubernetes 1.37), as its answer to the reflector's probe showed
+  // (Reflector::AskWatchListGzip).
+  enum class UpstreamWatchListGzip : uint8_t { kUnknown, kCompresses, kPlain };
+  void SetUpstreamWatchListGzip(bool compresses) {
+    upstream_watchlist_gzip_.store(
+        compresses ? UpstreamWatchListGzip::kCompresses : UpstreamWatchListGzip::kPlain,
+        std::memory_order_relaxed);
+  }
+  UpstreamWatchListGzip upstream_watchlist_gzip() const {
+    return upstream_watchlist_gzip_.load(std::memory_order_relaxed);
+  }
 
   // The self-check's view (proxy/sync/self_check.h): the digest of the store's (key,
   // resourceVersion) pairs and the RV the store is at, computed under the lock without copying
@@ -305,6 +317,7 @@ class Cacher {
   std::atomic<uint64_t> rv_published_{0};
   std::atomic<UpstreamSharding> upstream_sharding_{UpstreamSharding::kUnknown};
   std::atomic<UpstreamCbor> upstream_cbor_{UpstreamCbor::kUnknown};
+  std::atomic<UpstreamWatchListGzip> upstream_watchlist_gzip_{UpstreamWatchListGzip::kUnknown};
   bool synced_ ABSL_GUARDED_BY(mu_) = false;
   std::string bookmark_template_ ABSL_GUARDED_BY(mu_);
   // The last periodic bookmark built, per form (the object's, PartialObjectMetadata, CBOR).

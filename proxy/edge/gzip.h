@@ -1,7 +1,8 @@
 // Response compression as the apiserver does it (k8s.io/apiserver/pkg/endpoints/handlers/
 // responsewriters/writers.go): a serialized object or list past 128 KiB is gzip-compressed at
 // level 1 (BestSpeed) for a client whose Accept-Encoding asks for gzip, with "Content-Encoding:
-// gzip" and "Vary: Accept-Encoding". Watches are never compressed. Stateless functions.
+// gzip" and "Vary: Accept-Encoding". A watch is compressed only when it is a WatchList (see
+// proxy/serve/watch_gzip.h). Stateless functions.
 #ifndef KUBE_FANOUT_EDGE_GZIP_H_
 #define KUBE_FANOUT_EDGE_GZIP_H_
 

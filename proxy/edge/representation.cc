@@ -38,6 +38,9 @@ struct Clause {
   // The parameters NegotiateMediaTypeOptions reads (goautoneg keeps the last of a repeated one).
   std::optional<std::string> as, group, version, stream;
   bool pretty = false, server_version = false;
+  // drop= (the managedFields opt-out, Kubernetes 1.38's alpha ManagedFieldsOptOut: an answer
+  // without metadata.managedFields where the upstream's gate is on, the full object elsewhere).
+  bool drop = false;
 };
 
 void ReadParameter(absl::string_view p, Clause* c) {
@@ -60,6 +63,8 @@ void ReadParameter(absl::string_view p, Clause* c) {
     c->pretty = value == "1";
   } else if (key == "sv") {
     c->server_version = true;
+  } else if (key == "drop") {
+    c->drop = true;
   }
 }
 
@@ -120,6 +125,8 @@ std::optional<Representation> Pick(const Clause& c, bool has_protobuf, bool has_
   if (protobuf) r.media = MediaChoice::kProtobuf;
   if (cbor && has_cbor) r.media = MediaChoice::kCbor;
   if (c.server_version) r.conversion = Conversion::kApiserver;
+  // Which the upstream does is its own: only it can answer exactly (docs/fidelity.md).
+  if (c.drop) r.media = MediaChoice::kApiserver;
   return r;  // A serializer the cache does not hold (YAML, CBOR it cannot serve): the apiserver's.
 }
 

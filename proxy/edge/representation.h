@@ -46,7 +46,8 @@ struct Representation {
 };
 // NegotiateMedia's rules, with the clauses' parameters read as NegotiateMediaTypeOptions reads
 // them: a conversion the endpoint does not allow (Table in protobuf, an unknown kind or group)
-// skips the clause; `pretty=1` and `sv=` are the apiserver's; other parameters are ignored.
+// skips the clause; `pretty=1`, `sv=` and `drop=` (the managedFields opt-out) are the
+// apiserver's; other parameters are ignored.
 // `allow_conversion` false: as the apiserver negotiates an error's Status (its default endpoint
 // restrictions), every clause asking for a conversion skipped. `has_cbor`: the cache can answer
 // application/cbor (the upstream serves it: its CBORServingAndStorage gate); otherwise a CBOR

@@ -21,6 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "cache/cache_watcher.h"
+#include "proxy/serve/gzip_members.h"
 
 namespace kf {
 
@@ -58,6 +59,9 @@ class Wakeups final : public NotifySink {
 
   size_t registered() const { return slots_.size() - free_.size(); }
 
+  // This thread's compressed frames, shared by its gzip watches (watch_gzip.h); this thread's.
+  GzipMembers& gzip_members() { return gzip_members_; }
+
  private:
   void Drain();
 
@@ -75,6 +79,7 @@ class Wakeups final : public NotifySink {
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_;
   void (*after_drain_)() = nullptr;
+  GzipMembers gzip_members_;
 };
 
 }  // namespace kf

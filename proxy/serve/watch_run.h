@@ -18,6 +18,7 @@
 #include "proxy/edge/exchange.h"
 #include "proxy/serve/serve_stats.h"
 #include "proxy/serve/wakeups.h"
+#include "proxy/serve/watch_gzip.h"
 #include "proxy/sync/reflector.h"
 
 namespace kf {
@@ -79,6 +80,7 @@ struct WatchParams {
   bool bookmarks = false;
   bool initial_events_end = false;
   bool progress_request = false;  // kProgressRequestHeader: a bookmark once proven current.
+  bool gzip = false;              // The answer is compressed (watch_gzip.h).
   std::chrono::steady_clock::time_point deadline;
 };
 
@@ -126,6 +128,7 @@ struct WatchRun {
   bool held = false;
   std::shared_ptr<const std::string> bookmark;
   std::vector<asio::const_buffer> bufs;  // Its room kept for a few pieces only (BatchWritten).
+  WatchGzipHold gzipped;                 // What `bufs` point to when params.gzip.
   size_t bytes = 0;
   bool failed = false;                   // A write without the loop failed (`error` says why).
   const Reflector* reflector = nullptr;  // The cache's: what its upstream sends (DueBookmark).

@@ -26,13 +26,17 @@ namespace {
 namespace http = beast::http;
 using Clock = std::chrono::steady_clock;
 
-ResponseHead WatchHead(Encoding encoding) {
+ResponseHead WatchHead(Encoding encoding, bool gzip = false) {
   ResponseHead head;
   head.fields.set(http::field::cache_control, "no-cache, private");
   head.fields.set(http::field::content_type, encoding == Encoding::kProtobuf
                                                  ? kProtobufWatchContentType
                                              : encoding == Encoding::kCbor ? kCborSeqContentType
                                                                            : "application/json");
+  if (gzip) {  // watchResponseWriter.BeginStream.
+    head.fields.set(http::field::content_encoding, "gzip");
+    head.fields.set(http::field::vary, "Accept-Encoding");
+  }
   head.framing = ResponseHead::Framing::kStreamed;
   return head;
 }
@@ -67,6 +71,21 @@ asio::awaitable<std::optional<WatchParams>> Plan(Exchange& x, Cacher& cacher, Re
     p.start = Cacher::Start::kAfterVersion;
   }
   co_return p;
+}
+
+// Whether the answer is compressed (watch_gzip.h). With --watchlist-gzip=auto, the first
+// WatchList accepting gzip asks whether the upstream compresses; until it has answered, the
+// cache's answers are plain (what an apiserver without WatchListCompression sends).
+bool GzipFor(const Exchange& x, const Cacher& cacher, Reflector& reflector,
+             const WatchOptions& options) {
+  const Cacher::UpstreamWatchListGzip upstream = cacher.upstream_watchlist_gzip();
+  const Query& q = x.request.info.query;
+  if (options.watchlist_gzip == WatchListGzip::kAuto &&
+      upstream == Cacher::UpstreamWatchListGzip::kUnknown &&
+      CompressesWatch(q, x.request.headers, WatchListGzip::kAlways, upstream)) {
+    reflector.AskWatchListGzip();
+  }
+  return CompressesWatch(q, x.request.headers, options.watchlist_gzip, upstream);
 }
 
 // Like the apiserver: HTTP 200, one ERROR event carrying the 410 Status, then the end.
@@ -326,6 +345,7 @@ asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflect
   bool refused = false;
   auto params = co_await Plan(x, cacher, reflector, stats, &refused);
   if (!params) co_return refused;
+  params->gzip = GzipFor(x, cacher, reflector, options);
   ++stats.watches;
   auto wake = std::make_shared<Wakeup>(co_await asio::this_coro::executor, *x.response, wakeups);
   auto watcher = Register(cacher, filter, *params, *wake, options);
@@ -350,7 +370,7 @@ asio::awaitable<bool> ServeWatch(Exchange& x, Cacher& cacher, Reflector& reflect
                                           executor, slot);
   // Written here, so the detached watch never reads the request (Detached).
   const beast::error_code head_failed =
-      co_await x.response->WriteHead(WatchHead(WireEncoding(cacher, filter)));
+      co_await x.response->WriteHead(WatchHead(WireEncoding(cacher, filter), params->gzip));
   if (head_failed) open->HeadFailed();
   x.detached = std::move(open);
   co_return true;

@@ -19,6 +19,7 @@
 #include "proxy/edge/exchange.h"
 #include "proxy/serve/serve_stats.h"
 #include "proxy/serve/wakeups.h"
+#include "proxy/serve/watch_gzip.h"
 #include "proxy/sync/reflector.h"
 #include "ratelimit/watch_slots.h"
 
@@ -47,6 +48,7 @@ struct WatchOptions {
   // compressed in, and their shared compressed bytes (null: on the I/O threads, anew).
   ListPool* list_pool = nullptr;
   GzipCache* list_gzip = nullptr;
+  WatchListGzip watchlist_gzip = WatchListGzip::kAuto;  // --watchlist-gzip (watch_gzip.h).
 };
 
 // False: declined before anything was written (the RV cannot be promised in time).

@@ -299,7 +299,13 @@ void SnapshotFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
      po::value(&o->list_gzip_cache_bytes)->value_name("BYTES")->default_value(64u << 20),
      "Compressed LIST answers kept to be shared by the clients that ask for the same list at "
      "the same resourceVersion (compressed once, not per answer); least recently used first "
-     "out. 0: every answer is compressed anew.");
+     "out. 0: every answer is compressed anew.")
+    ("watchlist-gzip",
+     po::value(&o->watchlist_gzip)->value_name("auto|always|never")->default_value("auto"),
+     "Compress the cache's answers to WatchList requests (sendInitialEvents, with bookmarks) "
+     "whose Accept-Encoding asks for gzip, as Kubernetes 1.37's WatchListCompression does: "
+     "auto when the upstream compresses its own (asked once per resource, on the first such "
+     "request; plain until it has answered), always, or never.");
   // clang-format on
 }
 

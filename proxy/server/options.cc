@@ -15,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "common/strings.h"
 #include "proxy/edge/tls_config.h"
+#include "proxy/serve/watch_gzip.h"
 #include "proxy/server/config_file.h"
 #include "proxy/server/flags.h"
 
@@ -175,6 +176,11 @@ absl::StatusOr<ProxyOptions> ParseFlags(int argc, const char* const* argv) {
   if (auto s = ParseDurations(raw, o); !s.ok()) return s;
   SplitCommaLists(o);
   if (auto s = CheckDurations(o); !s.ok()) return s;
+  if (!ParseWatchListGzip(o.watchlist_gzip)) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid argument \"", o.watchlist_gzip,
+                                                   "\" for \"--watchlist-gzip\" flag: not one of "
+                                                   "auto, always, never"));
+  }
   if (o.listen.empty() && o.secure_listen.empty()) o.listen = "127.0.0.1:8001";
   return o;
 }

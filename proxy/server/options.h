@@ -117,6 +117,9 @@ struct ProxyOptions {
   // none).
   int list_threads = 1;
   uint64_t list_gzip_cache_bytes = 64u << 20;
+  // Cached WatchList answers compressed for clients accepting gzip (proxy/serve/watch_gzip.h):
+  // "auto" (as the upstream does), "always" or "never".
+  std::string watchlist_gzip = "auto";
   int verbosity = 0;
   bool help = false;
   bool version = false;

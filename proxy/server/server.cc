@@ -251,6 +251,8 @@ SharedStages Server::Stages() {
   s.watch.consistent_get_passthrough_qps = options_.consistent_get_passthrough_qps;
   s.watch.list_pool = list_pool_.get();
   s.watch.list_gzip = &list_gzip_;
+  s.watch.watchlist_gzip =
+      ParseWatchListGzip(options_.watchlist_gzip).value_or(WatchListGzip::kAuto);
   return s;
 }
 

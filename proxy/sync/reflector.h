@@ -162,6 +162,12 @@ class Reflector {
   // 5 s while unanswered; any thread. No client asking, no request: a start (from a snapshot
   // too) costs the upstream no LIST for it.
   void AskCbor();
+  // Whether the upstream compresses its WatchList answers for a client accepting gzip
+  // (Cacher::upstream_watchlist_gzip), asked when the first such WatchList comes with
+  // --watchlist-gzip=auto: one WatchList selecting nothing, from resourceVersion 0, with
+  // Accept-Encoding: gzip; its head read and the stream dropped. At most one at a time and one
+  // every 5 s while unanswered; any thread.
+  void AskWatchListGzip();
 
   // --- Self-check (self_check.cc); on the reflector's thread ---------------------------------
   // Compares the cache's objects (names, namespaces and resourceVersions) with the upstream's
@@ -201,6 +207,16 @@ class Reflector {
   WatchEnd IdleEnd(const absl::Status& status);
   asio::awaitable<void> ProbeBookmarkTemplate();
   asio::awaitable<void> ProbeCbor();
+  asio::awaitable<void> ProbeWatchListGzip();
+  // A probe's turn (AskCbor, AskWatchListGzip): running, and when the next may start.
+  struct ProbeTurn {
+    bool running = false;
+    std::chrono::steady_clock::time_point next{};
+  };
+  // Runs `probe` on the reflector's thread unless the reflector stopped, `known()` says the
+  // answer is in, one runs, or the last started within 5 s.
+  void AskProbe(ProbeTurn& turn, std::function<bool()> known,
+                asio::awaitable<void> (Reflector::*probe)());
   asio::awaitable<void> Backoff();
   asio::awaitable<void> ProbeLoop();
   asio::awaitable<std::optional<uint64_t>> ProveOnce();
@@ -277,9 +293,9 @@ class Reflector {
   std::vector<std::pair<uint64_t, std::function<void(BackfillResult)>>> backfill_waiting_;
   bool backfill_running_ = false;
   asio::steady_timer* backoff_timer_ = nullptr;  // Backoff's wait, for Stop to cut short.
-  // AskCbor's probe: running, and when the next may start; on the reflector's thread.
-  bool cbor_probing_ = false;
-  std::chrono::steady_clock::time_point next_cbor_probe_{};
+  // AskCbor's and AskWatchListGzip's probes; on the reflector's thread.
+  ProbeTurn cbor_probe_;
+  ProbeTurn gzip_probe_;
   UpstreamWatch* backfill_active_ = nullptr;
   // TakeConsistentPassthrough's budget: when the next may go (steady clock, ns); any thread.
   std::atomic<int64_t> next_consistent_passthrough_{0};

@@ -244,23 +244,37 @@ asio::awaitable<void> Reflector::ProbeBookmarkTemplate() {
   cacher_.SetBookmarkTemplate(std::move(object));
 }
 
-void Reflector::AskCbor() {
-  asio::post(exec_, [this] {
+void Reflector::AskProbe(ProbeTurn& turn, std::function<bool()> known,
+                         asio::awaitable<void> (Reflector::*probe)()) {
+  asio::post(exec_, [this, &turn, known = std::move(known), probe] {
     const auto now = std::chrono::steady_clock::now();
-    if (stopped_ || protobuf() || cbor_probing_ || now < next_cbor_probe_ ||
-        cacher_.upstream_cbor() != Cacher::UpstreamCbor::kUnknown) {
-      return;
-    }
-    cbor_probing_ = true;
-    next_cbor_probe_ = now + std::chrono::seconds(5);
+    if (stopped_ || turn.running || now < turn.next || known()) return;
+    turn.running = true;
+    turn.next = now + std::chrono::seconds(5);
     asio::co_spawn(
         exec_,
-        [this]() -> asio::awaitable<void> {
-          co_await ProbeCbor();
-          cbor_probing_ = false;
+        [this, &turn, probe]() -> asio::awaitable<void> {
+          co_await (this->*probe)();
+          turn.running = false;
         },
         asio::detached);
   });
+}
+
+void Reflector::AskCbor() {
+  AskProbe(
+      cbor_probe_,
+      [this] { return protobuf() || cacher_.upstream_cbor() != Cacher::UpstreamCbor::kUnknown; },
+      &Reflector::ProbeCbor);
+}
+
+void Reflector::AskWatchListGzip() {
+  AskProbe(
+      gzip_probe_,
+      [this] {
+        return cacher_.upstream_watchlist_gzip() != Cacher::UpstreamWatchListGzip::kUnknown;
+      },
+      &Reflector::ProbeWatchListGzip);
 }
 
 asio::awaitable<void> Reflector::ProbeCbor() {
@@ -277,6 +291,35 @@ asio::awaitable<void> Reflector::ProbeCbor() {
   cacher_.SetUpstreamCbor(serves);
   log_.Info(serves ? "the upstream serves CBOR for this resource: the cache answers it"
                    : "the upstream does not serve CBOR for this resource: it answers CBOR requests",
+            {{"resource", cacher_.type().GroupResource()}});
+}
+
+asio::awaitable<void> Reflector::ProbeWatchListGzip() {
+  // A WatchList selecting (in practice) nothing, by a label (a label selector, unlike one by
+  // metadata.name across namespaces, an upstream kube-fanout answers from its cache too), from
+  // resourceVersion 0 (no wait for a fresh cache upstream), asking for gzip: an apiserver with
+  // WatchListCompression on (1.37) answers "Content-Encoding: gzip", an older one or one with
+  // the gate off a plain stream. Only the head is read. No answer: asked again by a later
+  // request; meanwhile WatchLists from the cache are not compressed.
+  const std::string target = absl::StrCat(
+      CollectionPath(),
+      "?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0"
+      "&allowWatchBookmarks=true&timeoutSeconds=1"
+      "&labelSelector=kube-fanout.io%2Fwatchlist-gzip-probe%3Dnone");
+  auto opened = co_await UpstreamWatch::Open(pool_, target, credentials_(), std::chrono::seconds(5),
+                                             "application/json", false, "gzip");
+  if (!opened.ok()) co_return;
+  bool compresses = false;
+  if (auto* watch = std::get_if<std::unique_ptr<UpstreamWatch>>(&*opened)) {
+    compresses = (*watch)->content_encoding() == "gzip";
+    (*watch)->Cancel();
+  } else {
+    const UpstreamResponse& res = std::get<UpstreamResponse>(*opened);
+    if (res.status == 429 || res.status >= 500) co_return;
+  }
+  cacher_.SetUpstreamWatchListGzip(compresses);
+  log_.Info(compresses ? "the upstream compresses WatchList answers: so does the cache"
+                       : "the upstream does not compress WatchList answers: nor does the cache",
             {{"resource", cacher_.type().GroupResource()}});
 }
 

@@ -112,7 +112,7 @@ asio::awaitable<absl::StatusOr<UpstreamResponse>> UpstreamCall(
 asio::awaitable<absl::StatusOr<std::variant<std::unique_ptr<UpstreamWatch>, UpstreamResponse>>>
 UpstreamWatch::Open(UpstreamPool& pool, std::string target, std::string authorization,
                     std::chrono::milliseconds idle_timeout, std::string_view accept,
-                    bool progress_request) {
+                    bool progress_request, std::string_view accept_encoding) {
   // A watch holds its connection for minutes: always a fresh one, never returned to the pool.
   auto lease = co_await pool.Acquire(/*allow_reuse=*/false);
   if (!lease.ok()) co_return lease.status();
@@ -122,6 +122,7 @@ UpstreamWatch::Open(UpstreamPool& pool, std::string target, std::string authoriz
   auto req = MakeRequest(pool.endpoint(lease->endpoint), http::verb::get, target, authorization, "",
                          accept);
   if (progress_request) req.set(std::string(kProgressRequestHeader), "1");
+  if (!accept_encoding.empty()) req.set(http::field::accept_encoding, accept_encoding);
   if (absl::Status bad = CheckRequestHead(req.method_string(), req.target(), req.base());
       !bad.ok()) {
     co_return absl::InternalError(absl::StrCat("upstream watch not sent: ", bad.message()));

@@ -67,11 +67,18 @@ class UpstreamWatch {
   // DeadlineExceeded: a watch whose connection stays open while nothing flows is dead.
   // `progress_request`: asks an upstream kube-fanout (a tier above) for a bookmark as soon as
   // it has proven itself current (kProgressRequestHeader); the apiserver ignores the field.
+  // `accept_encoding`: sent as Accept-Encoding when not empty (only a probe of the answer's
+  // Content-Encoding asks for one: the events are read as sent, never decompressed).
   static asio::awaitable<
       absl::StatusOr<std::variant<std::unique_ptr<UpstreamWatch>, UpstreamResponse>>>
   Open(UpstreamPool& pool, std::string target, std::string authorization,
        std::chrono::milliseconds idle_timeout, std::string_view accept = "application/json",
-       bool progress_request = false);
+       bool progress_request = false, std::string_view accept_encoding = {});
+
+  // The answer's Content-Encoding ("" when it has none).
+  std::string content_encoding() const {
+    return std::string(parser_.get()[http::field::content_encoding]);
+  }
 
   // The next line (without '\n'); NotFound at the clean end of the stream; DeadlineExceeded
   // after the idle timeout without a byte.

@@ -112,6 +112,31 @@ TEST_CASE("NegotiateRepresentation reads as=, g= and v= as the apiserver's negot
   }
 }
 
+TEST_CASE("A drop= clause (the managedFields opt-out) is the apiserver's to answer") {
+  // goautoneg reads drop= as any parameter; 1.38's alpha ManagedFieldsOptOut honours
+  // drop=metadata.managedFields (and ignores other targets) where its gate is on, 1.36 and
+  // 1.37 ignore it: only the upstream knows which, so the chosen clause's answer is its own.
+  const std::pair<std::string_view, MediaChoice> rows[] = {
+      {"application/json;drop=metadata.managedFields", MediaChoice::kApiserver},
+      {"application/json; drop=spec.someFutureField+metadata.managedFields",
+       MediaChoice::kApiserver},
+      {"application/vnd.kubernetes.protobuf;drop=metadata.managedFields, application/json",
+       MediaChoice::kApiserver},
+      // Only the clause the negotiation picks counts.
+      {"application/json, application/yaml;drop=metadata.managedFields", MediaChoice::kJson},
+      {"application/yaml;q=0.5;drop=metadata.managedFields, application/vnd.kubernetes.protobuf",
+       MediaChoice::kProtobuf},
+  };
+  auto info = RequestInfo::Parse("GET", "/api/v1/pods");
+  REQUIRE(info.ok());
+  for (const auto& [accept, want] : rows) {
+    INFO(accept);
+    http::fields fields;
+    fields.set(http::field::accept, accept);
+    CHECK(NegotiateRepresentation(*info, fields, /*has_protobuf=*/true).media == want);
+  }
+}
+
 TEST_CASE("CBOR is the cache's only where the upstream serves it") {
   auto info = RequestInfo::Parse("GET", "/api/v1/pods");
   REQUIRE(info.ok());
