@@ -29,6 +29,15 @@ constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
 constexpr auto kUnparsedAnswerWriteTimeout = std::chrono::seconds(30);
 constexpr auto kTlsCloseBudget = std::chrono::milliseconds(500);
 
+// A refused handshake; one that outlasted kHandshakeTimeout is an overload sign too (the log's
+// overload episodes, proxy/server/storm_episode.h).
+void CountHandshakeFailure(RouteStats& stats, const beast::error_code& ec) {
+  stats.Refused(Refusal::kTlsHandshake);
+  if (ec == beast::error::timeout) {
+    stats.transport.tls_handshake_timeouts.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
 std::string IpOf(std::string_view remote) {
   // "1.2.3.4:5" or "[::1]:5" → address only.
   const size_t colon = remote.rfind(':');
@@ -100,7 +109,7 @@ asio::awaitable<void> HttpSession::Run() {
     client_->tcp().expires_after(kHandshakeTimeout);
     const beast::error_code ec = co_await client_->ServerHandshake();
     if (ec) {
-      pipeline_.stats().Refused(Refusal::kTlsHandshake);
+      CountHandshakeFailure(pipeline_.stats(), ec);
       log_.Log(Logger::Level::kDebug, "TLS handshake failed",
                {{"remote", remote_}, {"error", ec.message()}});
       co_return;

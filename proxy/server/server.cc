@@ -158,6 +158,7 @@ absl::Status Server::StartWorkers() {
   }
   if (admission_) asio::co_spawn(main_ioc_, AdmissionLoop(), asio::detached);
   if (serving_cert_) asio::co_spawn(main_ioc_, ServingCertificateLoop(), asio::detached);
+  asio::co_spawn(main_ioc_, StormLogLoop(), asio::detached);
   if (plain_acceptor_.is_open()) {
     asio::co_spawn(main_ioc_, AcceptLoop(plain_acceptor_, false), asio::detached);
   }

@@ -35,6 +35,7 @@
 #include "proxy/server/local_handler.h"
 #include "proxy/server/metrics.h"
 #include "proxy/server/options.h"
+#include "proxy/server/storm_episode.h"
 #include "proxy/server/worker.h"
 #include "proxy/sync/cached_resources.h"
 #include "proxy/upstream/own_credentials.h"
@@ -94,6 +95,11 @@ class Server {
   asio::awaitable<void> Drain();
   // Expires queued requests; re-reads --admission-config when it changes.
   asio::awaitable<void> AdmissionLoop();
+  // Every second, the overload refusals' totals into StormEpisode; logs its lines
+  // (server_storm.cc).
+  asio::awaitable<void> StormLogLoop();
+  StormCounts StormTotals() const;
+  void LogStormLine(const StormEpisode::Line& line) const;
   // Re-reads the serving certificate and key every second; swaps them in when they change.
   asio::awaitable<void> ServingCertificateLoop();
   // Warns loudly about an upstream that is plain HTTP or whose certificate is not verified.

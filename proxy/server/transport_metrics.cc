@@ -62,6 +62,10 @@ void RenderTransport(Writer& w, const TransportStats& t, int64_t open_connection
            static_cast<double>(t.tls_handshakes[0].load()));
   w.Sample("kube_fanout_tls_handshakes_total", Label("resumed", "true"),
            static_cast<double>(t.tls_handshakes[1].load()));
+  w.Single("kube_fanout_tls_handshake_timeouts_total", "counter",
+           "TLS handshakes on --secure-listen not finished within 10 s (also counted in "
+           "kube_fanout_requests_refused_total{reason=\"tls_handshake\"}).",
+           static_cast<double>(t.tls_handshake_timeouts.load()));
 }
 
 // Request bodies cut for time, and HTTP/2 requests by how they were answered.

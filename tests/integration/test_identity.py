@@ -19,7 +19,7 @@ import http.client
 
 import pytest
 
-from kfrig import ROOT, Proxy, free_port, metric_values
+from kfrig import ROOT, Proxy, free_port, metric_values, scaled
 
 MATRIX = []  # (identity, request, direct status, kube-fanout status, served from)
 
@@ -522,6 +522,29 @@ def behind_a_relay(cluster, tmp_path, extra_args):
                               upstream_args=relay.upstream_args(token_file))
 
 
+STORM_CAUSES = ("tls_handshake_timeout", "handshake_queue", "fd_headroom",
+                "token_review_unavailable", "access_review_unavailable", "token_review_throttled",
+                "admission_rejected", "passthrough_rejected")
+
+
+def overload_line(proxy, phase, n, timeout=20):
+    """The `n`th warning `overload <phase>` (began, continues, ended) in `proxy`'s log, parsed;
+    kube-fanout writes it within a second of what it reports."""
+    deadline = time.monotonic() + scaled(timeout)
+    while True:
+        lines = [json.loads(l) for l in proxy.log_lines()
+                 if l.startswith("{") and f'"msg":"overload {phase}' in l]
+        if len(lines) >= n:
+            assert lines[n - 1]["level"] == "warning", lines[n - 1]
+            return lines[n - 1]
+        assert time.monotonic() < deadline, (phase, n, proxy.log_tail())
+        time.sleep(0.1)
+
+
+def others_zero(line, *causes):
+    return all(line[c] == 0 for c in STORM_CAUSES if c not in causes)
+
+
 def refused_for(cluster, proxy, reason):
     """kube_fanout_requests_refused_total{reason} of `proxy`."""
     text = cluster.request("GET", "/metrics", port=proxy.port, tls=False).body.decode()
@@ -715,6 +738,15 @@ def test_a_review_without_an_answer_is_answered_429_not_passed_through(cluster, 
         answered_429(f"{path}?watch=1&resourceVersion=0", t0)
         assert relay.count(contains="tokenreviews", outcome="fault 503", since=t0) >= 1
         assert refused("token_review_unavailable") == 2
+        # The log says so, once: a warning as the refusals begin (the first second's count),
+        # and one 10 s after the last, with the episode's counts.
+        began = overload_line(p, "began", 1)
+        assert 1 <= began["token_review_unavailable"] <= 2, began
+        assert others_zero(began, "token_review_unavailable"), began
+        ended = overload_line(p, "ended", 1)
+        assert ended["token_review_unavailable"] == 2, ended
+        assert others_zero(ended, "token_review_unavailable"), ended
+        assert len([l for l in p.log_lines() if '"msg":"overload ' in l]) == 2
 
         # A SubjectAccessReview that stalls: answered 429 after the review's 10 s.
         relay.clear()
@@ -725,6 +757,10 @@ def test_a_review_without_an_answer_is_answered_429_not_passed_through(cluster, 
         assert 9 <= took < 30, took
         assert relay.count(contains="subjectaccessreviews", outcome="stalled", since=t0) >= 1
         assert refused("access_review_unavailable") == 1
+        # A new episode after the quiet period, counted from zero.
+        again = overload_line(p, "began", 2)
+        assert again["access_review_unavailable"] == 1 and others_zero(
+            again, "access_review_unavailable"), again
 
         # The review API refused to kube-fanout itself: the apiserver answers the read.
         relay.unstall()

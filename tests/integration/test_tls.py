@@ -12,6 +12,8 @@
 - TLS 1.2 and 1.3 sessions with a client certificate resume (openssl s_client -sess_out, then
   -sess_in), as the apiserver's do, and the resumed connection is the same user;
   kube_fanout_tls_handshakes_total{resumed} counts the full and the resumed handshakes.
+- A handshake that never comes is given up after 10 s, counted, and logged as an overload
+  episode (one that fails at once is not).
 """
 import json
 import shutil
@@ -235,5 +237,51 @@ def test_a_client_certificate_session_resumes_and_is_still_that_user(cluster, tm
         # Two full handshakes and two resumed ones, counted as such.
         handshakes = metric_values(metrics(cluster, proxy), "kube_fanout_tls_handshakes_total")
         assert handshakes == {'{resumed="false"}': 2, '{resumed="true"}': 2}, handshakes
+    finally:
+        assert proxy.stop() == 0
+
+
+def test_a_handshake_that_never_comes_times_out_in_10s_and_the_log_says_overload(cluster,
+                                                                                 tmp_path):
+    """A client that connects to --secure-listen and sends no ClientHello: its handshake is given
+    up after 10 s, counted in kube_fanout_tls_handshake_timeouts_total (and as a refused
+    tls_handshake), and the log's overload warning counts it. A handshake that fails at once (a
+    client that closes: a TCP probe) is counted as refused, and is no overload."""
+    from test_identity import STORM_CAUSES, overload_line
+
+    proxy = Proxy.start(cluster, tmp_path)
+
+    def counts():
+        text = metrics(cluster, proxy)
+        return (metric_values(text, "kube_fanout_tls_handshake_timeouts_total").get(""),
+                metric_values(text, "kube_fanout_requests_refused_total").get(
+                    '{reason="tls_handshake"}'))
+
+    try:
+        assert counts() == (0, 0)
+        socket.create_connection(("127.0.0.1", proxy.secure_port), timeout=5).close()
+        deadline = time.monotonic() + scaled(10)
+        while counts() != (0, 1):
+            assert time.monotonic() < deadline, counts()
+            time.sleep(0.05)
+
+        silent = socket.create_connection(("127.0.0.1", proxy.secure_port), timeout=5)
+        t0 = time.monotonic()
+        time.sleep(8)
+        # The failed handshake, over 8 s ago, began no episode.
+        assert not [l for l in proxy.log_lines() if '"msg":"overload ' in l]
+        assert counts() == (0, 1)
+        deadline = t0 + scaled(30)
+        while counts() != (1, 2):
+            assert time.monotonic() < deadline, counts()
+            time.sleep(0.1)
+        assert time.monotonic() - t0 >= 9.5
+        # kube-fanout closed it: the client reads the end of the stream.
+        silent.settimeout(5)
+        assert silent.recv(1) == b""
+        silent.close()
+        began = overload_line(proxy, "began", 1)
+        assert began["tls_handshake_timeout"] == 1, began
+        assert all(began[c] == 0 for c in STORM_CAUSES if c != "tls_handshake_timeout"), began
     finally:
         assert proxy.stop() == 0
