@@ -55,7 +55,10 @@ asio::awaitable<std::optional<WatchParams>> Plan(Exchange& x, Cacher& cacher, Re
   p.deadline = WatchDeadline(Clock::now(), timeout_seconds);
   p.progress_request = p.bookmarks && x.request.headers.find(std::string(kProgressRequestHeader)) !=
                                           x.request.headers.end();
-  if (q.Has("sendInitialEvents") || !rv || rv->empty()) {
+  // A legacy watch from "" or "0" that allows bookmarks is a WatchList to the apiserver (its
+  // defaulting of sendInitialEvents, watch_gzip.h): its initial events end with the bookmark.
+  const bool watch_list = IsWatchListRequest(q);
+  if (q.Has("sendInitialEvents") || !rv || rv->empty() || watch_list) {
     // WatchList, or "get state and start at most recent": the state must be at least the
     // requested RV (the upstream's current one for ""); a WatchList's end is a bookmark.
     const Freshness fresh = co_await RequiredVersion(cacher, reflector, rv);
@@ -65,7 +68,7 @@ asio::awaitable<std::optional<WatchParams>> Plan(Exchange& x, Cacher& cacher, Re
       *refused = true;
       co_return std::nullopt;
     }
-    p.initial_events_end = q.Has("sendInitialEvents");
+    p.initial_events_end = q.Has("sendInitialEvents") || watch_list;
   } else if (*rv != "0") {
     p.rv = ParseGoUint(*rv).value_or(0);  // Cacheable: it parses.
     p.start = Cacher::Start::kAfterVersion;

@@ -526,9 +526,17 @@ def test_watch_from_cache_streams_the_apiservers_events(cluster, cached_proxy, n
     assert routed(cached_proxy, f"watch/namespaces/{ns}/configmaps/a?") == "cache"
 
 
-def test_watch_list_initial_events_end_with_the_bookmark(cluster, cached_proxy, objects):
-    path = (f"/api/v1/namespaces/{objects}/configmaps?watch=1&sendInitialEvents=true"
-            "&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&resourceVersion=0")
+# A WatchList, and the legacy watches from "" and "0" that allow bookmarks: the apiserver
+# defaults their sendInitialEvents to true (SetListOptionsDefaults), so they end their initial
+# events with the same bookmark.
+@pytest.mark.parametrize("query", [
+    "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"
+    "&resourceVersion=0",
+    "allowWatchBookmarks=true&resourceVersion=0",
+    "allowWatchBookmarks=true",
+], ids=["watchlist", "legacy-rv0", "legacy-rv-empty"])
+def test_watch_list_initial_events_end_with_the_bookmark(cluster, cached_proxy, objects, query):
+    path = f"/api/v1/namespaces/{objects}/configmaps?watch=1&{query}"
     n = len(json.loads(cluster.request(
         "GET", f"/api/v1/namespaces/{objects}/configmaps").body)["items"])
     streams = {}
