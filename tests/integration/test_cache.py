@@ -814,12 +814,15 @@ def test_bookmarks_come_periodically_and_before_the_timeout(cluster, tmp_path, n
         assert 3.5 < elapsed < 6
         assert events[0]["type"] == "ADDED"
         bookmarks = [e["object"] for e in events if e["type"] == "BOOKMARK"]
-        assert len(bookmarks) >= 2  # ~1/s, and one 2 s before the timeout.
+        # The first ends the initial events (a watch from "0" that allows bookmarks is a
+        # WatchList to the apiserver: test_watch_list_initial_events_end_with_the_bookmark);
+        # then ~1/s, and one 2 s before the timeout.
+        assert len(bookmarks) >= 3
         rv = int(events[0]["object"]["metadata"]["resourceVersion"])
-        for b in bookmarks:
+        for i, b in enumerate(bookmarks):
             assert int(b["metadata"].pop("resourceVersion")) >= rv
-            expected = dict(reference, metadata={})
-            assert b == expected
+            end = {"annotations": {"k8s.io/initial-events-end": "true"}} if i == 0 else {}
+            assert b == dict(reference, metadata=end)
         conn.close()
         # Without allowWatchBookmarks, none.
         conn, watch = open_watch(cluster, p.secure_port, base + "&timeoutSeconds=3")
