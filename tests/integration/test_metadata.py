@@ -230,8 +230,13 @@ def test_client_go_metadata_informer_sees_the_same_events_through_the_cache(
     assert [(op, key.split("/")[1]) for op, key, _ in direct[1]] == [
         ("add", "live"), ("update", "live"), ("delete", "pre")]
     assert cached == direct
-    # Its LIST or WatchList and its WATCH went to the cache, in protobuf as client-go asked.
-    lines = [e for e in proxy_lines_for(cached_proxy, f"kf-metadata-informer/{ns}/{mode}/cached")
-             if "PartialObjectMetadata" in e.get("accept", "")]
+    # Its LIST or WatchList and its WATCH went to the cache, in protobuf as client-go asked. A
+    # watch is logged when kube-fanout sees it end, which may be just after the informer stopped.
+    def logged():
+        return [e for e in proxy_lines_for(cached_proxy,
+                                           f"kf-metadata-informer/{ns}/{mode}/cached")
+                if "PartialObjectMetadata" in e.get("accept", "")]
+    wait_for(lambda: {e["verb"] for e in logged()} >= {"watch"}, scaled(10))
+    lines = logged()
     assert lines and {e["route"] for e in lines} == {"cache"}, lines
     assert {e["verb"] for e in lines} == ({"watch"} if watchlist else {"list", "watch"}), lines
