@@ -72,6 +72,9 @@ ServeFacts RequestFacts(const Exchange& x, const WatchOptions& options) {
   f.consistent = f.verb != ReadVerb::kWatch && (!rv || rv->empty()) && !info.query.Has("continue");
   f.lookup_unavailable = x.identity_unavailable;
   f.lookup_throttled = x.identity_throttled;
+  // No credentials, or ones the apiserver refused (the identity filter's answer): no cache is
+  // looked for, started or asked about for such a client.
+  if (x.unauthenticated) f.who = Who::kNoUser;
   f.watch_slots_bounded = options.slots != nullptr && x.priority_level != "exempt";
   return f;
 }
@@ -130,7 +133,9 @@ asio::awaitable<void> CacheHandler::Learn(Exchange& x, Step step, Read& read) {
       break;
     }
     case Step::kWaitSynced: {
-      // Unless its reflector has failed (e.g. the upstream serves no protobuf for it).
+      // Started by the first request for it whose user may read it; waited for unless its
+      // reflector has failed (e.g. the upstream serves no protobuf for it).
+      cache_.UseProtobuf(*read.entry);
       const bool synced = co_await WaitSynced(*read.cacher, *read.reflector);
       f.sync = synced ? Sync::kSynced : Sync::kWaitedOut;
       f.list_refused = read.reflector->list_refused();
@@ -168,21 +173,21 @@ void CacheHandler::Bind(const Exchange& x, Read& read) const {
   Representation r =
       NegotiateRepresentation(x.request.info, x.request.headers, has_protobuf,
                               /*allow_conversion=*/true, cbor != Cacher::UpstreamCbor::kRefuses);
+  ServeFacts& f = read.facts;
   if (r.media == MediaChoice::kCbor && cbor != Cacher::UpstreamCbor::kServes) {
-    // Whether the upstream serves CBOR is asked on the first request for it; until answered,
-    // such requests are the apiserver's.
-    entry.reflector->AskCbor();
+    // Whether the upstream serves CBOR is asked on the first request for it by a user allowed
+    // to read the kind (kAskCbor); until answered, such requests are the apiserver's.
+    f.ask_cbor = true;
     r = NegotiateRepresentation(x.request.info, x.request.headers, has_protobuf, true, false);
   }
-  ServeFacts& f = read.facts;
   f.form = ChooseForm(f.verb, r, has_protobuf, entry.cacher->type().list_items_have_type_meta);
   switch (f.form.cache) {
     case Form::Cache::kJson:
       read.cacher = entry.cacher.get();
       read.reflector = entry.reflector.get();
       break;
-    case Form::Cache::kProtobuf:  // Started by the first request for it.
-      read.cacher = cache_.UseProtobuf(entry);
+    case Form::Cache::kProtobuf:  // Started by the first allowed request for it (kWaitSynced).
+      read.cacher = entry.proto_cacher.get();
       read.reflector = entry.proto_reflector.get();
       break;
     case Form::Cache::kNone:
@@ -203,6 +208,10 @@ void CacheHandler::LearnAtOnce(const Exchange& x, Step step, Read& read) {
         read.filter->cbor_bytes_map = read.cacher->type().CborBytesMap();
       }
       f.selects = read.filter.has_value();
+      break;
+    case Step::kAskCbor:
+      read.entry->reflector->AskCbor();
+      f.ask_cbor = false;
       break;
     case Step::kTakeWatchSlot:
       f.slot = options_.slots->Take(WatchCapKey(*read.authn.user), &read.slot);

@@ -12,6 +12,7 @@ Decision Refuse(RefuseReason reason) { return {.step = Step::kRefuse, .refuse = 
 // Once the user may read it: a cache still initializing, the watch bounds, and for a GET or LIST
 // the resourceVersion it must reflect (the apiserver's consistent read: delegator.go GetList).
 Decision DecideAllowed(const ServeFacts& f, bool initializing) {
+  if (f.ask_cbor) return StepTo(Step::kAskCbor);  // (Answered in another form meanwhile.)
   if (initializing) return Refuse(RefuseReason::kInitializing);
   if (f.verb == ReadVerb::kWatch) {
     if (f.watch_slots_bounded && !f.slot) return StepTo(Step::kTakeWatchSlot);
@@ -37,8 +38,9 @@ Decision DecideAllowed(const ServeFacts& f, bool initializing) {
 
 // Who asks, and whether they may: the apiserver's answers (TokenReview, SubjectAccessReview).
 // Unknown users and denied access are the apiserver's to refuse; a review with no answer is
-// answered 429 here rather than turning kube-fanout's overload into the apiserver's.
-Decision DecideReviewed(const ServeFacts& f, bool initializing) {
+// answered 429 here rather than turning kube-fanout's overload into the apiserver's. Nothing
+// once the user is known to be allowed.
+std::optional<Decision> Review(const ServeFacts& f) {
   const bool watch = f.verb == ReadVerb::kWatch;
   switch (f.who) {
     case Who::kUnasked:
@@ -59,7 +61,23 @@ Decision DecideReviewed(const ServeFacts& f, bool initializing) {
   if (*f.access == Access::kUnavailable) return Refuse(RefuseReason::kAccessReviewUnavailable);
   // The apiserver's authorizer may say yes before the denial expires here: a watch comes back.
   if (*f.access != Access::kAllowed) return Pass(PassReason::kDenied, watch);
+  return std::nullopt;
+}
+
+Decision DecideReviewed(const ServeFacts& f, bool initializing) {
+  if (std::optional<Decision> d = Review(f)) return *d;
   return DecideAllowed(f, initializing);
+}
+
+// Whether the upstream serves CBOR is asked (one LIST upstream) for a user allowed to read the
+// kind only: an unknown client makes kube-fanout ask the apiserver nothing. Meanwhile the
+// request is the apiserver's.
+Decision DecideCborProbe(const ServeFacts& f) {
+  if (std::optional<Decision> d = Review(f)) {
+    return d->step == Step::kPass || d->step == Step::kRefuse ? Pass(PassReason::kRepresentation)
+                                                              : *d;
+  }
+  return StepTo(Step::kAskCbor);
 }
 
 }  // namespace
@@ -96,11 +114,19 @@ Who WhoOf(const Authentication& who) {
 
 Decision Decide(const ServeFacts& f) {
   if (!f.cacheable) return Pass(PassReason::kNotCacheable);
+  // Known already (the identity filter's answer) to be no user: the apiserver's at once, not
+  // kept waiting for a cache starting.
+  if (f.who == Who::kNoUser) return Pass(PassReason::kUnknownUser);
   if (!f.cached) return StepTo(Step::kFindCache);
   if (!*f.cached) return Pass(PassReason::kNotCached);
-  if (f.form.cache == Form::Cache::kNone) return Pass(PassReason::kRepresentation);
-  // A protobuf cache still starting is waited for, unless its reflector has failed.
+  if (f.form.cache == Form::Cache::kNone) {
+    return f.ask_cbor ? DecideCborProbe(f) : Pass(PassReason::kRepresentation);
+  }
+  // A protobuf cache still starting is waited for, unless its reflector has failed. It is
+  // started (a LIST and a watch upstream, and a cache's memory) for a user allowed to read the
+  // kind only: an unknown client's request is the apiserver's to answer.
   if (f.form.cache == Form::Cache::kProtobuf && f.sync == Sync::kSyncing) {
+    if (std::optional<Decision> d = Review(f)) return *d;
     return StepTo(Step::kWaitSynced);
   }
   // Not synced: the apiserver's answer while its own watch cache initializes (KEP-4568) once

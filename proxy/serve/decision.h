@@ -74,10 +74,13 @@ struct ServeFacts {
   // --max-watchers or --max-watchers-per-user set, and the request not at the exempt level.
   bool watch_slots_bounded = false;
 
-  std::optional<bool> cached;    // kFindCache: a cache of this kind started in time.
-  Form form;                     // kFindCache: the cache chosen.
-  Sync sync = Sync::kSyncing;    // kFindCache, kWaitSynced.
-  bool list_refused = false;     // kFindCache, kWaitSynced: its reflector's LIST was refused.
+  std::optional<bool> cached;  // kFindCache: a cache of this kind started in time.
+  Form form;                   // kFindCache: the cache chosen.
+  Sync sync = Sync::kSyncing;  // kFindCache, kWaitSynced.
+  bool list_refused = false;   // kFindCache, kWaitSynced: its reflector's LIST was refused.
+  // kFindCache: CBOR asked for, and whether the upstream serves it not known yet (then the
+  // form is another the request accepts, or none); kAskCbor: asked.
+  bool ask_cbor = false;
   std::optional<bool> selects;   // kSelect: the selectors parse as this kind's (FilterFor).
   Who who = Who::kUnasked;       // kAuthenticate.
   std::optional<Access> access;  // kReviewAccess.
@@ -89,7 +92,8 @@ struct ServeFacts {
 // What to learn next, or what to do.
 enum class Step {
   kFindCache,           // The kind's cache, once started (FindOnceStarted), and ChooseForm.
-  kWaitSynced,          // A protobuf cache just started: wait for its first LIST.
+  kWaitSynced,          // A protobuf cache not synced: started (UseProtobuf), its LIST waited.
+  kAskCbor,             // Reflector::AskCbor: whether the upstream serves CBOR for the kind.
   kSelect,              // FilterFor.
   kAuthenticate,        // Authenticator (a TokenReview, or the client certificate).
   kReviewAccess,        // AccessReview (a SubjectAccessReview with the request's selectors).

@@ -437,3 +437,49 @@ def test_protobuf_caches_listed_start_with_the_json_ones(cluster, namespace, tmp
         assert routed(proxy, m) == "cache"
     finally:
         proxy.stop()
+
+
+def test_an_unknown_client_starts_no_protobuf_cache_and_no_cbor_probe(cluster, namespace,
+                                                                      tmp_path):
+    """A protobuf cache costs the apiserver a LIST and a watch, and kube-fanout its memory; the
+    question whether the upstream serves CBOR costs a LIST. Neither is started for a client the
+    apiserver does not know (no credentials, or a token it refuses): their reads get the
+    apiserver's 401/403, and only an allowed user's first request starts them."""
+    ns = namespace
+    cluster.kubectl("create", "configmap", "a", "-n", ns, "--from-literal=a=1")
+    proxy = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=configmaps"])
+    cbor = "application/cbor"
+    try:
+        base = f"/api/v1/namespaces/{ns}/configmaps"
+        listed = cluster.request("GET", f"{base}?resourceVersion=0", port=proxy.port, tls=False)
+        assert listed.status == 200 and b'"name":"a"' in listed.body, listed.body[:300]
+        asked = 0
+        for creds in ({}, {"Authorization": "Bearer kube-fanout-tests-not-a-token"}):
+            for accept in (PROTO, CLIENT_GO, cbor):
+                for path in (base, f"{base}/a", f"{base}?resourceVersion=0",
+                             f"{base}?watch=1&timeoutSeconds=1"):
+                    headers = {"Accept": accept, **creds}
+                    direct = cluster.request("GET", path, identity="anonymous", headers=headers)
+                    ours = cluster.request("GET", path, identity="anonymous",
+                                           port=proxy.secure_port, headers=headers)
+                    assert direct.status in (401, 403), (path, direct.status)
+                    assert (ours.status, ours.body) == (direct.status, direct.body), path
+                    asked += 1
+        assert asked == 24
+        time.sleep(scaled(1))  # A cache started or a probe sent would be in the log by now.
+        log = proxy.log_tail(2000)
+        assert "protobuf cache starting" not in log, log
+        assert "CBOR for this resource" not in log, log
+
+        # The same requests from a user allowed: the protobuf cache starts, the probe is sent
+        # (this apiserver's CBOR gate is off: it answers CBOR requests itself).
+        wait_cached(cluster, proxy, f"{base}?resourceVersion=0")
+        res = cluster.request("GET", f"{base}/a", port=proxy.secure_port, headers={"Accept": cbor})
+        assert res.status == 406, (res.status, res.body[:200])
+        deadline = time.monotonic() + scaled(10)
+        while "does not serve CBOR for this resource" not in proxy.log_tail(2000):
+            assert time.monotonic() < deadline, proxy.log_tail(200)
+            time.sleep(0.1)
+        assert "protobuf cache starting" in proxy.log_tail(2000)
+    finally:
+        assert proxy.stop() == 0, proxy.log_tail()

@@ -4,6 +4,7 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace kf {
 namespace {
@@ -68,6 +69,12 @@ const Row kRows[] = {
     {"a cacheable read first finds its cache", kList,
      [](ServeFacts& f) { f = ServeFacts{.verb = ReadVerb::kList, .cacheable = true}; },
      Next(Step::kFindCache)},
+    {"a client the identity filter found unauthenticated passes before any cache is found", kWatch,
+     [](ServeFacts& f) {
+       f = ServeFacts{.verb = ReadVerb::kWatch, .cacheable = true};
+       f.who = Who::kNoUser;
+     },
+     Pass(PassReason::kUnknownUser)},
     {"a kind not cached, or not started in time, passes", kGet,
      [](ServeFacts& f) { f.cached = false; }, Pass(PassReason::kNotCached)},
     {"a representation only the apiserver renders passes", kWatch,
@@ -82,6 +89,83 @@ const Row kRows[] = {
        f.sync = Sync::kSyncing;
      },
      Next(Step::kWaitSynced)},
+    {"a protobuf cache not started asks who the user is before it starts", kList,
+     [](ServeFacts& f) {
+       f.form.cache = Form::Cache::kProtobuf;
+       f.sync = Sync::kSyncing;
+       f.selects.reset();
+       f.who = Who::kUnasked;
+       f.access.reset();
+     },
+     Next(Step::kAuthenticate)},
+    {"a protobuf cache not started asks whether the user may read the kind", kWatch,
+     [](ServeFacts& f) {
+       f.form.cache = Form::Cache::kProtobuf;
+       f.sync = Sync::kSyncing;
+       f.access.reset();
+     },
+     Next(Step::kReviewAccess)},
+    {"an unknown client starts no protobuf cache: the apiserver answers it", kList,
+     [](ServeFacts& f) {
+       f.form.cache = Form::Cache::kProtobuf;
+       f.sync = Sync::kSyncing;
+       f.who = Who::kNoUser;
+       f.access.reset();
+     },
+     Pass(PassReason::kUnknownUser)},
+    {"a user denied starts no protobuf cache", kWatch,
+     [](ServeFacts& f) {
+       f.form.cache = Form::Cache::kProtobuf;
+       f.sync = Sync::kSyncing;
+       f.access = Access::kDenied;
+     },
+     Pass(PassReason::kDenied, /*send_back=*/true)},
+    {"no protobuf cache starts while the TokenReview has no answer", kList,
+     [](ServeFacts& f) {
+       f.form.cache = Form::Cache::kProtobuf;
+       f.sync = Sync::kSyncing;
+       f.who = Who::kUnavailable;
+     },
+     Refuse(RefuseReason::kTokenReviewUnavailable)},
+    {"CBOR not known to be served: who asks is learnt before the upstream is asked", kGet,
+     [](ServeFacts& f) {
+       f.form = {};
+       f.ask_cbor = true;
+       f.who = Who::kUnasked;
+       f.access.reset();
+     },
+     Next(Step::kAuthenticate)},
+    {"CBOR not known to be served: asked of the upstream for a user allowed", kGet,
+     [](ServeFacts& f) {
+       f.form = {};
+       f.ask_cbor = true;
+     },
+     Next(Step::kAskCbor)},
+    {"CBOR not known to be served: an unknown client's request passes, nothing asked", kGet,
+     [](ServeFacts& f) {
+       f.form = {};
+       f.ask_cbor = true;
+       f.who = Who::kNoUser;
+     },
+     Pass(PassReason::kUnknownUser)},
+    {"CBOR not known to be served: a TokenReview with no answer passes, nothing asked", kGet,
+     [](ServeFacts& f) {
+       f.form = {};
+       f.ask_cbor = true;
+       f.who = Who::kUnavailable;
+     },
+     Pass(PassReason::kRepresentation)},
+    {"CBOR not known to be served: a review with no answer passes the request", kList,
+     [](ServeFacts& f) {
+       f.form = {};
+       f.ask_cbor = true;
+       f.access = Access::kUnavailable;
+     },
+     Pass(PassReason::kRepresentation)},
+    {"CBOR asked, its probe sent: the request passes", kGet, [](ServeFacts& f) { f.form = {}; },
+     Pass(PassReason::kRepresentation)},
+    {"CBOR not known to be served, JSON accepted too: asked for a user allowed", kList,
+     [](ServeFacts& f) { f.ask_cbor = true; }, Next(Step::kAskCbor)},
     {"a protobuf cache synced is not waited for", kList,
      [](ServeFacts& f) { f.form.cache = Form::Cache::kProtobuf; }, Next(Step::kServe)},
     // Not synced (KEP-4568): what the apiserver reads from etcd passes, the rest is refused
@@ -294,6 +378,38 @@ TEST_CASE("Decide asks for each fact at most once, and answers within kMaxLearnS
   CHECK(Decide(f).step == Step::kServe);
   CHECK(steps == 7);
   CHECK(steps <= kMaxLearnSteps);
+}
+
+TEST_CASE("Decide asks whether the upstream serves CBOR once, after the review") {
+  ServeFacts f{.verb = ReadVerb::kGet, .cacheable = true};
+  std::vector<Step> asked;
+  for (Decision d = Decide(f); d.step < Step::kServe; d = Decide(f)) {
+    asked.push_back(d.step);
+    REQUIRE(asked.size() <= static_cast<size_t>(kMaxLearnSteps));
+    switch (d.step) {
+      case Step::kFindCache:
+        f.cached = true;
+        f.ask_cbor = true;  // The request accepts CBOR only: no form until the upstream says.
+        f.sync = Sync::kSynced;
+        break;
+      case Step::kAuthenticate:
+        f.who = Who::kUser;
+        break;
+      case Step::kReviewAccess:
+        f.access = Access::kAllowed;
+        break;
+      case Step::kAskCbor:
+        f.ask_cbor = false;
+        break;
+      default:
+        FAIL("not asked of a GET with no form");
+    }
+  }
+  CHECK(asked == std::vector<Step>{Step::kFindCache, Step::kAuthenticate, Step::kReviewAccess,
+                                   Step::kAskCbor});
+  const Decision last = Decide(f);
+  CHECK(last.step == Step::kPass);
+  CHECK(last.pass == PassReason::kRepresentation);
 }
 
 TEST_CASE("ChooseForm picks the cache of the negotiated representation") {
