@@ -9,10 +9,7 @@
 #include "common/log.h"
 #include "proxy/server/options.h"
 #include "proxy/server/server.h"
-
-#ifndef KUBE_FANOUT_VERSION
-#define KUBE_FANOUT_VERSION "dev"
-#endif
+#include "proxy/server/version.h"
 
 int main(int argc, char** argv) {
   // A peer that closed its end must cost a write error, never the process (as in Go): every
@@ -29,7 +26,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (options->version) {
-    std::cout << "kube-fanout " << KUBE_FANOUT_VERSION << "\n";
+    std::cout << "kube-fanout " << kf::kVersion << "\n";
     return 0;
   }
   if (auto s = kf::Validate(*options); !s.ok()) {

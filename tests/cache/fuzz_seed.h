@@ -11,11 +11,14 @@
 #include <sstream>
 #include <string>
 
+#include "tests/cache/source_dir.h"
+
 namespace kf::testing {
 
 inline void CheckFuzzSeed(const std::string& target, const std::string& name,
                           const std::string& bytes) {
-  const std::string path = std::string(KF_SOURCE_DIR) + "/tests/fuzz/corpus/" + target + "/" + name;
+  const std::string path =
+      std::string(kf::testing::kSourceDir) + "/tests/fuzz/corpus/" + target + "/" + name;
   INFO("fuzz seed " << path << " (KF_WRITE_FUZZ_SEEDS=1 rewrites it)");
   if (std::getenv("KF_WRITE_FUZZ_SEEDS") != nullptr) {
     std::ofstream(path, std::ios::binary) << bytes;

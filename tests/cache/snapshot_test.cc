@@ -152,7 +152,8 @@ TEST_CASE("A snapshot of another format version is FailedPrecondition") {
 
 TEST_CASE("A version 2 snapshot (the fixed layout) is read as the same state") {
   // Written by the version 2 writer from Feed's cache: it re-encodes as today's snapshot of it.
-  const std::string path = std::string(KF_SOURCE_DIR) + "/tests/fuzz/corpus/snapshot_fuzz/pods_v2";
+  const std::string path =
+      std::string(kf::testing::kSourceDir) + "/tests/fuzz/corpus/snapshot_fuzz/pods_v2";
   std::ifstream in(path, std::ios::binary);
   REQUIRE(in);
   std::stringstream v2;
