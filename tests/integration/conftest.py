@@ -28,7 +28,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # Modules whose tests share no module fixture and wait minutes in all (timeouts that are the
 # point of the test): under xdist each test is scheduled on its own.
-SPLIT = ("test_limits.py", "test_faults.py")
+SPLIT = ("test_limits.py", "test_faults.py", "test_rates.py")
 # Modules by their serial time, longest first (the others follow in collection order).
 LONGEST_FIRST = SPLIT + ("test_warm_restart.py", "test_cache.py", "test_http2.py",
                          "test_load_agents.py", "test_operate.py", "test_shield.py",
