@@ -547,10 +547,10 @@ void Cacher::CloseAll() {
 std::shared_ptr<const std::string> Cacher::BookmarkFrame(uint64_t rv, bool initial_events_end,
                                                          bool partial_metadata, bool cbor) const {
   absl::MutexLock lock(&mu_);
-  const size_t form = cbor ? 2 : partial_metadata ? 1 : 0;
-  if (!initial_events_end && last_bookmark_[form] && last_bookmark_rv_[form] == rv) {
-    return last_bookmark_[form];
-  }
+  // Watchers of one form at one RV share the frame: a fleet's WatchLists starting together
+  // end their initial events with the same bookmark.
+  const size_t form = (cbor ? 2 : partial_metadata ? 1 : 0) + (initial_events_end ? 3 : 0);
+  if (last_bookmark_[form] && last_bookmark_rv_[form] == rv) return last_bookmark_[form];
   std::string frame;
   if (encoding_ == Encoding::kProtobuf) {
     frame = ProtoBookmarkFrame(rv, initial_events_end, partial_metadata);
@@ -566,10 +566,8 @@ std::shared_ptr<const std::string> Cacher::BookmarkFrame(uint64_t rv, bool initi
     frame = absl::StrCat("{\"type\":\"BOOKMARK\",\"object\":", json, "}\n");
   }
   auto shared = std::make_shared<const std::string>(std::move(frame));
-  if (!initial_events_end) {
-    last_bookmark_[form] = shared;
-    last_bookmark_rv_[form] = rv;
-  }
+  last_bookmark_[form] = shared;
+  last_bookmark_rv_[form] = rv;
   return shared;
 }
 

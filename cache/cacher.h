@@ -320,9 +320,10 @@ class Cacher {
   std::atomic<UpstreamWatchListGzip> upstream_watchlist_gzip_{UpstreamWatchListGzip::kUnknown};
   bool synced_ ABSL_GUARDED_BY(mu_) = false;
   std::string bookmark_template_ ABSL_GUARDED_BY(mu_);
-  // The last periodic bookmark built, per form (the object's, PartialObjectMetadata, CBOR).
-  mutable std::array<std::shared_ptr<const std::string>, 3> last_bookmark_ ABSL_GUARDED_BY(mu_);
-  mutable std::array<uint64_t, 3> last_bookmark_rv_ ABSL_GUARDED_BY(mu_){};
+  // The last bookmark built, per form (the object's, PartialObjectMetadata, CBOR) and kind
+  // (periodic, then initial-events-end): the watchers it goes to share its bytes.
+  mutable std::array<std::shared_ptr<const std::string>, 6> last_bookmark_ ABSL_GUARDED_BY(mu_);
+  mutable std::array<uint64_t, 6> last_bookmark_rv_ ABSL_GUARDED_BY(mu_){};
   std::multimap<uint64_t, std::function<void()>> waiters_ ABSL_GUARDED_BY(mu_);
   uint64_t dispatched_ ABSL_GUARDED_BY(mu_) = 0;
   CutCounts cuts_;  // Atomic: a watcher may be cut from another cache's dispatch.

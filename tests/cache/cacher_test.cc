@@ -599,6 +599,14 @@ TEST_CASE("Cacher builds bookmarks from the upstream's template at the requested
         "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{"
         "\"resourceVersion\":\"78\",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}},"
         "\"spec\":{\"containers\":null},\"status\":{}}}\n");
+  // Every watcher of one form at one RV shares one frame; the end bookmark is not the periodic
+  // one of the same RV.
+  CHECK(f.cacher.BookmarkFrame(78, true) == f.cacher.BookmarkFrame(78, true));
+  CHECK(f.cacher.BookmarkFrame(78) == f.cacher.BookmarkFrame(78));
+  CHECK(*f.cacher.BookmarkFrame(78) != *f.cacher.BookmarkFrame(78, true));
+  CHECK(f.cacher.BookmarkFrame(78, false, /*partial_metadata=*/true) !=
+        f.cacher.BookmarkFrame(78, true, /*partial_metadata=*/true));
+  CHECK(f.cacher.BookmarkFrame(79, true)->find("\"79\"") != std::string::npos);
 }
 
 TEST_CASE("Cacher lists one namespace in key order with selectors applied") {
