@@ -91,7 +91,8 @@ void TakeBatch(WatchRun& w, Clock::time_point now) {
   }
   if (w.bookmark) w.bufs.push_back(asio::buffer(*w.bookmark));
   if (w.params.gzip) {
-    CompressBatch(w.batch.pieces, w.bookmark, w.wake->wakeups.gzip_members(), w.gzipped, w.bufs);
+    if (!w.gzipped) w.gzipped = std::make_unique<WatchGzipHold>();
+    CompressBatch(w.batch.pieces, w.bookmark, w.wake->wakeups.gzip_members(), *w.gzipped, w.bufs);
   }
   w.bytes = asio::buffer_size(w.bufs);
   w.taken = true;
@@ -109,7 +110,7 @@ bool BatchWritten(WatchRun& w, bool direct) {
   const bool too_slow = closed && w.batch.close_cause == CacheWatcher::CloseCause::kTooSlow;
   CacheWatcher::Release(&w.batch);
   w.bookmark.reset();
-  w.gzipped.Clear();
+  if (w.gzipped) w.gzipped->Clear();
   ClearKeepingRoom(w.bufs, CacheWatcher::kKeptPieces + 1);  // The pieces and a bookmark.
   w.bytes = 0;
   w.taken = w.held = false;

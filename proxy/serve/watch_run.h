@@ -128,7 +128,8 @@ struct WatchRun {
   bool held = false;
   std::shared_ptr<const std::string> bookmark;
   std::vector<asio::const_buffer> bufs;  // Its room kept for a few pieces only (BatchWritten).
-  WatchGzipHold gzipped;                 // What `bufs` point to when params.gzip.
+  // What `bufs` point to when params.gzip (made on its first batch: most watches are plain).
+  std::unique_ptr<WatchGzipHold> gzipped;
   size_t bytes = 0;
   bool failed = false;                   // A write without the loop failed (`error` says why).
   const Reflector* reflector = nullptr;  // The cache's: what its upstream sends (DueBookmark).
