@@ -201,10 +201,11 @@ void CacheFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
          ->default_value(o->protobuf_cache_resources)->implicit_value(""),
      "Cached resources (same form as --cache-resources) whose protobuf cache starts at once with "
      "the JSON one; the others' protobuf caches start at the first protobuf request of a user "
-     "allowed to read them. A cache started late holds no history from before it started, so a protobuf watch resuming from "
-     "an earlier resourceVersion waits while it is fetched from the apiserver (about a second), "
-     "or gets 410 when its selector cannot be answered from it. For node agents "
-     "(kubelet and kube-proxy ask in protobuf): pods,nodes,services,configmaps,"
+     "allowed to read them. A cache started late holds no history from before it started, so "
+     "a protobuf watch resuming from an earlier resourceVersion waits while it is fetched from "
+     "the apiserver (about a second), or gets 410 when its selector cannot be answered from "
+     "it. For node agents (kubelet and kube-proxy ask in protobuf): pods,nodes,services,"
+     "configmaps,"
      "endpointslices.discovery.k8s.io/v1,csidrivers.storage.k8s.io/v1,"
      "runtimeclasses.node.k8s.io/v1,servicecidrs.networking.k8s.io/v1 (the in-cluster manifests "
      "set it). Each costs a second upstream LIST and WATCH. Default empty: all on first use.")

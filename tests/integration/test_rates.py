@@ -31,18 +31,20 @@ def test_anonymous_callers_share_one_flow_whatever_their_user_agent(cluster, tmp
     # user agent buys no budget of its own. The default global-default flow meters GET/LIST at
     # 20/s with a burst of 40: 80 quick requests, each with a new user agent, must meet 429s.
     proxy = Proxy.start(cluster, tmp_path)
-    anonymous = Caller(cluster, "anonymous, rotating user agents")
-    statuses = []
-    for i in range(80):
-        st, _ = anonymous.call(proxy.secure_port, "GET", "/api/v1/namespaces/default/pods",
-                               headers={"User-Agent": f"rotating-agent-{i}/1.0"})
-        statuses.append(st)
-    assert statuses[0] == 403, statuses  # Passed through: the apiserver's own refusal.
-    assert statuses.count(429) >= 10, statuses
-    # A token user is a flow of its own: not held back by the anonymous flow's budget.
-    alice = Caller(cluster, "kf-alice", token=cluster.token("alice"))
-    assert alice.call(proxy.secure_port, "GET", "/api/v1/namespaces/default/pods")[0] == 403
-    assert proxy.stop() == 0, proxy.log_tail()
+    try:
+        anonymous = Caller(cluster, "anonymous, rotating user agents")
+        statuses = []
+        for i in range(80):
+            st, _ = anonymous.call(proxy.secure_port, "GET", "/api/v1/namespaces/default/pods",
+                                   headers={"User-Agent": f"rotating-agent-{i}/1.0"})
+            statuses.append(st)
+        assert statuses[0] == 403, statuses  # Passed through: the apiserver's own refusal.
+        assert statuses.count(429) >= 10, statuses
+        # A token user is a flow of its own: not held back by the anonymous flow's budget.
+        alice = Caller(cluster, "kf-alice", token=cluster.token("alice"))
+        assert alice.call(proxy.secure_port, "GET", "/api/v1/namespaces/default/pods")[0] == 403
+    finally:
+        assert proxy.stop() == 0, proxy.log_tail()
 
 
 # 30 requests must come within the few seconds the review budget allows.
