@@ -109,10 +109,12 @@ def settle(cluster, world, instances, expect, timeout=45):
                          f"first instance's labels and pod-5: {labelled}")
 
 
-def same_and_complete(world, pods=6):
-    """All instances' samples equal, and naming the first `pods` pods and every node."""
+def same_and_complete(world, pods=6, configmaps=6):
+    """All instances' samples equal, and naming the first `pods` pods, the first `configmaps`
+    ConfigMaps and every node."""
     def check(got):
-        names = [f'pod="pod-{i}"' for i in range(pods)] + [f'node="{n}"' for n in world["nodes"]]
+        names = ([f'pod="pod-{i}"' for i in range(pods)] + [f'node="{n}"' for n in world["nodes"]]
+                 + [f'configmap="cm-{i}"' for i in range(configmaps)])
         return (all(g == got[0] for g in got)
                 and all(any(name in line for line in got[0]) for name in names))
     return check
@@ -137,12 +139,15 @@ def test_kube_state_metrics_through_kube_fanout_matches_direct(cluster, ksm_worl
             run.agents)
         instances = run.agents
         direct, through = instances
+        # Each settled on its own; both complete and equal before their samples are compared
+        # (on a busy machine one may still be listing a kind the other has).
+        settle(cluster, ksm_world, instances, same_and_complete(ksm_world))
         samples = direct.samples(ksm_world["tag"])
         assert len(samples) > 50 and samples == through.samples(ksm_world["tag"])
         changes(cluster, ksm_world)
         figures["changes"] = round(settle(
             cluster, ksm_world, instances,
-            lambda got: same_and_complete(ksm_world, pods=5)(got)
+            lambda got: same_and_complete(ksm_world, pods=5, configmaps=5)(got)
             and any('pod="pod-0"' in line and 'label_changed="yes"' in line for line in got[0])
             and any('label_zone="a"' in line for line in got[0])
             and not any('pod="pod-5"' in line for line in got[0])
@@ -161,7 +166,7 @@ def test_kube_state_metrics_shards_through_kube_fanout_add_up(cluster, ksm_world
         instances = run.agents
         instances.append(Ksm(cluster, ksm_world, tmp_path / "whole", run.proxy.server))
         # pod-5 is there unless the other test deleted it.
-        settle(cluster, ksm_world, instances, same_and_complete(ksm_world, pods=5))
+        settle(cluster, ksm_world, instances, same_and_complete(ksm_world, pods=5, configmaps=5))
         time.sleep(1)  # Its watches, opened after its lists.
         watches = served_watches(cluster, RESOURCES)
         for shard in range(2):
