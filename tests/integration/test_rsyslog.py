@@ -226,9 +226,14 @@ def test_a_daemonset_of_rsyslog_shippers_is_served_without_429s(cluster, fleet_w
         assert through["seconds"] is not None, through
         assert through["records"] == through["annotated"] == expected, through
         assert through["seconds"] <= 2 * direct["seconds"] + scaled(5), results
-        # And the apiserver read less: the lookups were answered from the cache.
-        assert through["cache_answers"] >= 0.9 * direct["apiserver"]["GET pods"], results
-        assert through["apiserver"].get("GET pods", 0) < direct["apiserver"]["GET pods"] / 2, \
+        # And the apiserver read less: the lookups were answered from the cache, but for the
+        # consistent GETs that go straight to it while they come slower than
+        # --consistent-get-passthrough-qps (50 a second per resource, its default): at the
+        # fleet's start and tail, more of them on a busy machine.
+        upstream_gets = through["apiserver"].get("GET pods", 0)
+        assert upstream_gets <= 50 * (through["seconds"] + 1), results
+        assert through["cache_answers"] + upstream_gets >= direct["apiserver"]["GET pods"], \
             results
+        assert upstream_gets < direct["apiserver"]["GET pods"] / 2, results
     finally:
         assert proxy.stop() == 0
