@@ -243,6 +243,12 @@ asio::awaitable<Freshness> CacheHandler::RequireVersion(const RequestInfo& info,
 void CacheHandler::Decline(Exchange& x, const Decision& decision) {
   ++stats_.declined;
   ++stats_.passed[static_cast<size_t>(decision.pass)];
+  // A consistent read's turn upstream (one per interval, and GETs under their rate, per
+  // resource) is bounded by those budgets, not by the client's: it was admitted as a cached
+  // read and costs the apiserver no more than the proof that would have served it, so it does
+  // not pay the passthrough price (a DaemonSet's lookups are not refused for kube-fanout's
+  // choice of where to answer them).
+  if (decision.pass == PassReason::kConsistentTurn) x.admitted_as_cached_read = false;
   // A declined watch that may be the cache's later: sent upstream to end by then.
   if (!decision.send_back) return;
   x.request.upstream_target =
