@@ -43,6 +43,9 @@ struct WatchFilter {
   bool partial_metadata = false;
   // Objects in CBOR (CachedObject::Cbor) from a JSON cache; the kind's []byte member.
   bool cbor = false;
+  // Objects without metadata.managedFields (CachedObject::WithoutManagedFields), then in the
+  // form above: the reader's flow schema says dropManagedFields.
+  bool drop_managed_fields = false;
   std::string_view cbor_bytes_map;
 
   bool Matches(const CachedObject& object) const;

@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cache/managed_fields.h"
 #include "cache/partial_metadata.h"
 #include "cache/selectable_fields.h"
 #include "common/api/cbor.h"
@@ -218,20 +219,47 @@ const std::shared_ptr<const CachedObject>& CachedObject::PartialMetadata() const
   return lazy.form_;
 }
 
+void CachedObject::RebuildProtoHeads() {
+  // The TypeMeta is the first field after the magic in the GET head.
+  std::string_view type_meta, api_version, kind;
+  (void)FindBytesField(proto_get_head().substr(kProtobufMagic.size()), 1, &type_meta);
+  (void)FindBytesField(type_meta, 1, &api_version);
+  (void)FindBytesField(type_meta, 2, &kind);
+  const std::string api(api_version), k(kind);
+  BuildProtoHeads(api, k);
+}
+
+const std::shared_ptr<const CachedObject>& CachedObject::WithoutManagedFields(
+    const std::shared_ptr<const CachedObject>& object) {
+  const CachedObject& o = *object;
+  const LazyForm& lazy = o.without_managed_fields_;
+  std::call_once(lazy.once_, [&o, &lazy] {
+    // CBOR forms are built from a form of the JSON object, never asked for this.
+    std::optional<std::string> bytes =
+        o.encoding_ == Encoding::kProtobuf ? ProtoWithoutManagedFields(o.json_)
+        : o.encoding_ == Encoding::kJson   ? JsonWithoutManagedFields(o.json_)
+                                           : std::nullopt;
+    if (!bytes) return;
+    auto form = std::make_shared<CachedObject>(o);
+    form->json_ = *std::move(bytes);
+    if (o.encoding_ == Encoding::kProtobuf) {
+      form->RebuildProtoHeads();
+    } else if (!FindRv(form->json_, &form->rv_value_pos_, &form->rv_value_len_)) {
+      return;  // Parsed once already, and the member taken out is not it: cannot happen.
+    }
+    lazy.form_ = std::move(form);
+  });
+  return lazy.form_ ? lazy.form_ : object;
+}
+
 std::shared_ptr<const CachedObject> CachedObject::WithResourceVersion(uint64_t rv) const {
   auto copy = std::make_shared<CachedObject>(*this);
   if (encoding_ == Encoding::kProtobuf) {
     auto spliced = SpliceProtoMetadata(json_, rv);
     if (!spliced.ok()) return copy;  // Parsed once already: cannot happen.
-    // The TypeMeta is the first field after the magic in the GET head.
-    std::string_view type_meta, api_version, kind;
-    (void)FindBytesField(proto_get_head().substr(kProtobufMagic.size()), 1, &type_meta);
-    (void)FindBytesField(type_meta, 1, &api_version);
-    (void)FindBytesField(type_meta, 2, &kind);
-    const std::string api(api_version), k(kind);
     copy->json_ = *std::move(spliced);
     copy->resource_version_ = rv;
-    copy->BuildProtoHeads(api, k);
+    copy->RebuildProtoHeads();
     return copy;
   }
   const std::string digits = std::to_string(rv);

@@ -142,6 +142,12 @@ class CachedObject {
   // the JSON not transcode (it parsed once already, so it does), the form is CBOR null.
   const std::shared_ptr<const CachedObject>& Cbor(std::string_view bytes_map) const;
 
+  // `object` without metadata.managedFields (cache/managed_fields.h), in the same encoding, for
+  // the flows an operator names: built once, on first use, and shared, with forms of its own
+  // (PartialMetadata, Cbor). `object` itself when it has none.
+  static const std::shared_ptr<const CachedObject>& WithoutManagedFields(
+      const std::shared_ptr<const CachedObject>& object);
+
   // A copy whose metadata.resourceVersion is `rv` (DELETED events carry the deletion's RV).
   std::shared_ptr<const CachedObject> WithResourceVersion(uint64_t rv) const;
 
@@ -153,6 +159,8 @@ class CachedObject {
  private:
   CachedObject() = default;
   void BuildProtoHeads(std::string_view api_version, std::string_view kind);
+  // BuildProtoHeads with the TypeMeta the object's GET head holds (after bytes() changed).
+  void RebuildProtoHeads();
 
   std::string key_;
   std::string ns_;
@@ -175,6 +183,7 @@ class CachedObject {
   QueueHolds queue_holds_;
   LazyForm partial_metadata_;
   LazyForm cbor_;
+  LazyForm without_managed_fields_;  // Null form: the object has none.
 };
 
 using ObjectPtr = std::shared_ptr<const CachedObject>;

@@ -14,10 +14,11 @@ namespace kf {
 namespace {
 
 // The form of `object` a watcher with `f` gets: itself, or its shared metadata-only or CBOR
-// form.
+// form, each of the object or of its shared form without managedFields.
 const ObjectPtr& ViewOf(const WatchFilter& f, const ObjectPtr& object) {
-  if (f.cbor) return object->Cbor(f.cbor_bytes_map);
-  return f.partial_metadata ? object->PartialMetadata() : object;
+  const ObjectPtr& o = f.drop_managed_fields ? CachedObject::WithoutManagedFields(object) : object;
+  if (f.cbor) return o->Cbor(f.cbor_bytes_map);
+  return f.partial_metadata ? o->PartialMetadata() : o;
 }
 
 // What `event` means to a watcher with `filter`, applying selector transitions: entering

@@ -147,10 +147,10 @@ Flow ClassifyLocked(const State& s, const RequestAttributes& a) ABSL_SHARED_LOCK
       case Distinguisher::kNone:
         break;
     }
-    return Flow{f.name, f.priority_level, absl::StrCat(f.name, "/", dist)};
+    return Flow{f.name, f.priority_level, absl::StrCat(f.name, "/", dist), f.drop_managed_fields};
   }
   return Flow{std::string(kCatchAll), std::string(kCatchAll),
-              absl::StrCat(kCatchAll, "/", a.Identity())};
+              absl::StrCat(kCatchAll, "/", a.Identity()), false};
 }
 
 const FlowSchemaConfig* SchemaLocked(const State& s, const std::string& name)

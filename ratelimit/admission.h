@@ -49,7 +49,8 @@ struct RequestAttributes {
 struct Flow {
   std::string schema;
   std::string level;
-  std::string key;  // schema + "/" + distinguisher value.
+  std::string key;                   // schema + "/" + distinguisher value.
+  bool drop_managed_fields = false;  // The schema's dropManagedFields.
 };
 
 struct State;

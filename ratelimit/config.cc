@@ -130,7 +130,7 @@ absl::StatusOr<FlowSchemaConfig> ParseSchema(const YAML::Node& n, const std::str
   KF_RETURN_IF_ERROR(
       OnlyKnown(n, path,
                 {"name", "priorityLevel", "matchingPrecedence", "distinguisherMethod", "rules",
-                 "rateLimit", "cachedReadRateLimit"}));
+                 "rateLimit", "cachedReadRateLimit", "dropManagedFields"}));
   FlowSchemaConfig f;
   KF_RETURN_IF_ERROR(Read(n, "name", path, &f.name));
   if (f.name.empty()) return Invalid(path + ".name", "required");
@@ -169,6 +169,7 @@ absl::StatusOr<FlowSchemaConfig> ParseSchema(const YAML::Node& n, const std::str
     if (!limit.ok()) return limit.status();
     f.cached_read_rate_limit = *limit;
   }
+  KF_RETURN_IF_ERROR(Read(n, "dropManagedFields", path, &f.drop_managed_fields));
   return f;
 }
 

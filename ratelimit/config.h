@@ -54,6 +54,11 @@ struct FlowSchemaConfig {
   // bucket per flow. One the cache declines pays `rate_limit` too before it passes through
   // (Admission::ChargePassthrough). Unset: they pay `rate_limit` as every other request.
   std::optional<TokenBucketConfig> cached_read_rate_limit;
+  // What the cache answers this schema's flows (GET, LIST, WATCH, in every encoding and form)
+  // leaves out metadata.managedFields: an operator's choice for agents that never read it (log
+  // shippers, metadata enrichers), ahead of the apiserver's own opt-out (Accept `drop=`, alpha
+  // in 1.38). Reads the cache declines pass through whole.
+  bool drop_managed_fields = false;
 };
 
 struct Config {

@@ -162,6 +162,8 @@ struct Exchange {
   // it is relayed (proxy/filters/passthrough_charge.h).
   std::string flow_schema, flow_key;
   bool admitted_as_cached_read = false;
+  // The flow schema says dropManagedFields: what the cache answers has no managedFields.
+  bool drop_managed_fields = false;
   std::string upstream;  // The upstream endpoint used, for the log.
   std::string error;     // Why it ended early or was refused, for the log.
   absl::Time start = absl::Now();

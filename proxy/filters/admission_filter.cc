@@ -96,6 +96,7 @@ asio::awaitable<bool> AdmissionFilter::Admit(Exchange& x, ratelimit::Seat* seat)
   x.priority_level = admitted.flow.level;
   x.flow_schema = admitted.flow.schema;
   x.flow_key = admitted.flow.key;
+  x.drop_managed_fields = admitted.flow.drop_managed_fields;
   x.admitted_as_cached_read = a.cached_read;
   // A watch's seat is given back here, as it starts.
   if (x.request.info.verb != "watch") *seat = std::move(admitted.seat);

@@ -205,6 +205,7 @@ void CacheHandler::LearnAtOnce(const Exchange& x, Step step, Read& read) {
       if (read.filter) {
         read.filter->partial_metadata = f.form.partial_metadata;
         read.filter->cbor = f.form.cbor;
+        read.filter->drop_managed_fields = x.drop_managed_fields;
         read.filter->cbor_bytes_map = read.cacher->type().CborBytesMap();
       }
       f.selects = read.filter.has_value();

@@ -205,7 +205,7 @@ asio::awaitable<void> WriteNotFound(Exchange& x, const ResourceType& t, bool cbo
 // objects' shared CBOR forms (their list item form: no type fields for built-in kinds).
 void BuildCborList(ListAnswer& a, const ResourceType& t, const std::string& json_meta,
                    std::string_view bytes_map) {
-  for (ObjectPtr& item : a.page.items) item = item->Cbor(bytes_map);
+  for (ObjectPtr& item : a.page.items) item = item->Cbor(bytes_map);  // Of the form already.
   auto meta = JsonToCbor(json_meta);
   a.head = std::string(kCborSelfDescribed);
   AppendCborHead(&a.head, 5, 4);
@@ -236,6 +236,9 @@ bool BuildList(ListAnswer& a, const Cacher& cacher, const WatchFilter& filter, c
   a.page = *std::move(page);
   const ResourceType& t = cacher.type();
   const std::string meta = ListMeta(a.page, filter, t, plan.page.limit, cacher.encoding());
+  if (filter.drop_managed_fields) {
+    for (ObjectPtr& item : a.page.items) item = CachedObject::WithoutManagedFields(item);
+  }
   if (filter.cbor) {
     BuildCborList(a, t, meta, filter.cbor_bytes_map);
     a.length = asio::buffer_size(a.body);
@@ -309,7 +312,8 @@ asio::awaitable<bool> WriteList(Exchange& x, Cacher& cacher, const WatchFilter& 
                    cacher.encoding() == Encoding::kProtobuf ? "protobuf "
                    : filter.cbor                            ? "cbor "
                                                             : "json ",
-                   filter.partial_metadata ? "metadata " : "", ToAbsl(x.request.target));
+                   filter.partial_metadata ? "metadata " : "",
+                   filter.drop_managed_fields ? "nomanagedfields " : "", ToAbsl(x.request.target));
   const auto build = [&] { found = BuildList(a, cacher, filter, plan, at_rv); };
   const auto compress = [&] {
     if (!found || !accepts_gzip || a.length <= kGzipThresholdBytes) return;
@@ -358,6 +362,9 @@ asio::awaitable<bool> WriteObject(Exchange& x, Cacher& cacher, CacheServeStats& 
       cacher.Get(CachedObject::Key(t.namespaced ? info.namespace_ : "", info.name)).first;
   if (!obj && miss_is_upstreams) co_return false;  // Declined: counted by the caller.
   const bool cbor = form != nullptr && form->cbor;
+  if (obj && form != nullptr && form->drop_managed_fields) {
+    obj = CachedObject::WithoutManagedFields(obj);
+  }
   if (obj && form != nullptr && form->partial_metadata) obj = obj->PartialMetadata();
   if (obj && cbor) obj = obj->Cbor(form->cbor_bytes_map);
   ++stats.gets;

@@ -11,6 +11,7 @@ namespace {
 
 using testing::Filter;
 using testing::Pod;
+using testing::PodJson;
 using testing::PodsType;
 
 struct Seen {
@@ -789,6 +790,34 @@ TEST_CASE("A metadata-only watcher gets each object's shared PartialObjectMetada
   CHECK(*f.cacher.BookmarkFrame(12) ==
         "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{"
         "\"resourceVersion\":\"12\"},\"spec\":{\"containers\":null},\"status\":{}}}\n");
+}
+
+TEST_CASE("A watcher of a dropManagedFields flow gets each object's shared form without them") {
+  Fixture f;
+  f.cacher.Replace({}, 10);
+  WatchFilter dropped = Filter("", "app=web");
+  dropped.drop_managed_fields = true;
+  WatchFilter dropped_metadata = dropped;
+  dropped_metadata.partial_metadata = true;
+  auto w = f.Watch(dropped);
+  auto m = f.Watch(dropped_metadata);
+  auto full = f.Watch(Filter("", "app=web"));
+  const std::string managed = R"(,"managedFields":[{"manager":"kubectl","operation":"Update"}])";
+  std::string json = PodJson("a", "x", 11);
+  json.insert(json.find("}},\"spec\"") + 1, managed);
+  auto pod = CachedObject::FromJson(PodsType(), json);
+  REQUIRE(pod.ok());
+  f.cacher.Apply(EventType::kAdded, *pod);
+  auto frame = [](CacheWatcher& watcher) {
+    std::string bytes;
+    for (const Piece& p : watcher.Take().pieces) bytes.append(p.bytes);
+    return bytes;
+  };
+  CHECK(frame(*w) == "{\"type\":\"ADDED\",\"object\":" + PodJson("a", "x", 11) + "}\n");
+  CHECK(frame(*full) == "{\"type\":\"ADDED\",\"object\":" + json + "}\n");
+  const std::string metadata = frame(*m);
+  CHECK(metadata.find("PartialObjectMetadata") != std::string::npos);
+  CHECK(metadata.find("managedFields") == std::string::npos);
 }
 
 }  // namespace

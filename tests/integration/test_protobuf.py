@@ -184,10 +184,10 @@ def test_protobuf_pages_continue_like_the_apiserver(cluster, cached_proxy, objec
         assert cached.body == direct.body
 
 
-def open_watch(cluster, port, path, accept=PROTO):
+def open_watch(cluster, port, path, accept=PROTO, identity="admin"):
     conn = cluster.connection(port or cluster.port, tls=True, timeout=scaled(15))
     conn.request("GET", path, headers={"Accept": accept,
-                                       "Authorization": f"Bearer {cluster.token('admin')}"})
+                                       "Authorization": f"Bearer {cluster.token(identity)}"})
     resp = conn.getresponse()
     assert resp.status == 200, resp.read()[:300]
     return conn, resp

@@ -248,6 +248,14 @@ TEST_CASE("The default configuration classifies as the apiserver's defaults woul
   sa.groups = {"system:serviceaccounts", "system:serviceaccounts:logging"};
   CHECK(a.Classify(sa).level == "workload");
   CHECK(a.Classify(sa).key == "service-accounts/system:serviceaccount:logging:fluentd");
+  // Every answer whole unless an operator's schema says otherwise.
+  CHECK_FALSE(a.Classify(sa).drop_managed_fields);
+  Config dropping = DefaultConfig();
+  dropping.flow_schemas[2].drop_managed_fields = true;  // service-accounts
+  a.Reconfigure(dropping);
+  CHECK(a.Classify(sa).drop_managed_fields);
+  CHECK_FALSE(a.Classify(node).drop_managed_fields);
+  a.Reconfigure(DefaultConfig());
   // Reads for the cache of a service account or a user: a budget 50 times the passthrough one.
   int with_cached_budget = 0;
   for (const FlowSchemaConfig& f : DefaultConfig().flow_schemas) {

@@ -33,6 +33,7 @@ flowSchemas:
     resources: [pods, namespaces]
   rateLimit: {qps: 1, burst: 3}
   cachedReadRateLimit: {qps: 50}
+  dropManagedFields: true
 )";
 
 TEST_CASE("ParseConfig reads levels and schemas and sorts schemas by precedence") {
@@ -50,6 +51,8 @@ TEST_CASE("ParseConfig reads levels and schemas and sorts schemas by precedence"
   CHECK(c->flow_schemas[0].cached_read_rate_limit->qps == 50);
   CHECK(c->flow_schemas[0].cached_read_rate_limit->burst == 50);  // Burst: qps when unset.
   CHECK_FALSE(c->flow_schemas[1].cached_read_rate_limit.has_value());
+  CHECK(c->flow_schemas[0].drop_managed_fields);
+  CHECK_FALSE(c->flow_schemas[1].drop_managed_fields);
   CHECK(c->flow_schemas[0].rules[0].user_agents == std::vector<std::string>{"fluent*"});
   CHECK(c->flow_schemas[1].distinguisher == Distinguisher::kByNamespace);
 }
@@ -71,6 +74,9 @@ TEST_CASE("ParseConfig names the field that is wrong") {
             "priorityLevels: [{name: l}]\n"
             "flowSchemas:\n- {name: a, priorityLevel: l, cachedReadRateLimit: {qps: 0}}\n") ==
         "flowSchemas[0].cachedReadRateLimit.qps: must be > 0");
+  CHECK(err(head + "priorityLevels: [{name: l}]\n"
+                   "flowSchemas:\n- {name: a, priorityLevel: l, dropManagedFields: [yes]}\n") ==
+        "flowSchemas[0].dropManagedFields: wrong type");
   CHECK(err("{").find("not a valid configuration") == 0);
   CHECK(err(head + "priorityLevels: []\nflowSchemas: []\n") ==
         "flowSchemas: at least one is required");
