@@ -50,6 +50,7 @@ struct TransportStats {
   std::array<std::atomic<uint64_t>, static_cast<size_t>(Answer::kCount)> http2_answered{};
   // TLS handshakes completed: [0] full, [1] resumed (a session ticket or ID the client kept).
   std::array<std::atomic<uint64_t>, 2> tls_handshakes{};
+  std::atomic<uint64_t> tls_tickets{0};  // TLS 1.3 handshakes a session ticket followed.
   // TLS handshakes not finished within 10 s (HttpSession; also Refusal::kTlsHandshake).
   std::atomic<uint64_t> tls_handshake_timeouts{0};
 };

@@ -117,6 +117,9 @@ asio::awaitable<void> HttpSession::Run() {
     client_cert_ = std::make_unique<ClientCertificate>(ReadClientCertificate(client_->ssl()));
     const size_t resumed = SSL_session_reused(client_->ssl()) == 1 ? 1 : 0;
     pipeline_.stats().transport.tls_handshakes[resumed].fetch_add(1, std::memory_order_relaxed);
+    if (SSL_version(client_->ssl()) == TLS1_3_VERSION && SSL_get_num_tickets(client_->ssl()) > 0) {
+      pipeline_.stats().transport.tls_tickets.fetch_add(1, std::memory_order_relaxed);
+    }
   }
   // Go's server gives a connection's first request ReadHeaderTimeout from when it starts
   // reading it (after the handshake): no idle wait before it, and the h2c preface is part of

@@ -199,6 +199,33 @@ absl::Status ConfigureServerTls(SSL_CTX* ctx, const std::vector<std::string>& ci
   return absl::OkStatus();
 }
 
+bool ResumableClient(std::optional<std::string_view> modes) {
+  constexpr unsigned char kPskDheKe = 1;
+  if (!modes || modes->empty()) return false;
+  const size_t n = static_cast<unsigned char>((*modes)[0]);
+  for (size_t i = 1; i <= n && i < modes->size(); ++i) {
+    if (static_cast<unsigned char>((*modes)[i]) == kPskDheKe) return true;
+  }
+  return false;
+}
+
+namespace {
+
+// No TLS 1.3 ticket for a client that cannot use it (ResumableClient).
+int TicketsOnlyForResumers(SSL* ssl, int* /*alert*/, void* /*arg*/) {
+  constexpr unsigned int kPskKeyExchangeModes = 45;  // RFC 8446 4.2.9.
+  const unsigned char* data = nullptr;
+  size_t length = 0;
+  std::optional<std::string_view> modes;
+  if (SSL_client_hello_get0_ext(ssl, kPskKeyExchangeModes, &data, &length) == 1) {
+    modes = std::string_view(reinterpret_cast<const char*>(data), length);
+  }
+  if (!ResumableClient(modes)) (void)SSL_set_num_tickets(ssl, 0);
+  return SSL_CLIENT_HELLO_SUCCESS;
+}
+
+}  // namespace
+
 absl::Status EnableSessionResumption(SSL_CTX* ctx, const std::vector<std::string>& ca_files,
                                      const std::vector<std::string>& allowed_names) {
   std::string config;
@@ -226,6 +253,7 @@ absl::Status EnableSessionResumption(SSL_CTX* ctx, const std::vector<std::string
   if (SSL_CTX_set_num_tickets(ctx, 1) != 1) {
     return absl::InternalError(absl::StrCat("TLS session tickets: ", OpenSslError()));
   }
+  SSL_CTX_set_client_hello_cb(ctx, TicketsOnlyForResumers, nullptr);
   return absl::OkStatus();
 }
 

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,9 +45,19 @@ absl::Status ConfigureServerTls(SSL_CTX* ctx, const std::vector<std::string>& ci
 // "internal error" alert. The context is a SHA-256 of the client-certificate configuration (the
 // bytes of `ca_files`, then `allowed_names`), so sessions vouched for by other CAs are not
 // resumed. A resumed session keeps its client certificate; proxy/edge/client_cert.h verifies it
-// again on every connection. One TLS 1.3 ticket per full handshake, as Go's server sends.
+// again on every connection. One TLS 1.3 ticket per full handshake, as Go's server sends, and
+// only to a client that can resume with it (ResumableClient).
 absl::Status EnableSessionResumption(SSL_CTX* ctx, const std::vector<std::string>& ca_files,
                                      const std::vector<std::string>& allowed_names);
+
+// Whether a TLS 1.3 ClientHello's psk_key_exchange_modes (`modes`: the extension's payload, its
+// length byte first; nullopt: the extension is absent) list psk_dhe_ke, the mode a ticket can be
+// used with (RFC 8446 4.2.9: a server SHOULD NOT send tickets the client's modes cannot use).
+// Go's server sends tickets only then (crypto/tls, shouldSendSessionTickets); Go's client offers
+// the extension only with a ClientSessionCache, which client-go does not set, so a client-go
+// agent's seven handshakes each skip making a ticket (a quarter of a full handshake's CPU with
+// OpenSSL 3.0, which sends one regardless).
+bool ResumableClient(std::optional<std::string_view> modes);
 
 // The serving certificate chain and key, read from files and swapped in on change.
 class ServingCertificate {

@@ -62,6 +62,11 @@ void RenderTransport(Writer& w, const TransportStats& t, int64_t open_connection
            static_cast<double>(t.tls_handshakes[0].load()));
   w.Sample("kube_fanout_tls_handshakes_total", Label("resumed", "true"),
            static_cast<double>(t.tls_handshakes[1].load()));
+  w.Single("kube_fanout_tls_session_tickets_total", "counter",
+           "TLS 1.3 handshakes on --secure-listen after which a session ticket was sent: only "
+           "to clients whose ClientHello offers a resumption mode (psk_dhe_ke), as Go's server "
+           "decides; client-go offers none.",
+           static_cast<double>(t.tls_tickets.load()));
   w.Single("kube_fanout_tls_handshake_timeouts_total", "counter",
            "TLS handshakes on --secure-listen not finished within 10 s (also counted in "
            "kube_fanout_requests_refused_total{reason=\"tls_handshake\"}).",

@@ -11,7 +11,9 @@
 - A loud warning for an upstream that is not verified or not encrypted.
 - TLS 1.2 and 1.3 sessions with a client certificate resume (openssl s_client -sess_out, then
   -sess_in), as the apiserver's do, and the resumed connection is the same user;
-  kube_fanout_tls_handshakes_total{resumed} counts the full and the resumed handshakes.
+  kube_fanout_tls_handshakes_total{resumed} counts the full and the resumed handshakes. A TLS
+  1.3 ticket follows only the handshakes of clients that can resume with it (OpenSSL's do;
+  client-go's, kubectl's, offer no resumption mode and get none, as from Go's server).
 - A handshake that never comes is given up after 10 s, counted, and logged as an overload
   episode (one that fails at once is not).
 """
@@ -237,6 +239,17 @@ def test_a_client_certificate_session_resumes_and_is_still_that_user(cluster, tm
         # Two full handshakes and two resumed ones, counted as such.
         handshakes = metric_values(metrics(cluster, proxy), "kube_fanout_tls_handshakes_total")
         assert handshakes == {'{resumed="false"}': 2, '{resumed="true"}': 2}, handshakes
+        # A ticket after each TLS 1.3 handshake of a client that can resume (OpenSSL's offers
+        # psk_dhe_ke): the full one and the resumed one.
+        tickets = metric_values(metrics(cluster, proxy), "kube_fanout_tls_session_tickets_total")
+        assert tickets == {"": 2}, tickets
+        # client-go (kubectl) offers no resumption mode: its handshake makes no ticket, as
+        # Go's server (the apiserver) sends it none.
+        cluster.kubectl("get", "--raw", "/version", server=proxy.server)
+        after = metric_values(metrics(cluster, proxy), "kube_fanout_tls_handshakes_total")
+        assert after['{resumed="false"}'] >= 3, after
+        tickets = metric_values(metrics(cluster, proxy), "kube_fanout_tls_session_tickets_total")
+        assert tickets == {"": 2}, tickets
     finally:
         assert proxy.stop() == 0
 

@@ -275,4 +275,16 @@ TEST_CASE("a full TLS 1.3 handshake gets one session ticket, as from Go's server
   CHECK(tickets == 1);
 }
 
+TEST_CASE("a ticket goes only to a client whose ClientHello offers psk_dhe_ke", "[tls]") {
+  using namespace std::string_view_literals;
+  CHECK_FALSE(ResumableClient(std::nullopt));  // Go's client without a ClientSessionCache.
+  CHECK(ResumableClient("\x01\x01"sv));        // psk_dhe_ke: Go's with one, OpenSSL's.
+  CHECK(ResumableClient("\x02\x00\x01"sv));    // psk_ke and psk_dhe_ke.
+  CHECK_FALSE(ResumableClient("\x01\x00"sv));  // psk_ke alone: no forward secrecy.
+  CHECK_FALSE(ResumableClient(""sv));
+  CHECK_FALSE(ResumableClient("\x00"sv));
+  CHECK_FALSE(ResumableClient("\x00\x01"sv));  // Past the list's own length.
+  CHECK(ResumableClient("\x05\x01"sv));        // A list longer than its bytes: what is there.
+}
+
 }  // namespace kf
