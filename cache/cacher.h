@@ -85,6 +85,16 @@ class Cacher {
                          std::memory_order_relaxed);
   }
   UpstreamCbor upstream_cbor() const { return upstream_cbor_.load(std::memory_order_relaxed); }
+  // What the upstream does with an Accept clause's drop= parameter (the managedFields opt-out,
+  // Kubernetes 1.38's alpha ManagedFieldsOptOut), as its answers to the reflector's probe showed
+  // (Reflector::AskDrop): reads it (drop=metadata.managedFields leaves them out, another target
+  // is not acceptable), or ignores it (1.36, the gate off).
+  enum class UpstreamDrop : uint8_t { kUnknown, kHonours, kIgnores };
+  void SetUpstreamDrop(bool honours) {
+    upstream_drop_.store(honours ? UpstreamDrop::kHonours : UpstreamDrop::kIgnores,
+                         std::memory_order_relaxed);
+  }
+  UpstreamDrop upstream_drop() const { return upstream_drop_.load(std::memory_order_relaxed); }
   // Whether the upstream compresses its own WatchList answers for a client accepting gzip (its
   // WatchListCompression gate, Kubernetes 1.37), as its answer to the reflector's probe showed
   // (Reflector::AskWatchListGzip).
@@ -317,6 +327,7 @@ class Cacher {
   std::atomic<uint64_t> rv_published_{0};
   std::atomic<UpstreamSharding> upstream_sharding_{UpstreamSharding::kUnknown};
   std::atomic<UpstreamCbor> upstream_cbor_{UpstreamCbor::kUnknown};
+  std::atomic<UpstreamDrop> upstream_drop_{UpstreamDrop::kUnknown};
   std::atomic<UpstreamWatchListGzip> upstream_watchlist_gzip_{UpstreamWatchListGzip::kUnknown};
   bool synced_ ABSL_GUARDED_BY(mu_) = false;
   std::string bookmark_template_ ABSL_GUARDED_BY(mu_);

@@ -38,6 +38,15 @@ void CountHandshakeFailure(RouteStats& stats, const beast::error_code& ec) {
   }
 }
 
+// A handshake completed: full or resumed, and whether a TLS 1.3 ticket followed it.
+void CountHandshake(TransportStats& t, SSL* ssl) {
+  const size_t resumed = SSL_session_reused(ssl) == 1 ? 1 : 0;
+  t.tls_handshakes[resumed].fetch_add(1, std::memory_order_relaxed);
+  if (SSL_version(ssl) == TLS1_3_VERSION && SSL_get_num_tickets(ssl) > 0) {
+    t.tls_tickets.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
 std::string IpOf(std::string_view remote) {
   // "1.2.3.4:5" or "[::1]:5" → address only.
   const size_t colon = remote.rfind(':');
@@ -115,11 +124,7 @@ asio::awaitable<void> HttpSession::Run() {
       co_return;
     }
     client_cert_ = std::make_unique<ClientCertificate>(ReadClientCertificate(client_->ssl()));
-    const size_t resumed = SSL_session_reused(client_->ssl()) == 1 ? 1 : 0;
-    pipeline_.stats().transport.tls_handshakes[resumed].fetch_add(1, std::memory_order_relaxed);
-    if (SSL_version(client_->ssl()) == TLS1_3_VERSION && SSL_get_num_tickets(client_->ssl()) > 0) {
-      pipeline_.stats().transport.tls_tickets.fetch_add(1, std::memory_order_relaxed);
-    }
+    CountHandshake(pipeline_.stats().transport, client_->ssl());
   }
   // Go's server gives a connection's first request ReadHeaderTimeout from when it starts
   // reading it (after the handshake): no idle wait before it, and the h2c preface is part of

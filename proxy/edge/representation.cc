@@ -40,7 +40,7 @@ struct Clause {
   bool pretty = false, server_version = false;
   // drop= (the managedFields opt-out, Kubernetes 1.38's alpha ManagedFieldsOptOut: an answer
   // without metadata.managedFields where the upstream's gate is on, the full object elsewhere).
-  bool drop = false;
+  std::optional<std::string> drop;
 };
 
 void ReadParameter(absl::string_view p, Clause* c) {
@@ -64,7 +64,7 @@ void ReadParameter(absl::string_view p, Clause* c) {
   } else if (key == "sv") {
     c->server_version = true;
   } else if (key == "drop") {
-    c->drop = true;
+    c->drop = value;
   }
 }
 
@@ -109,7 +109,20 @@ std::optional<Conversion> ConversionOf(const Clause& c) {
 }
 
 // The representation a clause picks, or nullopt when no serializer takes it.
-std::optional<Representation> Pick(const Clause& c, bool has_protobuf, bool has_cbor) {
+// What a clause's drop= does to `r`, the upstream doing `drop` with it.
+void ApplyDrop(const Clause& c, Drop drop, Representation* r) {
+  if (!c.drop || drop == Drop::kIgnored) return;
+  if (drop == Drop::kUnknown) {  // Which the upstream does is its own (docs/fidelity.md).
+    r->media = MediaChoice::kApiserver;
+    r->asks_drop = true;
+  } else if (*c.drop == "metadata.managedFields") {
+    r->drop_managed_fields = true;
+  } else if (!c.drop->empty()) {
+    r->media = MediaChoice::kApiserver;  // Not acceptable to it: its 406 (or a next clause).
+  }
+}
+
+std::optional<Representation> Pick(const Clause& c, bool has_protobuf, bool has_cbor, Drop drop) {
   const bool json = c.type == "application/json" || c.type == "application/*" || c.type == "*/*";
   const bool protobuf = c.type == "application/vnd.kubernetes.protobuf" && has_protobuf;
   const bool cbor = c.type == "application/cbor";
@@ -125,8 +138,7 @@ std::optional<Representation> Pick(const Clause& c, bool has_protobuf, bool has_
   if (protobuf) r.media = MediaChoice::kProtobuf;
   if (cbor && has_cbor) r.media = MediaChoice::kCbor;
   if (c.server_version) r.conversion = Conversion::kApiserver;
-  // Which the upstream does is its own: only it can answer exactly (docs/fidelity.md).
-  if (c.drop) r.media = MediaChoice::kApiserver;
+  ApplyDrop(c, drop, &r);
   return r;  // A serializer the cache does not hold (YAML, CBOR it cannot serve): the apiserver's.
 }
 
@@ -134,7 +146,7 @@ std::optional<Representation> Pick(const Clause& c, bool has_protobuf, bool has_
 
 Representation NegotiateRepresentation(const RequestInfo& info,
                                        const boost::beast::http::fields& headers, bool has_protobuf,
-                                       bool allow_conversion, bool has_cbor) {
+                                       bool allow_conversion, bool has_cbor, Drop drop) {
   namespace http = boost::beast::http;
   Representation choice;
   const std::string_view accept = headers[http::field::accept];
@@ -143,7 +155,7 @@ Representation NegotiateRepresentation(const RequestInfo& info,
     choice.media = MediaChoice::kApiserver;
     for (const Clause& c : ParseAccept(accept)) {
       if (!allow_conversion && (c.as || c.group || c.version)) continue;
-      if (std::optional<Representation> picked = Pick(c, has_protobuf, has_cbor)) {
+      if (std::optional<Representation> picked = Pick(c, has_protobuf, has_cbor, drop)) {
         choice = *picked;
         break;
       }

@@ -43,18 +43,30 @@ enum class Conversion { kNone, kPartialMetadata, kPartialMetadataList, kApiserve
 struct Representation {
   MediaChoice media = MediaChoice::kJson;
   Conversion conversion = Conversion::kNone;
+  // The clause's drop=metadata.managedFields, where the upstream reads drop= (Drop::kRead): the
+  // objects without managedFields.
+  bool drop_managed_fields = false;
+  // The clause has drop= and what the upstream does with it is not known (Drop::kUnknown): the
+  // apiserver's answer, and worth asking the upstream (Reflector::AskDrop).
+  bool asks_drop = false;
 };
+// What the upstream does with a clause's drop= parameter (the managedFields opt-out, 1.38's
+// alpha ManagedFieldsOptOut): not known yet; reads it (drop=metadata.managedFields leaves them
+// out, drop= with nothing asks for nothing, any other target the upstream answers, 406 where
+// it reads it); ignores it (the answer as without it).
+enum class Drop { kUnknown, kRead, kIgnored };
 // NegotiateMedia's rules, with the clauses' parameters read as NegotiateMediaTypeOptions reads
 // them: a conversion the endpoint does not allow (Table in protobuf, an unknown kind or group)
-// skips the clause; `pretty=1`, `sv=` and `drop=` (the managedFields opt-out) are the
-// apiserver's; other parameters are ignored.
+// skips the clause; `pretty=1` and `sv=` are the apiserver's; `drop=` as `drop` says (its last
+// value, as goautoneg keeps the last of a repeated parameter); other parameters are ignored.
 // `allow_conversion` false: as the apiserver negotiates an error's Status (its default endpoint
 // restrictions), every clause asking for a conversion skipped. `has_cbor`: the cache can answer
 // application/cbor (the upstream serves it: its CBORServingAndStorage gate); otherwise a CBOR
 // clause is the apiserver's.
 Representation NegotiateRepresentation(const RequestInfo& info,
                                        const boost::beast::http::fields& headers, bool has_protobuf,
-                                       bool allow_conversion = true, bool has_cbor = false);
+                                       bool allow_conversion = true, bool has_cbor = false,
+                                       Drop drop = Drop::kUnknown);
 
 }  // namespace kf
 

@@ -79,6 +79,18 @@ ServeFacts RequestFacts(const Exchange& x, const WatchOptions& options) {
   return f;
 }
 
+Drop DropOf(Cacher::UpstreamDrop d) {
+  switch (d) {
+    case Cacher::UpstreamDrop::kHonours:
+      return Drop::kRead;
+    case Cacher::UpstreamDrop::kIgnores:
+      return Drop::kIgnored;
+    case Cacher::UpstreamDrop::kUnknown:
+      break;
+  }
+  return Drop::kUnknown;
+}
+
 }  // namespace
 
 // What Serve has learnt of one read: the facts Decide reads, and what they were learnt from.
@@ -170,16 +182,19 @@ void CacheHandler::Bind(const Exchange& x, Read& read) const {
   const CachedResources::Entry& entry = *read.entry;
   const bool has_protobuf = entry.proto_cacher != nullptr;
   const Cacher::UpstreamCbor cbor = entry.cacher->upstream_cbor();
-  Representation r =
-      NegotiateRepresentation(x.request.info, x.request.headers, has_protobuf,
-                              /*allow_conversion=*/true, cbor != Cacher::UpstreamCbor::kRefuses);
+  const Drop drop = DropOf(entry.cacher->upstream_drop());
+  Representation r = NegotiateRepresentation(x.request.info, x.request.headers, has_protobuf,
+                                             /*allow_conversion=*/true,
+                                             cbor != Cacher::UpstreamCbor::kRefuses, drop);
   ServeFacts& f = read.facts;
   if (r.media == MediaChoice::kCbor && cbor != Cacher::UpstreamCbor::kServes) {
     // Whether the upstream serves CBOR is asked on the first request for it by a user allowed
     // to read the kind (kAskCbor); until answered, such requests are the apiserver's.
     f.ask_cbor = true;
-    r = NegotiateRepresentation(x.request.info, x.request.headers, has_protobuf, true, false);
+    r = NegotiateRepresentation(x.request.info, x.request.headers, has_protobuf, true, false, drop);
   }
+  // The same for drop= (kAskDrop).
+  f.ask_drop = r.asks_drop;
   f.form = ChooseForm(f.verb, r, has_protobuf, entry.cacher->type().list_items_have_type_meta);
   switch (f.form.cache) {
     case Form::Cache::kJson:
@@ -205,7 +220,7 @@ void CacheHandler::LearnAtOnce(const Exchange& x, Step step, Read& read) {
       if (read.filter) {
         read.filter->partial_metadata = f.form.partial_metadata;
         read.filter->cbor = f.form.cbor;
-        read.filter->drop_managed_fields = x.drop_managed_fields;
+        read.filter->drop_managed_fields = x.drop_managed_fields || f.form.drop_managed_fields;
         read.filter->cbor_bytes_map = read.cacher->type().CborBytesMap();
       }
       f.selects = read.filter.has_value();
@@ -213,6 +228,10 @@ void CacheHandler::LearnAtOnce(const Exchange& x, Step step, Read& read) {
     case Step::kAskCbor:
       read.entry->reflector->AskCbor();
       f.ask_cbor = false;
+      break;
+    case Step::kAskDrop:
+      read.entry->reflector->AskDrop();
+      f.ask_drop = false;
       break;
     case Step::kTakeWatchSlot:
       f.slot = options_.slots->Take(WatchCapKey(*read.authn.user), &read.slot);

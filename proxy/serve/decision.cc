@@ -69,21 +69,20 @@ Decision DecideReviewed(const ServeFacts& f, bool initializing) {
   return DecideAllowed(f, initializing);
 }
 
-// Whether the upstream serves CBOR is asked (one LIST upstream) for a user allowed to read the
-// kind only: an unknown client makes kube-fanout ask the apiserver nothing. Meanwhile the
-// request is the apiserver's.
-Decision DecideCborProbe(const ServeFacts& f) {
+// Whether the upstream serves CBOR, or what it does with drop=, is asked (LISTs upstream) for a
+// user allowed to read the kind only: an unknown client makes kube-fanout ask the apiserver
+// nothing. Meanwhile the request is the apiserver's.
+Decision DecideProbe(const ServeFacts& f, Step ask) {
   if (std::optional<Decision> d = Review(f)) {
     return d->step == Step::kPass || d->step == Step::kRefuse ? Pass(PassReason::kRepresentation)
                                                               : *d;
   }
-  return StepTo(Step::kAskCbor);
+  return StepTo(ask);
 }
 
-}  // namespace
-
-Form ChooseForm(ReadVerb verb, const Representation& r, bool has_protobuf,
-                bool items_have_type_meta) {
+// Which cache answers, and whether as PartialObjectMetadata (ChooseForm, drop= aside).
+Form ChooseCache(ReadVerb verb, const Representation& r, bool has_protobuf,
+                 bool items_have_type_meta) {
   const bool partial = r.conversion == Conversion::kPartialMetadata ||
                        r.conversion == Conversion::kPartialMetadataList;
   const bool list_form = r.conversion == Conversion::kPartialMetadataList;
@@ -106,6 +105,15 @@ Form ChooseForm(ReadVerb verb, const Representation& r, bool has_protobuf,
   return {};
 }
 
+}  // namespace
+
+Form ChooseForm(ReadVerb verb, const Representation& r, bool has_protobuf,
+                bool items_have_type_meta) {
+  Form form = ChooseCache(verb, r, has_protobuf, items_have_type_meta);
+  if (form.cache != Form::Cache::kNone) form.drop_managed_fields = r.drop_managed_fields;
+  return form;
+}
+
 Who WhoOf(const Authentication& who) {
   if (who.unavailable) return Who::kUnavailable;
   if (who.throttled) return Who::kThrottled;
@@ -120,7 +128,8 @@ Decision Decide(const ServeFacts& f) {
   if (!f.cached) return StepTo(Step::kFindCache);
   if (!*f.cached) return Pass(PassReason::kNotCached);
   if (f.form.cache == Form::Cache::kNone) {
-    return f.ask_cbor ? DecideCborProbe(f) : Pass(PassReason::kRepresentation);
+    if (f.ask_cbor) return DecideProbe(f, Step::kAskCbor);
+    return f.ask_drop ? DecideProbe(f, Step::kAskDrop) : Pass(PassReason::kRepresentation);
   }
   // A protobuf cache still starting is waited for, unless its reflector has failed. It is
   // started (a LIST and a watch upstream, and a cache's memory) for a user allowed to read the

@@ -39,6 +39,8 @@ struct Form {
   Cache cache = Cache::kNone;
   bool partial_metadata = false;
   bool cbor = false;  // The JSON cache's objects in CBOR (negotiated only where it can be).
+  // Objects without managedFields (Accept's drop=metadata.managedFields, read by the upstream).
+  bool drop_managed_fields = false;
 };
 // `has_protobuf`: the resource has a protobuf cache (the built-in kinds); `items_have_type_meta`:
 // its list items carry apiVersion and kind (custom resources), which PartialObjectMetadata
@@ -81,6 +83,9 @@ struct ServeFacts {
   // kFindCache: CBOR asked for, and whether the upstream serves it not known yet (then the
   // form is another the request accepts, or none); kAskCbor: asked.
   bool ask_cbor = false;
+  // kFindCache: drop= asked for, and what the upstream does with it not known yet (then the
+  // form is none); kAskDrop: asked.
+  bool ask_drop = false;
   std::optional<bool> selects;   // kSelect: the selectors parse as this kind's (FilterFor).
   Who who = Who::kUnasked;       // kAuthenticate.
   std::optional<Access> access;  // kReviewAccess.
@@ -94,6 +99,7 @@ enum class Step {
   kFindCache,           // The kind's cache, once started (FindOnceStarted), and ChooseForm.
   kWaitSynced,          // A protobuf cache not synced: started (UseProtobuf), its LIST waited.
   kAskCbor,             // Reflector::AskCbor: whether the upstream serves CBOR for the kind.
+  kAskDrop,             // Reflector::AskDrop: what the upstream does with drop=.
   kSelect,              // FilterFor.
   kAuthenticate,        // Authenticator (a TokenReview, or the client certificate).
   kReviewAccess,        // AccessReview (a SubjectAccessReview with the request's selectors).

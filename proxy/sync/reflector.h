@@ -162,6 +162,9 @@ class Reflector {
   // 5 s while unanswered; any thread. No client asking, no request: a start (from a snapshot
   // too) costs the upstream no LIST for it.
   void AskCbor();
+  // What the upstream does with drop= (Cacher::upstream_drop), asked when the first client
+  // sends it: two LISTs selecting nothing, as AskCbor's.
+  void AskDrop();
   // Whether the upstream compresses its WatchList answers for a client accepting gzip
   // (Cacher::upstream_watchlist_gzip), asked when the first such WatchList comes with
   // --watchlist-gzip=auto: one WatchList selecting nothing, from resourceVersion 0, with
@@ -207,6 +210,7 @@ class Reflector {
   WatchEnd IdleEnd(const absl::Status& status);
   asio::awaitable<void> ProbeBookmarkTemplate();
   asio::awaitable<void> ProbeCbor();
+  asio::awaitable<void> ProbeDrop();
   asio::awaitable<void> ProbeWatchListGzip();
   // A probe's turn (AskCbor, AskWatchListGzip): running, and when the next may start.
   struct ProbeTurn {
@@ -295,6 +299,7 @@ class Reflector {
   asio::steady_timer* backoff_timer_ = nullptr;  // Backoff's wait, for Stop to cut short.
   // AskCbor's and AskWatchListGzip's probes; on the reflector's thread.
   ProbeTurn cbor_probe_;
+  ProbeTurn drop_probe_;
   ProbeTurn gzip_probe_;
   UpstreamWatch* backfill_active_ = nullptr;
   // TakeConsistentPassthrough's budget: when the next may go (steady clock, ns); any thread.

@@ -268,6 +268,12 @@ void Reflector::AskCbor() {
       &Reflector::ProbeCbor);
 }
 
+void Reflector::AskDrop() {
+  AskProbe(
+      drop_probe_, [this] { return cacher_.upstream_drop() != Cacher::UpstreamDrop::kUnknown; },
+      &Reflector::ProbeDrop);
+}
+
 void Reflector::AskWatchListGzip() {
   AskProbe(
       gzip_probe_,
@@ -291,6 +297,28 @@ asio::awaitable<void> Reflector::ProbeCbor() {
   cacher_.SetUpstreamCbor(serves);
   log_.Info(serves ? "the upstream serves CBOR for this resource: the cache answers it"
                    : "the upstream does not serve CBOR for this resource: it answers CBOR requests",
+            {{"resource", cacher_.type().GroupResource()}});
+}
+
+asio::awaitable<void> Reflector::ProbeDrop() {
+  // Two LISTs selecting nothing: drop=metadata.managedFields, which an apiserver answers 200
+  // whether it reads the parameter or not, and a target no apiserver knows, which one that reads
+  // it (1.38's ManagedFieldsOptOut on) refuses, 406, and one that does not (1.36; the gate off)
+  // ignores, 200. Anything else (no answer, a refusal): asked again by a later request.
+  const std::string target = absl::StrCat(CollectionPath(), "?fieldSelector=metadata.name%3D-");
+  auto known = co_await UpstreamCall(pool_, http::verb::get, target, credentials_(), "",
+                                     std::chrono::seconds(5),
+                                     "application/json;drop=metadata.managedFields");
+  if (!known.ok() || known->status != 200) co_return;
+  auto unknown =
+      co_await UpstreamCall(pool_, http::verb::get, target, credentials_(), "",
+                            std::chrono::seconds(5), "application/json;drop=kube-fanout.io/probe");
+  if (!unknown.ok() || (unknown->status != 200 && unknown->status != 406)) co_return;
+  const bool honours = unknown->status == 406;
+  cacher_.SetUpstreamDrop(honours);
+  log_.Info(honours ? "the upstream leaves managedFields out for drop=metadata.managedFields: the "
+                      "cache answers such reads without them"
+                    : "the upstream ignores drop=: the cache answers such reads whole, as it does",
             {{"resource", cacher_.type().GroupResource()}});
 }
 

@@ -112,10 +112,10 @@ TEST_CASE("NegotiateRepresentation reads as=, g= and v= as the apiserver's negot
   }
 }
 
-TEST_CASE("A drop= clause (the managedFields opt-out) is the apiserver's to answer") {
-  // goautoneg reads drop= as any parameter; 1.38's alpha ManagedFieldsOptOut honours
-  // drop=metadata.managedFields (and ignores other targets) where its gate is on, 1.36 and
-  // 1.37 ignore it: only the upstream knows which, so the chosen clause's answer is its own.
+TEST_CASE("A drop= clause is the apiserver's until what it does with drop= is known") {
+  // goautoneg reads drop= as any parameter; only the upstream knows whether it reads it (1.38's
+  // alpha ManagedFieldsOptOut on) or not (1.36, 1.37, the gate off), so until its answers to
+  // the reflector's probe say, the chosen clause's answer is its own, and the upstream is asked.
   const std::pair<std::string_view, MediaChoice> rows[] = {
       {"application/json;drop=metadata.managedFields", MediaChoice::kApiserver},
       {"application/json; drop=spec.someFutureField+metadata.managedFields",
@@ -133,7 +133,58 @@ TEST_CASE("A drop= clause (the managedFields opt-out) is the apiserver's to answ
     INFO(accept);
     http::fields fields;
     fields.set(http::field::accept, accept);
-    CHECK(NegotiateRepresentation(*info, fields, /*has_protobuf=*/true).media == want);
+    const Representation r = NegotiateRepresentation(*info, fields, /*has_protobuf=*/true);
+    CHECK(r.media == want);
+    CHECK(r.asks_drop == (want == MediaChoice::kApiserver));
+    CHECK_FALSE(r.drop_managed_fields);
+  }
+}
+
+TEST_CASE("A drop= clause read as the upstream reads it: managedFields left out, or ignored") {
+  // As kube-apiserver v1.38.0-beta.0 with ManagedFieldsOptOut on answered a GET of a ConfigMap:
+  // drop=metadata.managedFields 200 without them (JSON and protobuf, metadata forms too);
+  // drop= empty 200 whole; any other target 406 (the clause not acceptable); the last of a
+  // repeated drop= counts; names are case-sensitive and not quoted.
+  struct Row {
+    std::string_view accept;
+    MediaChoice media;
+    bool drop;
+  };
+  const Row read[] = {
+      {"application/json;drop=metadata.managedFields", MediaChoice::kJson, true},
+      {"application/vnd.kubernetes.protobuf;drop=metadata.managedFields", MediaChoice::kProtobuf,
+       true},
+      {"application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1;"
+       "drop=metadata.managedFields",
+       MediaChoice::kJson, true},
+      {"application/json;drop=", MediaChoice::kJson, false},
+      {"application/json;drop=foo", MediaChoice::kApiserver, false},
+      {"application/json;drop=metadata.managedFields;drop=foo", MediaChoice::kApiserver, false},
+      {"application/json;drop=foo;drop=metadata.managedFields", MediaChoice::kJson, true},
+      {"application/json;drop=Metadata.ManagedFields", MediaChoice::kApiserver, false},
+      {"application/json;drop=\"metadata.managedFields\"", MediaChoice::kApiserver, false},
+      {"application/yaml;drop=metadata.managedFields", MediaChoice::kApiserver, true},
+  };
+  auto info = RequestInfo::Parse("GET", "/api/v1/pods");
+  REQUIRE(info.ok());
+  for (const Row& row : read) {
+    INFO(row.accept);
+    http::fields fields;
+    fields.set(http::field::accept, row.accept);
+    const Representation r = NegotiateRepresentation(*info, fields, true, true, false, Drop::kRead);
+    CHECK(r.media == row.media);
+    CHECK(r.drop_managed_fields == row.drop);
+    CHECK_FALSE(r.asks_drop);
+    // An upstream that ignores drop= answers as without it: the cache's usual answer.
+    const Representation ignored =
+        NegotiateRepresentation(*info, fields, true, true, false, Drop::kIgnored);
+    http::fields plain;
+    plain.set(http::field::accept, std::string(row.accept.substr(0, row.accept.find(";drop"))));
+    const Representation without = NegotiateRepresentation(*info, plain, true);
+    CHECK(ignored.media == without.media);
+    CHECK(ignored.conversion == without.conversion);
+    CHECK_FALSE(ignored.drop_managed_fields);
+    CHECK_FALSE(ignored.asks_drop);
   }
 }
 

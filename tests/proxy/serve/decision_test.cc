@@ -166,6 +166,26 @@ const Row kRows[] = {
      Pass(PassReason::kRepresentation)},
     {"CBOR not known to be served, JSON accepted too: asked for a user allowed", kList,
      [](ServeFacts& f) { f.ask_cbor = true; }, Next(Step::kAskCbor)},
+    {"drop= with the upstream's answer not known: asked of the upstream for a user allowed", kList,
+     [](ServeFacts& f) {
+       f.form = {};
+       f.ask_drop = true;
+     },
+     Next(Step::kAskDrop)},
+    {"drop= with the upstream's answer not known: an unknown client's request passes", kList,
+     [](ServeFacts& f) {
+       f.form = {};
+       f.ask_drop = true;
+       f.who = Who::kNoUser;
+     },
+     Pass(PassReason::kUnknownUser)},
+    {"drop= not known, a review that said no: the request passes, nothing asked", kWatch,
+     [](ServeFacts& f) {
+       f.form = {};
+       f.ask_drop = true;
+       f.access = Access::kDenied;
+     },
+     Pass(PassReason::kRepresentation)},
     {"a protobuf cache synced is not waited for", kList,
      [](ServeFacts& f) { f.form.cache = Form::Cache::kProtobuf; }, Next(Step::kServe)},
     // Not synced (KEP-4568): what the apiserver reads from etcd passes, the rest is refused
@@ -380,31 +400,38 @@ TEST_CASE("Decide asks for each fact at most once, and answers within kMaxLearnS
   CHECK(steps <= kMaxLearnSteps);
 }
 
-TEST_CASE("Decide asks whether the upstream serves CBOR once, after the review") {
-  ServeFacts f{.verb = ReadVerb::kGet, .cacheable = true};
+// The steps Decide asks for a read of a synced cache whose form waits on the upstream's answer
+// (`unknown` sets what is not known at kFindCache, `answered` clears it at `ask`), every fact
+// learnt as allowing, until it passes or is served.
+std::vector<Step> WalkToProbe(ServeFacts& f, const std::function<void(ServeFacts&)>& unknown,
+                              Step ask, const std::function<void(ServeFacts&)>& answered) {
   std::vector<Step> asked;
   for (Decision d = Decide(f); d.step < Step::kServe; d = Decide(f)) {
     asked.push_back(d.step);
     REQUIRE(asked.size() <= static_cast<size_t>(kMaxLearnSteps));
-    switch (d.step) {
-      case Step::kFindCache:
-        f.cached = true;
-        f.ask_cbor = true;  // The request accepts CBOR only: no form until the upstream says.
-        f.sync = Sync::kSynced;
-        break;
-      case Step::kAuthenticate:
-        f.who = Who::kUser;
-        break;
-      case Step::kReviewAccess:
-        f.access = Access::kAllowed;
-        break;
-      case Step::kAskCbor:
-        f.ask_cbor = false;
-        break;
-      default:
-        FAIL("not asked of a GET with no form");
+    if (d.step == Step::kFindCache) {
+      f.cached = true;
+      unknown(f);
+      f.sync = Sync::kSynced;
+    } else if (d.step == Step::kAuthenticate) {
+      f.who = Who::kUser;
+    } else if (d.step == Step::kReviewAccess) {
+      f.access = Access::kAllowed;
+    } else if (d.step == ask) {
+      answered(f);
+    } else {
+      FAIL("not asked of a read with no form");
     }
   }
+  return asked;
+}
+
+TEST_CASE("Decide asks whether the upstream serves CBOR once, after the review") {
+  ServeFacts f{.verb = ReadVerb::kGet, .cacheable = true};
+  // The request accepts CBOR only: no form until the upstream says.
+  const std::vector<Step> asked = WalkToProbe(
+      f, [](ServeFacts& g) { g.ask_cbor = true; }, Step::kAskCbor,
+      [](ServeFacts& g) { g.ask_cbor = false; });
   CHECK(asked == std::vector<Step>{Step::kFindCache, Step::kAuthenticate, Step::kReviewAccess,
                                    Step::kAskCbor});
   const Decision last = Decide(f);
@@ -511,6 +538,41 @@ TEST_CASE("Every pass reason has its own name") {
   }
   CHECK(names.size() == static_cast<size_t>(PassReason::kCount));
   CHECK(PassReasonName(PassReason::kDenied) == "denied");
+}
+
+TEST_CASE("Decide asks what the upstream does with drop= once, after the review") {
+  ServeFacts f{.verb = ReadVerb::kList, .cacheable = true};
+  // drop= asked for, unknown upstream: no form until it says.
+  const std::vector<Step> asked = WalkToProbe(
+      f, [](ServeFacts& g) { g.ask_drop = true; }, Step::kAskDrop,
+      [](ServeFacts& g) { g.ask_drop = false; });
+  CHECK(asked == std::vector<Step>{Step::kFindCache, Step::kAuthenticate, Step::kReviewAccess,
+                                   Step::kAskDrop});
+  CHECK(Decide(f).pass == PassReason::kRepresentation);
+  // An unknown client, or one denied, makes kube-fanout ask nothing.
+  for (Access access : {Access::kDenied, Access::kUnavailable}) {
+    ServeFacts denied{.verb = ReadVerb::kList, .cacheable = true, .cached = true};
+    denied.ask_drop = true;
+    denied.who = Who::kUser;
+    denied.access = access;
+    CHECK(Decide(denied).step == Step::kPass);
+    CHECK(Decide(denied).pass == PassReason::kRepresentation);
+  }
+  ServeFacts nobody{.verb = ReadVerb::kList, .cacheable = true, .cached = true};
+  nobody.ask_drop = true;
+  nobody.who = Who::kNoUser;
+  CHECK(Decide(nobody).step == Step::kPass);
+}
+
+TEST_CASE("ChooseForm carries drop=metadata.managedFields to the form it chooses") {
+  Representation r{.media = MediaChoice::kProtobuf,
+                   .conversion = Conversion::kNone,
+                   .drop_managed_fields = true};
+  Form form = ChooseForm(ReadVerb::kGet, r, /*has_protobuf=*/true, false);
+  CHECK(form.cache == Form::Cache::kProtobuf);
+  CHECK(form.drop_managed_fields);
+  r.media = MediaChoice::kApiserver;
+  CHECK_FALSE(ChooseForm(ReadVerb::kGet, r, true, false).drop_managed_fields);
 }
 
 }  // namespace
