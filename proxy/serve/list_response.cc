@@ -182,8 +182,11 @@ void BuildPartialMetadataList(ListAnswer& a, const std::string& meta) {
 asio::awaitable<void> WriteNotFound(Exchange& x, const ResourceType& t, bool cbor,
                                     CacheServeStats& stats) {
   const RequestInfo& info = x.request.info;
-  const Representation media = NegotiateRepresentation(
-      info, x.request.headers, /*has_protobuf=*/true, /*allow_conversion=*/false, cbor);
+  // (drop= reaches here only where the upstream's answer to it is known: it drops nothing
+  // from a Status.)
+  const Representation media =
+      NegotiateRepresentation(info, x.request.headers, /*has_protobuf=*/true,
+                              /*allow_conversion=*/false, cbor, Drop::kIgnored);
   const KubeStatus status = NotFoundStatus(t.group, t.resource, info.name);
   Encoding encoding = Encoding::kJson;
   std::string body;

@@ -275,12 +275,13 @@ def test_the_managed_fields_opt_out_is_answered_as_the_upstream_answers_it(clust
     kube-fanout passes such a read to it until its answers to a probe (two LISTs selecting
     nothing) say; an upstream that ignores drop= is then answered from the cache as without it,
     byte for byte the apiserver's answer. (One that reads it: docs/fidelity.md.)"""
-    def read(path, marker):
-        path = f"{path}&{marker}"
+    def read(path, marker, status=200):
+        path = f"{path}{'&' if '?' in path else '?'}{marker}"
         direct, ours = same_snapshot(cluster, cached_proxy, lambda port: cluster.request(
             "GET", path, port=port, headers={"Accept": accept, "User-Agent": UA}), path)
-        assert direct.status == ours.status == 200
-        assert b"kubectl-client-side-apply" in direct.body  # Setup: managedFields kept.
+        assert direct.status == ours.status == status
+        if status == 200:
+            assert b"kubectl-client-side-apply" in direct.body  # Setup: managedFields kept.
         assert ours.headers["content-type"] == direct.headers["content-type"]
         assert ours.body == direct.body, path
         return routed(cached_proxy, marker)
@@ -293,6 +294,9 @@ def test_the_managed_fields_opt_out_is_answered_as_the_upstream_answers_it(clust
                            for line in cached_proxy.log_lines()), 10, "the drop= probe's answer")
     for i, path in enumerate(paths):
         assert read(path, f"kfdrop={len(accept)}y{i}") == "cache"
+    # A NotFound from the cache: the apiserver's Status, in the encoding it negotiates.
+    missing = f"/api/v1/namespaces/{gz_ns}/configmaps/no-such-configmap"
+    assert read(missing, f"kfdrop={len(accept)}z", status=404) == "cache"
 
 
 def gunzip_members(data):
