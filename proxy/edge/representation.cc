@@ -108,7 +108,6 @@ std::optional<Conversion> ConversionOf(const Clause& c) {
                                          : Conversion::kPartialMetadataList;
 }
 
-// The representation a clause picks, or nullopt when no serializer takes it.
 // What a clause's drop= does to `r`, the upstream doing `drop` with it.
 void ApplyDrop(const Clause& c, Drop drop, Representation* r) {
   if (!c.drop || drop == Drop::kIgnored) return;
@@ -122,6 +121,7 @@ void ApplyDrop(const Clause& c, Drop drop, Representation* r) {
   }
 }
 
+// The representation a clause picks, or nullopt when no serializer takes it.
 std::optional<Representation> Pick(const Clause& c, bool has_protobuf, bool has_cbor, Drop drop) {
   const bool json = c.type == "application/json" || c.type == "application/*" || c.type == "*/*";
   const bool protobuf = c.type == "application/vnd.kubernetes.protobuf" && has_protobuf;
