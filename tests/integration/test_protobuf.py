@@ -23,6 +23,7 @@ from test_cache import (ALLOWED_HEADER_DIFFERENCES, namespace_factory, objects, 
 
 PROTO = "application/vnd.kubernetes.protobuf"
 CLIENT_GO = "application/vnd.kubernetes.protobuf,application/json"
+DROP = "application/json;drop=metadata.managedFields"  # The managedFields opt-out.
 _case = iter(range(1, 1 << 30))
 
 
@@ -442,9 +443,10 @@ def test_protobuf_caches_listed_start_with_the_json_ones(cluster, namespace, tmp
 def test_an_unknown_client_starts_no_protobuf_cache_and_no_cbor_probe(cluster, namespace,
                                                                       tmp_path):
     """A protobuf cache costs the apiserver a LIST and a watch, and kube-fanout its memory; the
-    question whether the upstream serves CBOR costs a LIST. Neither is started for a client the
-    apiserver does not know (no credentials, or a token it refuses): their reads get the
-    apiserver's 401/403, and only an allowed user's first request starts them."""
+    question whether the upstream serves CBOR costs a LIST, what it does with drop= two. None is
+    started for a client the apiserver does not know (no credentials, or a token it refuses):
+    their reads get the apiserver's 401/403, and only an allowed user's first request starts
+    them."""
     ns = namespace
     cluster.kubectl("create", "configmap", "a", "-n", ns, "--from-literal=a=1")
     proxy = Proxy.start(cluster, tmp_path, extra_args=["--cache-resources=configmaps"])
@@ -455,7 +457,7 @@ def test_an_unknown_client_starts_no_protobuf_cache_and_no_cbor_probe(cluster, n
         assert listed.status == 200 and b'"name":"a"' in listed.body, listed.body[:300]
         asked = 0
         for creds in ({}, {"Authorization": "Bearer kube-fanout-tests-not-a-token"}):
-            for accept in (PROTO, CLIENT_GO, cbor):
+            for accept in (PROTO, CLIENT_GO, cbor, DROP):
                 for path in (base, f"{base}/a", f"{base}?resourceVersion=0",
                              f"{base}?watch=1&timeoutSeconds=1"):
                     headers = {"Accept": accept, **creds}
@@ -465,11 +467,12 @@ def test_an_unknown_client_starts_no_protobuf_cache_and_no_cbor_probe(cluster, n
                     assert direct.status in (401, 403), (path, direct.status)
                     assert (ours.status, ours.body) == (direct.status, direct.body), path
                     asked += 1
-        assert asked == 24
+        assert asked == 32
         time.sleep(scaled(1))  # A cache started or a probe sent would be in the log by now.
         log = proxy.log_tail(2000)
         assert "protobuf cache starting" not in log, log
         assert "CBOR for this resource" not in log, log
+        assert "the upstream ignores drop=" not in log and "leaves managedFields out" not in log
 
         # The same requests from a user allowed: the protobuf cache starts, the probe is sent
         # (this apiserver's CBOR gate is off: it answers CBOR requests itself).
@@ -481,5 +484,12 @@ def test_an_unknown_client_starts_no_protobuf_cache_and_no_cbor_probe(cluster, n
             assert time.monotonic() < deadline, proxy.log_tail(200)
             time.sleep(0.1)
         assert "protobuf cache starting" in proxy.log_tail(2000)
+        # And drop= (the managedFields opt-out) of a user allowed: the probe goes out once.
+        res = cluster.request("GET", f"{base}/a", port=proxy.secure_port, headers={"Accept": DROP})
+        assert res.status == 200, (res.status, res.body[:200])
+        deadline = time.monotonic() + scaled(10)
+        while "the upstream ignores drop=" not in proxy.log_tail(2000):
+            assert time.monotonic() < deadline, proxy.log_tail(200)
+            time.sleep(0.1)
     finally:
         assert proxy.stop() == 0, proxy.log_tail()
