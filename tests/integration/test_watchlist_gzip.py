@@ -277,8 +277,11 @@ def test_the_managed_fields_opt_out_is_answered_as_the_upstream_answers_it(clust
     byte for byte the apiserver's answer. (One that reads it: docs/fidelity.md.)"""
     def read(path, marker, status=200):
         path = f"{path}{'&' if '?' in path else '?'}{marker}"
+        # (The Accept for same_snapshot's catch-up LIST too: it must bring the cache that
+        # answers up to date, the protobuf one for a protobuf clause.)
         direct, ours = same_snapshot(cluster, cached_proxy, lambda port: cluster.request(
-            "GET", path, port=port, headers={"Accept": accept, "User-Agent": UA}), path)
+            "GET", path, port=port, headers={"Accept": accept, "User-Agent": UA}), path,
+            headers={"Accept": accept})
         assert direct.status == ours.status == status
         if status == 200:
             assert b"kubectl-client-side-apply" in direct.body  # Setup: managedFields kept.
