@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from kfrig import Proxy, metric_values, same_snapshot, scaled, varint
+from kfrig import Proxy, metric_values, same_snapshot, scaled, varint, wait_until
 from test_cache import (ALLOWED_HEADER_DIFFERENCES, namespace_factory, objects,  # noqa: F401
                         routed)
 
@@ -479,17 +479,13 @@ def test_an_unknown_client_starts_no_protobuf_cache_and_no_cbor_probe(cluster, n
         wait_cached(cluster, proxy, f"{base}?resourceVersion=0")
         res = cluster.request("GET", f"{base}/a", port=proxy.secure_port, headers={"Accept": cbor})
         assert res.status == 406, (res.status, res.body[:200])
-        deadline = time.monotonic() + scaled(10)
-        while "does not serve CBOR for this resource" not in proxy.log_tail(2000):
-            assert time.monotonic() < deadline, proxy.log_tail(200)
-            time.sleep(0.1)
+        wait_until(lambda: "does not serve CBOR for this resource" in proxy.log_tail(2000), 10,
+                   "the CBOR probe's answer in the log")
         assert "protobuf cache starting" in proxy.log_tail(2000)
         # And drop= (the managedFields opt-out) of a user allowed: the probe goes out once.
         res = cluster.request("GET", f"{base}/a", port=proxy.secure_port, headers={"Accept": DROP})
         assert res.status == 200, (res.status, res.body[:200])
-        deadline = time.monotonic() + scaled(10)
-        while "the upstream ignores drop=" not in proxy.log_tail(2000):
-            assert time.monotonic() < deadline, proxy.log_tail(200)
-            time.sleep(0.1)
+        wait_until(lambda: "the upstream ignores drop=" in proxy.log_tail(2000), 10,
+                   "the drop= probe's answer in the log")
     finally:
         assert proxy.stop() == 0, proxy.log_tail()
