@@ -44,6 +44,8 @@ struct TransportStats {
   std::atomic<uint64_t> http2_handlers_cancelled{0};
   // Body bytes of GET and HEAD requests, consumed and dropped (the apiserver reads none).
   std::atomic<uint64_t> http2_body_bytes_dropped{0};
+  // Quiet connections' frame buffers given back to the kernel (Http2Memory::Release).
+  std::atomic<uint64_t> http2_frame_buffers_released{0};
   // Request bodies not sent whole within --request-timeout: HTTP/1.1, HTTP/2.
   std::atomic<uint64_t> body_timeouts_http1{0};
   std::atomic<uint64_t> body_timeouts_h2{0};

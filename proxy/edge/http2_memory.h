@@ -7,7 +7,12 @@
 // fragmenting the heap. One mapping per connection at its start and one unmapping at its end;
 // where the kernel refuses a mapping (vm.max_map_count), malloc serves it instead.
 //
-// Stateless: safe from every thread. docs/benchmarks.md, "Memory per agent".
+// A session may name the block its frames are packed into (Http2FrameBuffer): that block is then
+// mapped without a header, so a quiet session can give all of its pages back (Release) and hold
+// none until its next frame.
+//
+// Stateless but for the Http2FrameBuffer a session passes (its own, used on its thread): safe
+// from every thread. docs/benchmarks.md, "Memory per agent".
 #ifndef KUBE_FANOUT_PROXY_EDGE_HTTP2_MEMORY_H_
 #define KUBE_FANOUT_PROXY_EDGE_HTTP2_MEMORY_H_
 
@@ -17,6 +22,14 @@
 
 namespace kf {
 
+// One session's frame buffer: the first paged allocation nghttp2 makes while `claiming` is set
+// (nghttp2_session_server_new3 allocates nghttp2's frame buffer whole, and nothing else as large).
+struct Http2FrameBuffer {
+  void* block = nullptr;  // Mapped, page-aligned, no header; null until claimed, after freed.
+  size_t bytes = 0;       // What nghttp2 asked for.
+  bool claiming = false;  // Set around the session's creation only.
+};
+
 class Http2Memory {
  public:
   // Allocations of at least this many bytes get pages of their own.
@@ -24,6 +37,15 @@ class Http2Memory {
 
   // The allocator to pass to nghttp2; lives for the process.
   static nghttp2_mem* Get();
+
+  // The allocator for a session that tracks its frame buffer in `frame_buffer` (nghttp2 copies
+  // it; `frame_buffer` must outlive the session).
+  static nghttp2_mem For(Http2FrameBuffer* frame_buffer);
+
+  // Gives the frame buffer's pages back to the kernel (they read as zeros after). Only while
+  // nghttp2 holds no frame in it: between nghttp2_session_mem_send calls, once the bytes it
+  // returned were copied, with nothing more to send. Returns whether there was a block.
+  static bool Release(const Http2FrameBuffer& frame_buffer);
 
   // What nghttp2 calls (public for tests).
   static void* Malloc(size_t size, void* user);

@@ -107,8 +107,12 @@ bool Http2Session::Init() {
   nghttp2_option_set_max_deflate_dynamic_table_size(option, limits_.header_table_size);
   // Answer heads as large as the relay reads (1 MiB, relay.cc), past nghttp2's default 64 KiB.
   nghttp2_option_set_max_send_header_block_length(option, kMaxSendHeaderBlock);
-  if (nghttp2_session_server_new3(&session_, callbacks, this, option, Http2Memory::Get()) != 0)
-    return false;
+  // The frame buffer nghttp2 allocates as the session starts is the one this session tracks.
+  nghttp2_mem mem = Http2Memory::For(&frame_buffer_);
+  frame_buffer_.claiming = true;
+  const int created = nghttp2_session_server_new3(&session_, callbacks, this, option, &mem);
+  frame_buffer_.claiming = false;
+  if (created != 0) return false;
   const std::array<nghttp2_settings_entry, 5> settings{{
       {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, limits_.max_frame_size},
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, limits_.max_concurrent_streams},
@@ -229,10 +233,35 @@ asio::awaitable<void> Http2Session::IdleLoop() {
     const bool idle = streams_.empty() && header_block_deadline_ == TimePoint::max();
     const auto deadline = idle_since_ + limits_.idle_timeout;
     if (idle && now >= deadline) GoAway();  // Closes once sent: nothing is open.
-    const auto next = idle && !goaway_ ? deadline : now + limits_.idle_timeout;
+    auto next = idle && !goaway_ ? deadline : now + limits_.idle_timeout;
+    if (frames_resident_) next = std::min(next, LookAtFrameBuffer(now));
     idle_timer_.expires_at(std::min(next, header_block_deadline_));
     co_await idle_timer_.async_wait(use_nothrow);
   }
+}
+
+void Http2Session::Framed() {
+  framed_since_look_ = true;
+  if (frames_resident_ || limits_.frame_buffer_quiet <= std::chrono::milliseconds::zero()) return;
+  // The first frame since the buffer was given back: IdleLoop looks at it a period from now.
+  frames_resident_ = true;
+  frames_look_at_ = std::chrono::steady_clock::now() + limits_.frame_buffer_quiet;
+  if (!done_ && idle_timer_.expiry() > frames_look_at_) idle_timer_.expires_at(frames_look_at_);
+}
+
+Http2Session::TimePoint Http2Session::LookAtFrameBuffer(TimePoint now) {
+  if (now < frames_look_at_) return frames_look_at_;
+  // nghttp2 holds a frame in the buffer only while it wants to write (an active item).
+  if (!framed_since_look_ && !in_nghttp2_ && session_ != nullptr &&
+      nghttp2_session_want_write(session_) == 0 && Http2Memory::Release(frame_buffer_)) {
+    frames_resident_ = false;
+    frames_look_at_ = TimePoint::max();
+    stats_.http2_frame_buffers_released.fetch_add(1, std::memory_order_relaxed);
+    return frames_look_at_;
+  }
+  framed_since_look_ = false;
+  frames_look_at_ = now + limits_.frame_buffer_quiet;
+  return frames_look_at_;
 }
 
 void Http2Session::Start(std::shared_ptr<Http2Stream> stream) {

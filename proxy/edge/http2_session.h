@@ -80,6 +80,9 @@ struct Http2Limits {
   // after; past it: GOAWAY ENHANCE_YOUR_CALM, as Go's server for CVE-2023-44487.
   uint32_t stream_reset_burst = 1000;
   uint32_t stream_reset_rate = 33;
+  // A connection that framed nothing for this long (a whole period between two looks) gives
+  // its frame buffer's pages back (Http2Memory::Release): a quiet agent holds none. Zero: never.
+  std::chrono::milliseconds frame_buffer_quiet = std::chrono::seconds(5);
   // The reset bucket's clock (tests inject theirs).
   std::function<std::chrono::steady_clock::time_point()> now = [] {
     return std::chrono::steady_clock::now();
@@ -127,6 +130,7 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>,
   void SendBatched();
 
  private:
+  using TimePoint = std::chrono::steady_clock::time_point;
   // Every callback's body runs inside this: an exception stops at nghttp2's C frames, is
   // counted, and ends the connection with GOAWAY INTERNAL_ERROR.
   template <typename Body>
@@ -166,6 +170,11 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>,
   asio::awaitable<void> ReadLoop();
   asio::awaitable<void> WriteLoop();
   asio::awaitable<void> IdleLoop();
+  // Frames were gathered: the frame buffer is resident, and looked at again after a quiet spell.
+  void Framed();
+  // IdleLoop's look at the frame buffer: given back when nothing was framed since the last
+  // look and nghttp2 holds no frame. Returns when to look next (max: nothing resident).
+  TimePoint LookAtFrameBuffer(TimePoint now);
   void GoAway();
   // Appends what nghttp2 has to send to `out` until `enough` or `out` holds a batch. False:
   // nghttp2 failed (the connection is over).
@@ -207,7 +216,6 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>,
   const ClientCertificate client_cert_;  // The connection's, for every stream.
   const SharedHttp2Limits limits_owner_;
   const Http2Limits& limits_;  // *limits_owner_
-  using TimePoint = std::chrono::steady_clock::time_point;
   // The stream whose header block is being read (at most one: a block's frames are
   // contiguous). No table entry, no gauge, no handler before END_HEADERS.
   std::shared_ptr<Http2Stream> opening_;
@@ -222,6 +230,11 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>,
   bool ended_ = false;  // EndConnection ran: callbacks refuse the rest.
   // The connection's thread, for what runs after the socket is gone (a watch's end).
   asio::any_io_executor executor_;
+  // nghttp2's frame buffer (Http2Memory): declared before session_, which lives in it.
+  Http2FrameBuffer frame_buffer_;
+  bool frames_resident_ = false;    // Framed since the buffer was last given back.
+  bool framed_since_look_ = false;  // Framed since IdleLoop's last look.
+  TimePoint frames_look_at_ = TimePoint::max();
   nghttp2_session* session_ = nullptr;
   // The open streams (a flat table: no node per stream).
   absl::flat_hash_map<int32_t, std::shared_ptr<Http2Stream>> streams_;

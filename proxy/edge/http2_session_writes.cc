@@ -53,6 +53,7 @@ bool Http2Session::Gather(std::string& out, Enough enough) {
     const ssize_t n = nghttp2_session_mem_send(session_, &data);
     if (n < 0) return false;
     if (n == 0) break;
+    Framed();
     // A batch after a quiet spell starts with the last one's room: one allocation instead of a
     // doubling every few frames (the largest caller of malloc in a profile of 10,000 HTTP/2
     // watches), while a quiet connection still holds none.

@@ -40,7 +40,14 @@ void ListenerFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
     ("request-timeout", po::value(&raw->request_timeout)->value_name("DURATION")->default_value("1m0s"),
      "As the apiserver's flag of that name (set it to the upstream's value): a request's body must "
      "arrive whole within this of its head, or the request is answered 504 with the apiserver's "
-     "Timeout Status (kube_fanout_request_body_timeouts_total).")
+     "Timeout Status (kube_fanout_request_body_timeouts_total).");
+  // clang-format on
+}
+
+// HTTP/2 bounds of the listeners: part of the Listener topic (Topics, below).
+void Http2Flags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
+  // clang-format off
+  d.add_options()
     ("http2-header-block-timeout",
      po::value(&raw->http2_header_block)->value_name("DURATION")->default_value("30s"),
      "An HTTP/2 header block (HEADERS and its CONTINUATIONs) must end within this of its first "
@@ -54,6 +61,11 @@ void ListenerFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
          ->default_value(4 * ((1u << 20) + 320)),
      "Request heads (name, value and 32 bytes per field, as Go counts) one HTTP/2 connection's "
      "requests under way may hold together; a head past what is left is answered 431.")
+    ("http2-frame-buffer-release-after",
+     po::value(&raw->http2_frame_buffer_release)->value_name("DURATION")->default_value("5s"),
+     "An HTTP/2 connection that framed nothing for this long (between two looks, so up to "
+     "twice it) gives the pages of its 16 KiB frame buffer back to the kernel until its next "
+     "frame: a quiet agent's connection holds none. 0: never.")
     ("http2-stream-reset-burst",
      po::value(&o->http2_stream_reset_burst)->value_name("N")->default_value(1000),
      "HTTP/2 stream resets by a client (RST_STREAM, or its protocol errors) allowed at once; "
@@ -382,7 +394,7 @@ void ProcessFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
 
 const std::vector<Topic>& Topics() {
   static const auto* topics = new std::vector<Topic>{
-      {"Listener", {ListenerFlags}},
+      {"Listener", {ListenerFlags, Http2Flags}},
       {"Client authentication and authorization", {IdentityFlags, ReviewFlags}},
       {"Upstream", {UpstreamFlags}},
       {"Cache", {CacheFlags, FreshnessFlags, SnapshotFlags}},

@@ -57,6 +57,8 @@ absl::Status ParseDurations(const flags::RawFlags& raw, ProxyOptions& o) {
       {"cache-snapshot-max-age", {&raw.snapshot_max_age, &o.cache_snapshot_max_age}},
       {"http2-header-block-timeout", {&raw.http2_header_block, &o.http2_header_block_timeout}},
       {"request-timeout", {&raw.request_timeout, &o.request_timeout}},
+      {"http2-frame-buffer-release-after",
+       {&raw.http2_frame_buffer_release, &o.http2_frame_buffer_release_after}},
       {"authentication-token-webhook-cache-ttl", {&raw.authn_ttl, &o.authentication_cache_ttl}},
       {"authentication-token-webhook-cache-unauthorized-ttl",
        {&raw.authn_negative_ttl, &o.authentication_cache_unauthorized_ttl}},

@@ -130,6 +130,7 @@ SharedHttp2Limits Server::MakeHttp2Limits(const ProxyOptions& options) {
   h2.max_header_bytes_per_connection = options.http2_max_header_bytes_per_connection;
   h2.stream_reset_burst = options.http2_stream_reset_burst;
   h2.stream_reset_rate = options.http2_stream_reset_rate;
+  h2.frame_buffer_quiet = absl::ToChronoMilliseconds(options.http2_frame_buffer_release_after);
   return std::make_shared<const Http2Limits>(std::move(h2));
 }
 

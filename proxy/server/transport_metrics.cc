@@ -55,6 +55,14 @@ void RenderTransport(Writer& w, const TransportStats& t, int64_t open_connection
   w.Single("kube_fanout_http2_request_body_dropped_bytes_total", "counter",
            "Body bytes sent with HTTP/2 GET and HEAD requests, consumed and dropped.",
            static_cast<double>(t.http2_body_bytes_dropped.load()));
+  w.Single("kube_fanout_http2_frame_buffers_released_total", "counter",
+           "HTTP/2 connections quiet for a while whose 16 KiB frame buffer was given back to the "
+           "kernel, to be touched again by their next frame.",
+           static_cast<double>(t.http2_frame_buffers_released.load()));
+}
+
+// TLS handshakes on --secure-listen.
+void RenderTls(Writer& w, const TransportStats& t) {
   w.Family("kube_fanout_tls_handshakes_total", "counter",
            "TLS handshakes completed on --secure-listen, by whether the client resumed an "
            "earlier session (a TLS 1.3 ticket, a TLS 1.2 ticket or session ID).");
@@ -123,6 +131,7 @@ void RenderRouteMetrics(metrics::Writer& w, const RouteStats& routes, int64_t op
   w.Single("kube_fanout_open_connections", "gauge", "Client connections open.",
            static_cast<double>(open_connections));
   RenderTransport(w, routes.transport, open_connections);
+  RenderTls(w, routes.transport);
   RenderTransportEndings(w, routes.transport);
 }
 

@@ -64,5 +64,46 @@ TEST_CASE("Http2Memory zeroes calloc and keeps contents across realloc between s
   CHECK(Http2Memory::Get()->malloc == &Http2Memory::Malloc);
 }
 
+TEST_CASE("Http2Memory maps a session's frame buffer whole and gives its pages back when told",
+          "[http2]") {
+  constexpr size_t kFrameBuffer = 16384 + 10;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  Http2FrameBuffer fb;
+  const nghttp2_mem mem = Http2Memory::For(&fb);
+  REQUIRE(mem.mem_user_data == &fb);
+  void* before = mem.malloc(20000, mem.mem_user_data);  // Not claiming: a paged block of its own.
+  fb.claiming = true;
+  void* small = mem.malloc(100, mem.mem_user_data);  // Too small to be the frame buffer.
+  auto* buf = static_cast<char*>(mem.calloc(1, kFrameBuffer, mem.mem_user_data));
+  void* after = mem.malloc(20000, mem.mem_user_data);  // Claimed already: paged, not tracked.
+  fb.claiming = false;
+  REQUIRE(buf != nullptr);
+  REQUIRE(fb.block == buf);
+  CHECK(fb.bytes == kFrameBuffer);
+  CHECK(reinterpret_cast<uintptr_t>(buf) % page == 0);  // No header before it.
+  CHECK(ResidentPages(buf, kFrameBuffer) == 0);         // calloc wrote nothing.
+  std::memset(buf, 'y', kFrameBuffer);                  // Frames filled it.
+  CHECK(ResidentPages(buf, kFrameBuffer) == 5);
+  CHECK(Http2Memory::Release(fb));
+  CHECK(ResidentPages(buf, kFrameBuffer) == 0);
+  CHECK(buf[0] == 0);  // Zeros, and usable again: the next frame makes one page resident.
+  std::memcpy(buf, "frame", 5);
+  CHECK(ResidentPages(buf, kFrameBuffer) == 1);
+  CHECK(buf[kFrameBuffer - 1] == 0);
+  // Grown, it is still the tracked block, its bytes kept.
+  buf = static_cast<char*>(mem.realloc(buf, 40000, mem.mem_user_data));
+  REQUIRE(buf != nullptr);
+  CHECK(fb.block == buf);
+  CHECK(fb.bytes == 40000);
+  CHECK(std::memcmp(buf, "frame", 5) == 0);
+  mem.free(buf, mem.mem_user_data);
+  CHECK(fb.block == nullptr);
+  CHECK_FALSE(Http2Memory::Release(fb));
+  // The others were never the frame buffer, and are freed as such.
+  mem.free(after, mem.mem_user_data);
+  mem.free(small, mem.mem_user_data);
+  mem.free(before, mem.mem_user_data);
+}
+
 }  // namespace
 }  // namespace kf

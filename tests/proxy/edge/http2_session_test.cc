@@ -549,6 +549,26 @@ TEST_CASE("Http2Session drops connection-specific fields and streams a long answ
   CHECK(s.error == NGHTTP2_NO_ERROR);
 }
 
+TEST_CASE("Http2Session gives a quiet connection's frame buffer back and frames whole after it") {
+  Http2Limits limits;
+  limits.frame_buffer_quiet = std::chrono::milliseconds(30);
+  H2c h(0, limits);
+  const std::atomic<uint64_t>& released = h.stats.transport.http2_frame_buffers_released;
+  const int32_t first = h.client.Request("/big");
+  REQUIRE(h.RunUntil([&] { return h.client.streams[first].closed; }));
+  REQUIRE(h.client.streams[first].data == std::string(64 * 16 * 1024, 'x'));
+  // Quiet for two periods: given back once, and not again while nothing is framed.
+  REQUIRE(h.RunUntil([&] { return released.load() == 1; }));
+  const int32_t second = h.client.Request("/big");
+  REQUIRE(h.RunUntil([&] { return h.client.streams[second].closed; }));
+  CHECK(h.client.streams[second].data == std::string(64 * 16 * 1024, 'x'));
+  CHECK(h.client.streams[second].error == NGHTTP2_NO_ERROR);
+  REQUIRE(h.RunUntil([&] { return released.load() == 2; }));
+  const int32_t third = h.client.Request("/small");
+  REQUIRE(h.RunUntil([&] { return h.client.streams[third].closed; }));
+  CHECK(h.client.streams[third].data == "ok");
+}
+
 TEST_CASE("Http2Session keeps serving other streams while one stream's client stops reading") {
   H2c h;
   const int32_t stalled = h.client.Request("/big", {}, /*stall=*/true);
