@@ -230,7 +230,7 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>,
   bool ended_ = false;  // EndConnection ran: callbacks refuse the rest.
   // The connection's thread, for what runs after the socket is gone (a watch's end).
   asio::any_io_executor executor_;
-  // nghttp2's frame buffer (Http2Memory): declared before session_, which lives in it.
+  // nghttp2's frame buffer (Http2Memory): session_'s allocator points at it.
   Http2FrameBuffer frame_buffer_;
   bool frames_resident_ = false;    // Framed since the buffer was last given back.
   bool framed_since_look_ = false;  // Framed since IdleLoop's last look.

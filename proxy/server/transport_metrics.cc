@@ -56,8 +56,8 @@ void RenderTransport(Writer& w, const TransportStats& t, int64_t open_connection
            "Body bytes sent with HTTP/2 GET and HEAD requests, consumed and dropped.",
            static_cast<double>(t.http2_body_bytes_dropped.load()));
   w.Single("kube_fanout_http2_frame_buffers_released_total", "counter",
-           "HTTP/2 connections quiet for a while whose 16 KiB frame buffer was given back to the "
-           "kernel, to be touched again by their next frame.",
+           "Times a quiet HTTP/2 connection gave the pages of its 16 KiB frame buffer back to the "
+           "kernel (--http2-frame-buffer-release-after), to be touched again by its next frame.",
            static_cast<double>(t.http2_frame_buffers_released.load()));
 }
 
