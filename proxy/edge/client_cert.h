@@ -15,6 +15,7 @@
 
 #include <openssl/ssl.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,8 +34,33 @@ struct ClientCertConfig {
 // sent to clients as the acceptable ones), without failing the handshake over them.
 absl::Status RequestClientCertificates(SSL_CTX* ctx, const ClientCertConfig& config);
 
-// What the connection's peer presented, after the handshake.
+// The store users' certificates are verified against (--client-ca-file), as
+// RequestClientCertificates loaded it into `ctx`; null when there is none.
+X509_STORE* UsersStore(SSL_CTX* ctx);
+
+// What the connection's peer presented, after the handshake: each role's verification runs here
+// (the handshake itself verifies no chain).
 ClientCertificate ReadClientCertificate(SSL* ssl);
+
+// A connection's client certificate, read when its first request asks for it. A connection that
+// ends before its first request verifies nothing: client-go dials one TLS connection per request
+// waiting for one and keeps only the first, so most of an agent's handshakes carry no request.
+// One connection's, used on its own executor.
+class PeerCertificate {
+ public:
+  PeerCertificate() : cert_(ClientCertificate{}) {}  // None presented: plain TCP.
+  explicit PeerCertificate(SSL* ssl) : ssl_(ssl) {}  // Read from `ssl` on first Get().
+  PeerCertificate(ClientCertificate cert) : cert_(std::move(cert)) {}  // NOLINT: a value as is.
+
+  const ClientCertificate& Get() {
+    if (!cert_) cert_ = ReadClientCertificate(ssl_);
+    return *cert_;
+  }
+
+ private:
+  SSL* ssl_ = nullptr;
+  std::optional<ClientCertificate> cert_;
+};
 
 // The user of a verified certificate's `subject` into `out`: the last CommonName, every
 // Organization; subject_refused (and error, bytes escaped) when they cannot be an identity.

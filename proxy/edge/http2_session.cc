@@ -62,7 +62,7 @@ const SharedHttp2Limits& DefaultHttp2Limits() {
 }
 
 Http2Session::Http2Session(AnyStream& stream, std::string remote, std::string remote_ip,
-                           Pipeline& pipeline, TransportStats& stats, ClientCertificate client_cert,
+                           Pipeline& pipeline, TransportStats& stats, PeerCertificate client_cert,
                            SharedHttp2Limits limits)
     : stream_(stream),
       remote_(std::move(remote)),
@@ -326,8 +326,9 @@ void Http2Session::WatchEnded(StreamWatch& w) {
 
 asio::awaitable<Http2Session::Handled> Http2Session::Handle(Http2Stream& s) {
   absl::Status parsed;
-  Request request = s.MakeRequest(limits_.request_timeout, remote_ip_,
-                                  ParseRequestInfo(s.method(), s.path(), &parsed), &client_cert_);
+  Request request =
+      s.MakeRequest(limits_.request_timeout, remote_ip_,
+                    ParseRequestInfo(s.method(), s.path(), &parsed), &client_cert_.Get());
   Exchange x{request, &s.response(), s.stop()};
   if (!parsed.ok()) {
     co_await RejectUnparsed(x, parsed);

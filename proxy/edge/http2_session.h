@@ -41,6 +41,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "proxy/edge/any_stream.h"
 #include "proxy/edge/batched_sends.h"
+#include "proxy/edge/client_cert.h"
 #include "proxy/edge/deadlines.h"
 #include "proxy/edge/http2_memory.h"
 #include "proxy/edge/http2_stream.h"
@@ -107,7 +108,7 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>,
                            private BatchedSends::Done {
  public:
   Http2Session(AnyStream& stream, std::string remote, std::string remote_ip, Pipeline& pipeline,
-               TransportStats& stats, ClientCertificate client_cert,
+               TransportStats& stats, PeerCertificate client_cert,
                SharedHttp2Limits limits = nullptr);  // null: DefaultHttp2Limits()
   ~Http2Session();
   Http2Session(const Http2Session&) = delete;
@@ -213,7 +214,7 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>,
   std::string remote_ip_;
   Pipeline& pipeline_;
   TransportStats& stats_;
-  const ClientCertificate client_cert_;  // The connection's, for every stream.
+  PeerCertificate client_cert_;  // The connection's, for every stream: read at the first.
   const SharedHttp2Limits limits_owner_;
   const Http2Limits& limits_;  // *limits_owner_
   // The stream whose header block is being read (at most one: a block's frames are

@@ -123,7 +123,7 @@ asio::awaitable<void> HttpSession::Run() {
                {{"remote", remote_}, {"error", ec.message()}});
       co_return;
     }
-    client_cert_ = std::make_unique<ClientCertificate>(ReadClientCertificate(client_->ssl()));
+    client_cert_ = PeerCertificate(client_->ssl());
     CountHandshake(pipeline_.stats().transport, client_->ssl());
   }
   // Go's server gives a connection's first request ReadHeaderTimeout from when it starts
@@ -150,9 +150,9 @@ asio::awaitable<void> HttpSession::Run() {
   }
   if (h2 && !stop_.requested) {
     state_ = State::kBusy;
-    h2_ = std::make_shared<Http2Session>(
-        *client_, remote_, remote_ip_, pipeline_, pipeline_.stats().transport,
-        client_cert_ ? *client_cert_ : ClientCertificate{}, h2_limits_);
+    h2_ = std::make_shared<Http2Session>(*client_, remote_, remote_ip_, pipeline_,
+                                         pipeline_.stats().transport, std::move(client_cert_),
+                                         h2_limits_);
     std::string received(static_cast<const char*>(buffer_.data().data()), buffer_.size());
     buffer_.consume(buffer_.size());
     buffer_.shrink_to_fit();  // HTTP/2 reads into its own buffers.
@@ -259,7 +259,7 @@ asio::awaitable<bool> HttpSession::ServeOne(std::unique_ptr<Rest>* rest) {
                   remote_ip_,
                   body,
                   std::nullopt,
-                  client_cert_.get()};
+                  client_->is_tls() ? &client_cert_.Get() : nullptr};
   // On the heap: a watch keeps it once this frame has ended (Rest).
   auto response = std::make_unique<Http1Response>(*client_, buffer_, request, stop_);
   Exchange x{request, response.get(), stop_};

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "proxy/edge/any_stream.h"
+#include "proxy/edge/client_cert.h"
 #include "proxy/edge/deadlines.h"
 #include "proxy/edge/exchange.h"
 #include "proxy/edge/http2_session.h"
@@ -125,8 +126,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
   SharedHttp2Limits h2_limits_ = DefaultHttp2Limits();
   StopSignal stop_;
   std::unique_ptr<Rest> rest_;  // A watch under way (ServeHttp1).
-  // What the TLS handshake presented; null on plain HTTP (a watch's connection keeps it).
-  std::unique_ptr<ClientCertificate> client_cert_;
+  // What the TLS handshake presented, read at the first request (a watch's connection keeps
+  // it); none on plain HTTP, where requests carry no certificate at all.
+  PeerCertificate client_cert_;
 };
 
 }  // namespace kf

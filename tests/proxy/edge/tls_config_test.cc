@@ -287,4 +287,47 @@ TEST_CASE("a ticket goes only to a client whose ClientHello offers psk_dhe_ke", 
   CHECK(ResumableClient("\x05\x01"sv));        // A list longer than its bytes: what is there.
 }
 
+TEST_CASE("the handshake verifies no chain, and the certificate is verified when it is read",
+          "[tls]") {
+  const auto [serving_crt, serving_key] = test::WriteSelfSigned("kf-lazy-serving");
+  const auto [alice_crt, alice_key] = test::WriteSelfSigned("kf-lazy-alice");
+  const auto [mallory_crt, mallory_key] = test::WriteSelfSigned("kf-lazy-mallory");
+  // The server trusts Alice's certificate (its own CA) and not Mallory's.
+  auto [server_ctx, alice_ctx] = ClientCertContexts(serving_crt, serving_key, alice_crt, alice_key);
+  CtxPtr mallory_ctx(SSL_CTX_new(TLS_client_method()), &SSL_CTX_free);
+  REQUIRE(SSL_CTX_use_certificate_chain_file(mallory_ctx.get(), mallory_crt.c_str()) == 1);
+  REQUIRE(SSL_CTX_use_PrivateKey_file(mallory_ctx.get(), mallory_key.c_str(), SSL_FILETYPE_PEM) ==
+          1);
+
+  // Mallory's handshake completes and OpenSSL has verified nothing: no chain, no error.
+  auto [mallory, mallory_client] = Connect(server_ctx.get(), mallory_ctx.get(), nullptr);
+  REQUIRE(mallory);
+  CHECK(SSL_get_verify_result(mallory.get()) == X509_V_OK);
+  // Reading it verifies it against the users' CA, and says why it fails.
+  PeerCertificate peer(mallory.get());
+  const ClientCertificate& read = peer.Get();
+  CHECK(read.presented);
+  CHECK_FALSE(read.verified);
+  CHECK(read.rejected());
+  CHECK_FALSE(read.authenticates());
+  CHECK(read.error == "self-signed certificate");
+  CHECK(&peer.Get() == &read);  // Read once, for the connection's life.
+
+  auto [alice, alice_client] = Connect(server_ctx.get(), alice_ctx.get(), nullptr);
+  REQUIRE(alice);
+  PeerCertificate alice_peer(alice.get());
+  CHECK(alice_peer.Get().authenticates());
+  CHECK(alice_peer.Get().user.username == "kf-lazy-alice");
+  CHECK(alice_peer.Get().error.empty());
+
+  // Plain TCP: nothing presented; a certificate given as read is kept as it is.
+  PeerCertificate plain;
+  CHECK_FALSE(plain.Get().presented);
+  ClientCertificate given;
+  given.presented = true;
+  given.error = "given";
+  PeerCertificate as_read(given);
+  CHECK(as_read.Get().error == "given");
+}
+
 }  // namespace kf

@@ -135,7 +135,7 @@ TEST_CASE("the client CA's certificate is ready before workers verify with it") 
   SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
   REQUIRE(ctx != nullptr);
   REQUIRE(RequestClientCertificates(ctx, {file, "", {}}).ok());
-  CheckIssuedOnTwoThreads(SSL_CTX_get_cert_store(ctx), chain);
+  CheckIssuedOnTwoThreads(UsersStore(ctx), chain);
   SSL_CTX_free(ctx);
   std::filesystem::remove(file);
 }
