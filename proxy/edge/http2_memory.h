@@ -2,10 +2,11 @@
 // allocations go to malloc; the session's frame buffer (16 KiB and a frame header, allocated
 // whole when the session starts, Debian 12's nghttp2 1.52) and anything as large gets pages of
 // its own, mapped and never written by the allocator, so only the pages frames are packed into
-// become resident: a connection whose frames stay small (a node agent's watches: a few KiB)
-// holds one or two of them instead of five, and a burst's pages stay its own instead of
-// fragmenting the heap. One mapping per connection at its start and one unmapping at its end;
-// where the kernel refuses a mapping (vm.max_map_count), malloc serves it instead.
+// become resident: DATA payloads are not copied into it (Http2Stream::ReadAnswer), so a
+// connection's frames there are heads and control frames, one page of the five, and a large
+// head's pages stay its own instead of fragmenting the heap. One mapping per connection at its
+// start and one unmapping at its end; where the kernel refuses a mapping (vm.max_map_count), malloc
+// serves it instead.
 //
 // A session may name the block its frames are packed into (Http2FrameBuffer): that block is then
 // mapped without a header, so a quiet session can give all of its pages back (Release) and hold

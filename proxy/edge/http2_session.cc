@@ -98,6 +98,7 @@ bool Http2Session::Init() {
   nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, &OnFrameSend);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, &OnDataChunk);
   nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, &OnStreamClose);
+  nghttp2_session_callbacks_set_send_data_callback(callbacks, &OnSendData);
   nghttp2_option* option = nullptr;
   if (nghttp2_option_new(&option) != 0) return false;
   absl::Cleanup free_option = [option] { nghttp2_option_del(option); };

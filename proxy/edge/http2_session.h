@@ -149,6 +149,10 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>,
                          const uint8_t* data, size_t len, void* self);
   static int OnStreamClose(nghttp2_session* session, int32_t stream_id, uint32_t error_code,
                            void* self);
+  // A DATA frame whose payload nghttp2 did not copy (Http2Stream::ReadAnswer): its header and
+  // payload go straight into the batch Gather is filling.
+  static int OnSendData(nghttp2_session* session, nghttp2_frame* frame, const uint8_t* framehd,
+                        size_t length, nghttp2_data_source* source, void* self);
 
   // BatchedSends::Done: what the socket took of the batch SendBatched queued.
   void Sent(int64_t result, std::span<const iovec> sent) override;
@@ -247,6 +251,7 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>,
   // The size of the last batch gathered: the next one starts with that much room.
   size_t last_batch_ = 0;
   bool in_nghttp2_ = false;  // Inside mem_recv or mem_send (their callbacks may not re-enter).
+  std::string* gathering_ = nullptr;  // The batch Gather is filling (OnSendData's), while it runs.
   // The writer waits for a wake-up with nothing of its own under way: `pending_` may be
   // written by SendBatched.
   bool writer_idle_ = false;

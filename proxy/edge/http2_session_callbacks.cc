@@ -225,4 +225,23 @@ int Http2Session::OnStreamClose(nghttp2_session* session, int32_t stream_id, uin
   });
 }
 
+namespace {
+constexpr size_t kFrameHeaderBytes = 9;  // RFC 9113 §4.1.
+}  // namespace
+
+int Http2Session::OnSendData(nghttp2_session* /*session*/, nghttp2_frame* frame,
+                             const uint8_t* framehd, size_t length, nghttp2_data_source* source,
+                             void* self) {
+  return Guarded(self, [=](Http2Session& h) -> int {
+    // Only from nghttp2_session_mem_send inside Gather; no frame is padded (no padding callback).
+    if (h.gathering_ == nullptr || frame->data.padlen > 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    std::string& out = *h.gathering_;
+    if (out.empty()) out.reserve(std::max(h.last_batch_, length + kFrameHeaderBytes));
+    out.append(reinterpret_cast<const char*>(framehd), kFrameHeaderBytes);
+    static_cast<Http2Stream*>(source->ptr)->TakeAnswer(length, out);
+    h.Framed();  // The frame's header was packed in the frame buffer.
+    return 0;
+  });
+}
+
 }  // namespace kf

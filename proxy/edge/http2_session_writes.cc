@@ -47,7 +47,11 @@ void SendBatchedWrites() {
 template <typename Enough>
 bool Http2Session::Gather(std::string& out, Enough enough) {
   in_nghttp2_ = true;
-  absl::Cleanup out_of_nghttp2 = [this] { in_nghttp2_ = false; };
+  gathering_ = &out;
+  absl::Cleanup out_of_nghttp2 = [this] {
+    in_nghttp2_ = false;
+    gathering_ = nullptr;
+  };
   while (out.size() < kWriteBatchBytes && !enough()) {
     const uint8_t* data = nullptr;
     const ssize_t n = nghttp2_session_mem_send(session_, &data);

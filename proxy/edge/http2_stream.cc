@@ -208,40 +208,55 @@ void Http2Stream::Finish() {
   if (usable() && !answered()) Reset(NGHTTP2_INTERNAL_ERROR);
 }
 
-ssize_t Http2Stream::ReadAnswer(nghttp2_session* /*session*/, int32_t /*stream_id*/, uint8_t* buf,
-                                size_t length, uint32_t* flags, nghttp2_data_source* source,
-                                void* /*user_data*/) {
+ssize_t Http2Stream::ReadAnswer(nghttp2_session* /*session*/, int32_t /*stream_id*/,
+                                uint8_t* /*buf*/, size_t length, uint32_t* flags,
+                                nghttp2_data_source* source, void* /*user_data*/) {
   auto* s = static_cast<Http2Stream*>(source->ptr);
   // nghttp2's C frames are never unwound: a failure resets this stream only.
   try {
-    return s->CopyAnswer(buf, length, flags);
+    return s->ReserveAnswer(length, flags);
   } catch (...) {
     if (s->writer != nullptr) s->writer->CallbackFailed();
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   }
 }
 
-ssize_t Http2Stream::CopyAnswer(uint8_t* buf, size_t length, uint32_t* flags) {
-  Http2Stream* s = this;
-  size_t copied = 0;
-  while (copied < length && s->out_index_ < s->out_.size()) {
-    asio::const_buffer& b = s->out_[s->out_index_];
-    const size_t take = std::min(length - copied, b.size());
-    std::memcpy(buf + copied, b.data(), take);
-    copied += take;
-    b += take;
-    if (b.size() == 0) ++s->out_index_;
-  }
-  const bool drained = s->out_index_ >= s->out_.size();
-  if (drained && copied > 0) s->write_wake_.Notify();
-  if (drained && s->ending_) {
+ssize_t Http2Stream::ReserveAnswer(size_t length, uint32_t* flags) {
+  SkipEmptyPieces();
+  // What is queued, counted until it is more than the frame takes.
+  size_t ready = 0;
+  size_t i = out_index_;
+  for (; i < out_.size() && ready <= length; ++i) ready += out_[i].size();
+  const size_t n = std::min(ready, length);
+  const bool all = ready <= length && i == out_.size();  // The frame takes every queued byte.
+  if (all && ending_) {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
-    s->eof_sent_ = true;
-    s->write_wake_.Notify();
-    return static_cast<ssize_t>(copied);
+    eof_sent_ = true;
+    write_wake_.Notify();
   }
-  if (copied == 0) return NGHTTP2_ERR_DEFERRED;
-  return static_cast<ssize_t>(copied);
+  if (n > 0) {
+    *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+    return static_cast<ssize_t>(n);
+  }
+  return (*flags & NGHTTP2_DATA_FLAG_EOF) != 0 ? 0 : NGHTTP2_ERR_DEFERRED;
+}
+
+void Http2Stream::TakeAnswer(size_t length, std::string& out) {
+  size_t taken = 0;
+  while (taken < length && out_index_ < out_.size()) {
+    asio::const_buffer& b = out_[out_index_];
+    const size_t take = std::min(length - taken, b.size());
+    out.append(static_cast<const char*>(b.data()), take);
+    taken += take;
+    b += take;
+    if (b.size() == 0) ++out_index_;
+  }
+  SkipEmptyPieces();
+  if (taken > 0 && out_drained()) write_wake_.Notify();
+}
+
+void Http2Stream::SkipEmptyPieces() {
+  while (out_index_ < out_.size() && out_[out_index_].size() == 0) ++out_index_;
 }
 
 asio::awaitable<beast::error_code> Http2Response::WriteHead(ResponseHead head) {
@@ -275,8 +290,9 @@ asio::awaitable<beast::error_code> Http2Response::WriteBody(
   const size_t n = asio::buffer_size(pieces);
   if (!s.has_body_ || n == 0) co_return beast::error_code{};
   body_bytes_ += n;
-  // The pieces stay the caller's until this returns: nghttp2 copies them into DATA frames as
-  // the client's window allows, and this waits until all were taken.
+  // The pieces stay the caller's until this returns: they are copied into the connection's
+  // next write behind DATA frame headers as the client's window allows (TakeAnswer), and this
+  // waits until all were taken.
   s.writing_ = true;
   absl::Cleanup not_writing = [&s] { s.writing_ = false; };
   s.out_.assign(pieces.begin(), pieces.end());

@@ -169,7 +169,10 @@ class Http2Stream {
   // The answer's head was queued and, when it has a body, its end too.
   bool answered() const;
 
-  // nghttp2's data source for the answer: copies what WriteBody queued.
+  // nghttp2's data source for the answer: says how much of what WriteBody queued the next DATA
+  // frame carries, without copying it (NGHTTP2_DATA_FLAG_NO_COPY): the session's send-data
+  // callback appends it to the write batch (TakeAnswer), nghttp2's frame buffer holding only
+  // the frame's header.
   static ssize_t ReadAnswer(nghttp2_session* session, int32_t stream_id, uint8_t* buf,
                             size_t length, uint32_t* flags, nghttp2_data_source* source,
                             void* user_data);
@@ -186,8 +189,11 @@ class Http2Stream {
   // Set by the session (null in a stream without one): its connection's writer, woken after
   // anything was queued for sending.
   Http2Writer* writer = nullptr;
-  // All of the answer's queued bytes were handed to nghttp2.
+  // All of the answer's queued bytes were framed.
   bool out_drained() const { return out_index_ >= out_.size(); }
+  // The session's send-data callback: appends `length` bytes of the queued answer (what
+  // ReadAnswer said the frame carries) to `out`, and takes them off the queue.
+  void TakeAnswer(size_t length, std::string& out);
 
  private:
   friend class Http2Body;
@@ -195,7 +201,10 @@ class Http2Stream {
 
   void Reset(uint32_t code);
   // ReadAnswer's work, inside its guard.
-  ssize_t CopyAnswer(uint8_t* buf, size_t length, uint32_t* flags);
+  ssize_t ReserveAnswer(size_t length, uint32_t* flags);
+  // Moves past queued pieces of no bytes (nothing is framed for them).
+  void SkipEmptyPieces();
+
   // Drops the pieces WriteBody was given (and a long list's room).
   void ClearOut();
   // Tells WatchClient's callback, once, when the stream ended (`gone_`) or was reset, or when
