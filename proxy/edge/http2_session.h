@@ -149,8 +149,10 @@ class Http2Session final : public std::enable_shared_from_this<Http2Session>,
                          const uint8_t* data, size_t len, void* self);
   static int OnStreamClose(nghttp2_session* session, int32_t stream_id, uint32_t error_code,
                            void* self);
+  // Frames gathered into one socket write (at most one frame more).
+  static constexpr size_t kWriteBatchBytes = 64 * 1024;
   // A DATA frame whose payload nghttp2 did not copy (Http2Stream::ReadAnswer): its header and
-  // payload go straight into the batch Gather is filling.
+  // payload go straight into the batch Gather is filling; a full batch pauses nghttp2 there.
   static int OnSendData(nghttp2_session* session, nghttp2_frame* frame, const uint8_t* framehd,
                         size_t length, nghttp2_data_source* source, void* self);
 

@@ -240,7 +240,9 @@ int Http2Session::OnSendData(nghttp2_session* /*session*/, nghttp2_frame* frame,
     out.append(reinterpret_cast<const char*>(framehd), kFrameHeaderBytes);
     static_cast<Http2Stream*>(source->ptr)->TakeAnswer(length, out);
     h.Framed();  // The frame's header was packed in the frame buffer.
-    return 0;
+    // nghttp2 goes on to the next frame within the same mem_send, past Gather's own check: a
+    // client with a large window would otherwise have a whole long answer copied into one batch.
+    return out.size() >= kWriteBatchBytes ? NGHTTP2_ERR_PAUSE : 0;
   });
 }
 

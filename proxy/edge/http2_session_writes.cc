@@ -19,9 +19,6 @@
 namespace kf {
 namespace {
 
-// Frames gathered into one socket write.
-constexpr size_t kWriteBatchBytes = 64 * 1024;
-
 // The connections whose FrameNow left frames for this thread's SendBatchedWrites.
 struct BatchedWrites {
   std::vector<std::weak_ptr<Http2Session>> sessions;  // Not kept alive by this list.

@@ -34,8 +34,15 @@ asio::awaitable<beast::error_code> WriteStreamedHead(Response& response) {
   co_return co_await response.WriteHead(std::move(head));
 }
 
-// Answers by path: /small a whole "ok"; /big 1 MiB streamed in 16 KiB pieces; /echo the
-// request body; anything else 404.
+// 1 MiB of varying bytes.
+std::string OnePieceBody() {
+  std::string body(1 << 20, '\0');
+  for (size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>('a' + i % 23);
+  return body;
+}
+
+// Answers by path: /small a whole "ok"; /big 1 MiB streamed in 16 KiB pieces; /one-piece 1 MiB
+// in one write; /echo the request body; anything else 404.
 class Paths : public Handler {
  public:
   asio::awaitable<bool> Serve(Exchange& x) override {
@@ -58,6 +65,13 @@ class Paths : public Handler {
           co_return true;
         }
       }
+      co_await x.response->End();
+    } else if (path == "/one-piece") {
+      // 1 MiB in one write, as a cached LIST's pieces can be.
+      if (co_await WriteStreamedHead(*x.response)) co_return true;
+      const std::string body = OnePieceBody();
+      const std::array<asio::const_buffer, 1> b{asio::buffer(body)};
+      if (co_await x.response->WriteBody(b)) co_return true;
       co_await x.response->End();
     } else if (path == "/watch") {
       // Watches for the client's end as a cached watch does, until told.
@@ -263,6 +277,15 @@ class Client {
     nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
     Send();
   }
+  // Windows of `size` for every stream and for the connection, as Go's transport opens them.
+  void WidenWindows(int32_t size) {
+    const nghttp2_settings_entry e{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE,
+                                   static_cast<uint32_t>(size)};
+    nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, &e, 1);
+    nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0, size);
+    Send();
+  }
+
   // Reads what arrived and answers it (window updates, acknowledgements).
   void Pump() {
     const std::string in = transport_.read_available();
@@ -547,6 +570,19 @@ TEST_CASE("Http2Session drops connection-specific fields and streams a long answ
   CHECK(s.headers.count("connection") == 0);
   CHECK(s.headers.count("content-length") == 0);
   CHECK(s.error == NGHTTP2_NO_ERROR);
+}
+
+TEST_CASE("Http2Session sends one long write whole to a client whose windows take it at once") {
+  // Each DATA frame's payload goes into the write batch without nghttp2's copy; a full batch
+  // pauses nghttp2 and the next one picks up where it stopped.
+  H2c h;
+  h.client.WidenWindows(16 << 20);
+  const int32_t id = h.client.Request("/one-piece");
+  REQUIRE(h.RunUntil([&] { return h.client.streams[id].closed; }));
+  const auto& s = h.client.streams[id];
+  CHECK(s.error == NGHTTP2_NO_ERROR);
+  REQUIRE(s.data.size() == 1 << 20);
+  CHECK(s.data == OnePieceBody());
 }
 
 TEST_CASE("Http2Session gives a quiet connection's frame buffer back and frames whole after it") {
