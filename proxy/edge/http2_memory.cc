@@ -141,10 +141,4 @@ bool Http2Memory::Release(const Http2FrameBuffer& frame_buffer) {
   return true;
 }
 
-nghttp2_mem* Http2Memory::Get() {
-  static nghttp2_mem mem{nullptr, &Http2Memory::Malloc, &Http2Memory::Free, &Http2Memory::Calloc,
-                         &Http2Memory::Realloc};
-  return &mem;
-}
-
 }  // namespace kf

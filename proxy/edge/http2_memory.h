@@ -36,11 +36,8 @@ class Http2Memory {
   // Allocations of at least this many bytes get pages of their own.
   static constexpr size_t kPagedBytes = 16 * 1024;
 
-  // The allocator to pass to nghttp2; lives for the process.
-  static nghttp2_mem* Get();
-
-  // The allocator for a session that tracks its frame buffer in `frame_buffer` (nghttp2 copies
-  // it; `frame_buffer` must outlive the session).
+  // The allocator to pass to nghttp2 for a session that tracks its frame buffer in
+  // `frame_buffer` (nghttp2 copies it; `frame_buffer` must outlive the session; null: none).
   static nghttp2_mem For(Http2FrameBuffer* frame_buffer);
 
   // Gives the frame buffer's pages back to the kernel (they read as zeros after). Only while

@@ -61,7 +61,7 @@ TEST_CASE("Http2Memory zeroes calloc and keeps contents across realloc between s
   CHECK(std::memcmp(p, "frame", 5) == 0);
   CHECK(Http2Memory::Realloc(p, 0, nullptr) == nullptr);  // Freed.
   Http2Memory::Free(nullptr, nullptr);
-  CHECK(Http2Memory::Get()->malloc == &Http2Memory::Malloc);
+  CHECK(Http2Memory::For(nullptr).malloc == &Http2Memory::Malloc);
 }
 
 TEST_CASE("Http2Memory maps a session's frame buffer whole and gives its pages back when told",
