@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from kfrig import Proxy, metric_values, scaled, tcp_connections
+from kfrig import Proxy, metric_values, scaled, tcp_connections, wait_until
 from test_http2 import H2Client
 
 WATCHES_PER_CONNECTION = 100
@@ -37,13 +37,28 @@ def secrets_ns(cluster):
     cluster.kubectl("delete", "namespace", name, "--wait=false")
 
 
+def settled_connections(cluster, proxy):
+    """kube-fanout's upstream connections once its own are all open: the configmaps reflector's
+    watch made (readiness only waits for its list), and the count unchanged for a second."""
+    wait_until(lambda: metric_values(metrics(cluster, proxy), "kube_fanout_upstream_watches_total")
+               .get('{resource="configmaps"}', 0) >= 1, 10, "the reflector's upstream watch")
+    seen = []
+
+    def steady():
+        seen.append(tcp_connections(proxy.process.pid, cluster.port))
+        return len(seen) > 4 and len(set(seen[-5:])) == 1
+
+    wait_until(steady, 15, "a steady count of upstream connections", interval=0.25)
+    return seen[-1]
+
+
 def test_300_passthrough_watches_share_a_few_upstream_connections(cluster, tmp_path, secrets_ns):
     proxy = Proxy.start(cluster, tmp_path, extra_args=[
         "--cache-resources=configmaps", "--max-passthrough-watches-per-user=0"])
     clients = []
     direct = None
     try:
-        before = tcp_connections(proxy.process.pid, cluster.port)
+        before = settled_connections(cluster, proxy)
         token = cluster.token("admin")
         path = f"/api/v1/namespaces/{secrets_ns}/secrets?watch=1"
         direct = H2Client(cluster.port, cluster.ssl_context())
@@ -141,7 +156,7 @@ def test_without_upstream_http2_each_passthrough_watch_has_its_own_connection(cl
                                                        "--upstream-http2=false"])
     c = None
     try:
-        before = tcp_connections(proxy.process.pid, cluster.port)
+        before = settled_connections(cluster, proxy)
         c = H2Client(proxy.secure_port, cluster.ssl_context())
         for _ in range(10):
             c.request(f"/api/v1/namespaces/{secrets_ns}/secrets?watch=1", cluster.token("admin"))
