@@ -53,6 +53,9 @@ struct TransportStats {
   // TLS handshakes completed: [0] full, [1] resumed (a session ticket or ID the client kept).
   std::array<std::atomic<uint64_t>, 2> tls_handshakes{};
   std::atomic<uint64_t> tls_tickets{0};  // TLS 1.3 handshakes a session ticket followed.
+  // TLS 1.3 handshakes whose client closed right after its Finished, before its last flight
+  // was taken (TlsServerStream::abandoned): neither finished nor refused.
+  std::atomic<uint64_t> tls_handshakes_abandoned{0};
   // TLS handshakes not finished within 10 s (HttpSession; also Refusal::kTlsHandshake).
   std::atomic<uint64_t> tls_handshake_timeouts{0};
 };

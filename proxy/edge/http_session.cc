@@ -105,26 +105,36 @@ void HttpSession::Stop() {
   stop_.Stop();
 }
 
+asio::awaitable<bool> HttpSession::Handshake() {
+  LeaveHandshakeQueue();
+  if (gated_ && std::chrono::steady_clock::now() - accepted_ > handshake_max_wait_ &&
+      PeerClosed(client_->tcp().socket().native_handle())) {
+    pipeline_.stats().Refused(Refusal::kHandshakeQueue);
+    log_.Log(Logger::Level::kDebug, "TLS handshake not started: the client left while queued",
+             {{"remote", remote_}});
+    co_return false;
+  }
+  client_->tcp().expires_after(kHandshakeTimeout);
+  const beast::error_code ec = co_await client_->ServerHandshake();
+  if (ec) {
+    if (client_->tls_server() != nullptr && client_->tls_server()->abandoned()) {
+      pipeline_.stats().transport.tls_handshakes_abandoned.fetch_add(1, std::memory_order_relaxed);
+      co_return false;
+    }
+    CountHandshakeFailure(pipeline_.stats(), ec);
+    log_.Log(Logger::Level::kDebug, "TLS handshake failed",
+             {{"remote", remote_}, {"error", ec.message()}});
+    co_return false;
+  }
+  client_cert_ = PeerCertificate(client_->ssl());
+  CountHandshake(pipeline_.stats().transport, client_->ssl());
+  co_return true;
+}
+
 asio::awaitable<void> HttpSession::Run() {
   if (client_->is_tls()) {
-    LeaveHandshakeQueue();
-    if (gated_ && std::chrono::steady_clock::now() - accepted_ > handshake_max_wait_ &&
-        PeerClosed(client_->tcp().socket().native_handle())) {
-      pipeline_.stats().Refused(Refusal::kHandshakeQueue);
-      log_.Log(Logger::Level::kDebug, "TLS handshake not started: the client left while queued",
-               {{"remote", remote_}});
-      co_return;
-    }
-    client_->tcp().expires_after(kHandshakeTimeout);
-    const beast::error_code ec = co_await client_->ServerHandshake();
-    if (ec) {
-      CountHandshakeFailure(pipeline_.stats(), ec);
-      log_.Log(Logger::Level::kDebug, "TLS handshake failed",
-               {{"remote", remote_}, {"error", ec.message()}});
-      co_return;
-    }
-    client_cert_ = PeerCertificate(client_->ssl());
-    CountHandshake(pipeline_.stats().transport, client_->ssl());
+    const bool handshaken = co_await Handshake();
+    if (!handshaken) co_return;
   }
   // Go's server gives a connection's first request ReadHeaderTimeout from when it starts
   // reading it (after the handshake): no idle wait before it, and the h2c preface is part of

@@ -76,6 +76,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Sto
   enum class State { kStarting, kIdle, kBusy };
 
   asio::awaitable<void> Run();
+  // The TLS handshake, unless the client left while it was queued; false: the connection is
+  // over (counted: refused, or abandoned by the client).
+  asio::awaitable<bool> Handshake();
   void LeaveHandshakeQueue() noexcept {
     if (handshake_pending_ != nullptr) {
       handshake_pending_->fetch_sub(1, std::memory_order_relaxed);

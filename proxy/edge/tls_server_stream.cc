@@ -6,13 +6,16 @@
 #include <algorithm>
 #include <array>
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/ssl/error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
 #include <cstring>
 #include <limits>
 
 #include "common/use_nothrow.h"
+#include "proxy/edge/peer_state.h"
 
 namespace kf {
 namespace {
@@ -21,6 +24,10 @@ namespace {
 // worth next (a record is at most 16 KiB and 256 bytes of overhead).
 constexpr size_t kSmallRead = 512;
 constexpr size_t kLargeRead = 17 * 1024;
+// The most of a client's last flight (and what follows it) read before OpenSSL takes it, and
+// the room of each read: a flight with one certificate is about 1 KiB.
+constexpr size_t kMaxLastFlight = 64 * 1024;
+constexpr size_t kFlightRead = 2048;
 }  // namespace
 
 TlsServerStream::TlsServerStream(beast::tcp_stream tcp, SSL_CTX* ctx)
@@ -211,9 +218,48 @@ void TlsServerStream::Sent() {
   if (!out_next_.empty()) std::swap(out_, out_next_);
 }
 
+void TlsServerStream::ReadAvailable() {
+  auto& socket = tcp_.socket();
+  beast::error_code ec;
+  if (!socket.non_blocking()) socket.non_blocking(true, ec);
+  while (!ec && !eof_ && in_.size() < kMaxLastFlight) {
+    const size_t n = socket.read_some(in_.prepare(kFlightRead), ec);
+    in_.commit(n);
+    if (ec == asio::error::eof) Received(ec, 0);
+  }
+}
+
+asio::awaitable<bool> TlsServerStream::ClientLeftUnfinished() {
+  const auto received = [this] {
+    const auto bytes = in_.data();
+    return std::string_view(static_cast<const char*>(bytes.data()), bytes.size());
+  };
+  ReadAvailable();
+  if (!eof_ && EndsWithFinished(received())) {
+    using namespace asio::experimental::awaitable_operators;
+    asio::steady_timer timer(tcp_.get_executor(), kLastFlightWait);
+    (void)co_await (tcp_.socket().async_wait(asio::socket_base::wait_read, use_nothrow) ||
+                    timer.async_wait(use_nothrow));
+    ReadAvailable();
+  }
+  co_return ClosedRightAfterFinished(received());
+}
+
 asio::awaitable<beast::error_code> TlsServerStream::Handshake() {
   if (ssl_ == nullptr) co_return asio::error::no_memory;
   for (;;) {
+    // Once its Finished is written, OpenSSL 3.0 waits for the client's last flight in
+    // TLS_ST_EARLY_DATA (whether early data is on or not), having asked for bytes when in_ was
+    // empty: in_ starts at a record of that flight, none of it taken yet. Looked at once.
+    if (!last_flight_checked_ && in_.size() > 0 && SSL_version(ssl_) == TLS1_3_VERSION &&
+        SSL_get_state(ssl_) == TLS_ST_EARLY_DATA) {
+      last_flight_checked_ = true;
+      const bool left = co_await ClientLeftUnfinished();
+      if (left) {
+        abandoned_ = true;
+        co_return asio::error::eof;
+      }
+    }
     ERR_clear_error();
     const int ret = SSL_do_handshake(ssl_);
     const int err = ret == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl_, ret);

@@ -42,6 +42,12 @@ class TlsServerStream {
   static constexpr size_t kMaxWrite = 64 * 1024;
   // Pieces smaller than a record are gathered into one record of at most this.
   static constexpr size_t kRecord = 16 * 1024;
+  // How long a TLS 1.3 handshake waits, once the client's last flight is here, for what the
+  // client sends next, before the server takes the flight. A client that asks something ends
+  // the wait with its first bytes; Go's transport closes a connection it dialed and does not
+  // need right after its handshake, and a close_notify seen in time spares the flight's
+  // certificate parse and signature check (ClientLeftUnfinished).
+  static constexpr std::chrono::milliseconds kLastFlightWait{10};
 
   // `ctx`'s settings (certificate callback, ALPN, client certificates) apply to the connection.
   TlsServerStream(beast::tcp_stream tcp, SSL_CTX* ctx);
@@ -60,6 +66,10 @@ class TlsServerStream {
 
   // The server's handshake; an error as Asio's would be.
   asio::awaitable<beast::error_code> Handshake();
+  // The handshake ended with eof because the client had closed the connection right after its
+  // Finished, before the server took its last flight (ClientLeftUnfinished): a connection the
+  // client dialed and then did not need, not a handshake that failed.
+  bool abandoned() const { return abandoned_; }
   // Sends close_notify (within the tcp_stream's timeout); does not wait for the peer's.
   asio::awaitable<void> Shutdown();
 
@@ -133,6 +143,14 @@ class TlsServerStream {
   }
   static char* Scratch();
 
+  // TLS 1.3, the server's flight sent, the start of the client's last flight here and none of
+  // it taken by OpenSSL yet: true when the client sent that flight, then close_notify and nothing
+  // else. Reads what the socket has; once the flight is whole with nothing after it, waits up
+  // to kLastFlightWait for what comes next (a request ends the wait at once). Its certificate
+  // and signature are then never checked (about half of a handshake's CPU).
+  asio::awaitable<bool> ClientLeftUnfinished();
+  // Reads what the socket has now into in_, without waiting (bounded).
+  void ReadAvailable();
   // One step of a read: SSL_read into `into`; kRead: ciphertext is needed from the socket.
   Result TryRead(asio::mutable_buffer into);
   // Encrypts `plain` into out_; false: OpenSSL failed (ec set).
@@ -206,14 +224,16 @@ class TlsServerStream {
 
   beast::tcp_stream tcp_;
   SSL* ssl_ = nullptr;
-  beast::flat_buffer in_;      // Ciphertext received, not yet taken by OpenSSL.
-  std::string out_;            // Ciphertext made, not yet sent (or being sent).
-  std::string out_next_;       // Made while out_ is being sent.
-  bool writing_ = false;       // out_ is being sent.
-  bool eof_ = false;           // The socket's end was read.
-  size_t prepared_ = 0;        // The room the socket read under way was given.
-  bool large_read_ = false;    // The last socket read filled its buffer.
-  beast::error_code read_ec_;  // The socket read's error, for an SSL_ERROR_SYSCALL.
+  beast::flat_buffer in_;             // Ciphertext received, not yet taken by OpenSSL.
+  std::string out_;                   // Ciphertext made, not yet sent (or being sent).
+  std::string out_next_;              // Made while out_ is being sent.
+  bool writing_ = false;              // out_ is being sent.
+  bool eof_ = false;                  // The socket's end was read.
+  bool abandoned_ = false;            // See abandoned().
+  bool last_flight_checked_ = false;  // ClientLeftUnfinished was asked (once at most).
+  size_t prepared_ = 0;               // The room the socket read under way was given.
+  bool large_read_ = false;           // The last socket read filled its buffer.
+  beast::error_code read_ec_;         // The socket read's error, for an SSL_ERROR_SYSCALL.
 };
 
 }  // namespace kf

@@ -75,6 +75,12 @@ void RenderTls(Writer& w, const TransportStats& t) {
            "to clients whose ClientHello offers a resumption mode (psk_dhe_ke), as Go's server "
            "decides; client-go offers none.",
            static_cast<double>(t.tls_tickets.load()));
+  w.Single("kube_fanout_tls_handshakes_abandoned_total", "counter",
+           "TLS 1.3 handshakes on --secure-listen whose client closed the connection right "
+           "after its Finished, before kube-fanout took its last flight, as Go's transport "
+           "closes the extra connections it dials for concurrent first requests: left there, "
+           "the client's certificate and signature unchecked (not counted as refused).",
+           static_cast<double>(t.tls_handshakes_abandoned.load()));
   w.Single("kube_fanout_tls_handshake_timeouts_total", "counter",
            "TLS handshakes on --secure-listen not finished within 10 s (also counted in "
            "kube_fanout_requests_refused_total{reason=\"tls_handshake\"}).",
