@@ -235,14 +235,21 @@ asio::awaitable<bool> TlsServerStream::ClientLeftUnfinished() {
     return std::string_view(static_cast<const char*>(bytes.data()), bytes.size());
   };
   ReadAvailable();
-  if (!eof_ && EndsWithFinished(received())) {
+  // Waits while what came is the flight alone, or the flight and an alert without the end of
+  // the stream yet (Go's client closes the socket right after its close_notify).
+  asio::steady_timer timer(tcp_.get_executor(), kLastFlightWait);
+  while (!eof_ && (EndsWithFinished(received()) || ClosedRightAfterFinished(received())) &&
+         timer.expiry() > asio::steady_timer::clock_type::now()) {
     using namespace asio::experimental::awaitable_operators;
-    asio::steady_timer timer(tcp_.get_executor(), kLastFlightWait);
     (void)co_await (tcp_.socket().async_wait(asio::socket_base::wait_read, use_nothrow) ||
                     timer.async_wait(use_nothrow));
+    const size_t before = in_.size();
     ReadAvailable();
+    if (in_.size() == before && !eof_) break;  // The wait ended with nothing new.
   }
-  co_return ClosedRightAfterFinished(received());
+  // Only the flight, close_notify and the end: nothing was or can be asked.
+  const bool left = eof_ && ClosedRightAfterFinished(received());
+  co_return left;
 }
 
 asio::awaitable<beast::error_code> TlsServerStream::Handshake() {

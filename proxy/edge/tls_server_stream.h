@@ -144,10 +144,11 @@ class TlsServerStream {
   static char* Scratch();
 
   // TLS 1.3, the server's flight sent, the start of the client's last flight here and none of
-  // it taken by OpenSSL yet: true when the client sent that flight, then close_notify and nothing
-  // else. Reads what the socket has; once the flight is whole with nothing after it, waits up
-  // to kLastFlightWait for what comes next (a request ends the wait at once). Its certificate
-  // and signature are then never checked (about half of a handshake's CPU).
+  // it taken by OpenSSL yet: true when the client sent that flight, close_notify and nothing
+  // else, and closed the socket. Reads what the socket has; while that is the whole flight (or
+  // the flight and an alert) without the socket's end, waits up to kLastFlightWait for more (a
+  // request ends the wait at once). The client's certificate and signature are then never
+  // checked (about half of a handshake's CPU).
   asio::awaitable<bool> ClientLeftUnfinished();
   // Reads what the socket has now into in_, without waiting (bounded).
   void ReadAvailable();

@@ -216,7 +216,7 @@ def kube_fanout_counters(text):
               "kube_fanout_requests_refused_total", "kube_fanout_tls_accept_pauses_total",
               "kube_fanout_cache_content_proofs_total", "kube_fanout_cache_passed_through_total",
               "kube_fanout_cache_unfresh_refused_total", "kube_fanout_tls_handshakes_total",
-              "kube_fanout_tls_session_tickets_total",
+              "kube_fanout_tls_session_tickets_total", "kube_fanout_tls_handshakes_abandoned_total",
               "kube_fanout_http2_frame_buffers_released_total"}
     out = {}
     for name, labels, value in parse_prometheus(text, wanted):

@@ -107,6 +107,24 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "A TLS 1.3 client that sends close_notify after its Finished but keeps the socket open gets "
+    "the whole handshake") {
+  LastFlight f;
+  f.ClientUpToFinished();
+  REQUIRE(SSL_shutdown(f.client) == 0);
+  asio::write(f.socket, asio::buffer(f.Made()));  // No FIN: the socket stays open.
+  REQUIRE(test::RunUntil(f.ioc, [&] { return f.handshake.finished(); }));
+  CHECK_FALSE(f.server_ec);
+  CHECK_FALSE(f.server->abandoned());
+  CHECK(SSL_get0_peer_certificate(f.server->native_handle()) != nullptr);
+  // Its close_notify is read as the end of the stream, as from any client.
+  std::string got(16, '\0');
+  auto [ec, n] = test::Run(
+      f.ioc, f.server->async_read_some(asio::buffer(got), asio::as_tuple(asio::use_awaitable)));
+  CHECK(ec == asio::error::eof);
+}
+
+TEST_CASE(
     "A TLS 1.3 client that asks something after its Finished gets the whole handshake, however "
     "soon it then closes") {
   LastFlight f;
