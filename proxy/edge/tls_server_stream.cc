@@ -218,7 +218,7 @@ void TlsServerStream::Sent() {
   if (!out_next_.empty()) std::swap(out_, out_next_);
 }
 
-void TlsServerStream::ReadAvailable() {
+bool TlsServerStream::ReadAvailable() {
   auto& socket = tcp_.socket();
   beast::error_code ec;
   if (!socket.non_blocking()) socket.non_blocking(true, ec);
@@ -227,6 +227,7 @@ void TlsServerStream::ReadAvailable() {
     in_.commit(n);
     if (ec == asio::error::eof) Received(ec, 0);
   }
+  return eof_ || ec == asio::error::connection_reset;
 }
 
 asio::awaitable<bool> TlsServerStream::ClientLeftUnfinished() {
@@ -234,21 +235,21 @@ asio::awaitable<bool> TlsServerStream::ClientLeftUnfinished() {
     const auto bytes = in_.data();
     return std::string_view(static_cast<const char*>(bytes.data()), bytes.size());
   };
-  ReadAvailable();
+  bool ended = ReadAvailable();
   // Waits while what came is the flight alone, or the flight and an alert without the end of
   // the stream yet (Go's client closes the socket right after its close_notify).
   asio::steady_timer timer(tcp_.get_executor(), kLastFlightWait);
-  while (!eof_ && (EndsWithFinished(received()) || ClosedRightAfterFinished(received())) &&
+  while (!ended && (EndsWithFinished(received()) || ClosedRightAfterFinished(received())) &&
          timer.expiry() > asio::steady_timer::clock_type::now()) {
     using namespace asio::experimental::awaitable_operators;
     (void)co_await (tcp_.socket().async_wait(asio::socket_base::wait_read, use_nothrow) ||
                     timer.async_wait(use_nothrow));
     const size_t before = in_.size();
-    ReadAvailable();
-    if (in_.size() == before && !eof_) break;  // The wait ended with nothing new.
+    ended = ReadAvailable();
+    if (in_.size() == before && !ended) break;  // The wait ended with nothing new.
   }
   // Only the flight, close_notify and the end: nothing was or can be asked.
-  const bool left = eof_ && ClosedRightAfterFinished(received());
+  const bool left = ended && ClosedRightAfterFinished(received());
   co_return left;
 }
 

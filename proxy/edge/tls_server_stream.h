@@ -145,13 +145,14 @@ class TlsServerStream {
 
   // TLS 1.3, the server's flight sent, the start of the client's last flight here and none of
   // it taken by OpenSSL yet: true when the client sent that flight, close_notify and nothing
-  // else, and closed the socket. Reads what the socket has; while that is the whole flight (or
-  // the flight and an alert) without the socket's end, waits up to kLastFlightWait for more (a
-  // request ends the wait at once). The client's certificate and signature are then never
+  // else, and closed (or reset) the socket. Reads what the socket has; while that is the whole
+  // flight (or the flight and an alert) without the socket's end, waits up to kLastFlightWait for
+  // more (a request ends the wait at once). The client's certificate and signature are then never
   // checked (about half of a handshake's CPU).
   asio::awaitable<bool> ClientLeftUnfinished();
-  // Reads what the socket has now into in_, without waiting (bounded).
-  void ReadAvailable();
+  // Reads what the socket has now into in_, without waiting (bounded); true once the client's
+  // end of the stream has come (its FIN, or a reset).
+  bool ReadAvailable();
   // One step of a read: SSL_read into `into`; kRead: ciphertext is needed from the socket.
   Result TryRead(asio::mutable_buffer into);
   // Encrypts `plain` into out_; false: OpenSSL failed (ec set).
