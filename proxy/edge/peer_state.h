@@ -1,5 +1,7 @@
 // Whether the client at the other end of an accepted TCP connection has already given up on it:
-// the kernel's view of the connection (TCP_INFO), read without touching its bytes.
+// the kernel's view of the connection (TCP_INFO), read without touching its bytes; and whether
+// the TLS records a TLS 1.3 client sent after the server's Finished say it has, read by their
+// sizes before anything decrypts them.
 #ifndef KUBE_FANOUT_PROXY_EDGE_PEER_STATE_H_
 #define KUBE_FANOUT_PROXY_EDGE_PEER_STATE_H_
 
