@@ -11,7 +11,7 @@ seen) before it compares.
 """
 import json
 
-from kfrig import Proxy, metric_values, open_watch, routed, scaled
+from kfrig import Proxy, metric_values, open_watch, routed, scaled, wait_until
 from test_compaction import compact_etcd
 from test_protobuf import frame_event, marked, read_frames
 from test_protobuf import open_watch as open_proto_watch
@@ -54,8 +54,11 @@ def test_a_watch_from_before_a_fresh_cache_gets_the_apiservers_events(cluster, n
     proxy = Proxy.start(cluster, tmp_path, extra_args=[
         "--cache-resources=configmaps", "--protobuf-cache-resources=configmaps"])
     try:
-        rvs = metric(proxy, cluster, "kube_fanout_cache_resource_version")
-        assert all(v > r + WRITES - 1 for v in rvs.values()) and len(rvs) == 2, rvs
+        # Readiness waits for the JSON cache's list; the protobuf cache lists beside it.
+        def listed():
+            rvs = metric(proxy, cluster, "kube_fanout_cache_resource_version")
+            return len(rvs) == 2 and all(v > r + WRITES - 1 for v in rvs.values())
+        wait_until(listed, 30, "both caches listed after the writes")
 
         # JSON: the same lines as the apiserver's, in the same order.
         path, m = marked(f"/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion={r}"
