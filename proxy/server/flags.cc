@@ -152,9 +152,10 @@ void ReviewFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
     ("authorization-share-node-reviews",
      po::value(&o->authorization_share_node_reviews)->value_name("BOOL")->default_value(true),
      "A node identity's (system:node:NAME in system:nodes) cached read is allowed by one review "
-     "per request shape for all nodes: the question with the node's name replaced is asked for "
-     "a probe node named at start, whose yes is every node's (the Node authorizer and RBAC "
-     "never deny by name); its no sends the node's own review. Turn off when an authorizer "
+     "per request shape for all nodes in the same groups: the question with the node's name "
+     "replaced is asked for a probe node named at start, in those groups, whose yes is every "
+     "such node's (the Node authorizer and RBAC never deny by name); its no sends the node's "
+     "own review. Turn off when an authorizer "
      "denies by node name (a webhook, an authorization config's deny rule): docs/security.md.");
   // clang-format on
 }

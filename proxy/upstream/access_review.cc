@@ -141,7 +141,7 @@ asio::awaitable<std::optional<Access>> AccessReview::SharedByNodes(UpstreamPool&
   if (probe.empty() || !node) co_return std::nullopt;
   const std::optional<AccessAttributes> shape = NodeShape(attrs, *node, probe);
   if (!shape) co_return std::nullopt;
-  const UserInfo probe_user = ProbeNodeUser(probe);
+  const UserInfo probe_user = ProbeNodeUser(probe, user.groups);
   const Access access = co_await Check(pool, by, probe_user, *shape);
   // The probe's no says nothing of this node (the Node authorizer's graph, a grant to its user).
   if (access == Access::kDenied) co_return std::nullopt;

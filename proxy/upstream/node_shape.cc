@@ -10,7 +10,6 @@ namespace {
 
 constexpr std::string_view kNodeUserPrefix = "system:node:";
 constexpr std::string_view kNodesGroup = "system:nodes";
-constexpr std::string_view kAuthenticatedGroup = "system:authenticated";
 
 bool Contains(std::string_view haystack, std::string_view needle) {
   return haystack.find(needle) != std::string_view::npos;
@@ -77,10 +76,7 @@ std::optional<std::string_view> SharableNodeName(const Identity& user) {
   if (!name.starts_with(kNodeUserPrefix) || name.size() == kNodeUserPrefix.size()) {
     return std::nullopt;
   }
-  const auto has = [&](std::string_view g) {
-    return std::find(user.groups.begin(), user.groups.end(), g) != user.groups.end();
-  };
-  if (user.groups.size() != 2 || !has(kNodesGroup) || !has(kAuthenticatedGroup)) {
+  if (std::find(user.groups.begin(), user.groups.end(), kNodesGroup) == user.groups.end()) {
     return std::nullopt;
   }
   if (!user.uid.empty() || !user.extra.empty()) return std::nullopt;
@@ -110,10 +106,10 @@ std::optional<AccessAttributes> NodeShape(const AccessAttributes& attrs, std::st
   return shape;
 }
 
-Identity ProbeNodeUser(std::string_view probe) {
+Identity ProbeNodeUser(std::string_view probe, const std::vector<std::string>& groups) {
   Identity user;
   user.username = std::string(kNodeUserPrefix).append(probe);
-  user.groups = {std::string(kNodesGroup), std::string(kAuthenticatedGroup)};
+  user.groups = groups;
   return user;
 }
 

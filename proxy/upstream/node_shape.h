@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "proxy/edge/request.h"
 #include "proxy/upstream/access_attributes.h"
@@ -28,8 +29,10 @@
 namespace kf {
 
 // The node's name when `user` is a node whose questions may be shared by shape: user
-// "system:node:NAME" (NAME not empty), groups exactly system:nodes and system:authenticated (as
-// a node's client certificate authenticates), no uid, no extra. Else nullopt.
+// "system:node:NAME" (NAME not empty) in the group system:nodes, no uid, no extra. Other groups
+// may be there (a node certificate's further O values): the probe asks in exactly the node's
+// groups (ProbeNodeUser), so a grant to a group is every member's, the probe's as the node's,
+// and nodes whose groups differ never share an answer. Else nullopt.
 std::optional<std::string_view> SharableNodeName(const Identity& user);
 
 // `attrs` with `node` replaced by `probe` wherever it is a whole value: the name, a field
@@ -39,8 +42,8 @@ std::optional<std::string_view> SharableNodeName(const Identity& user);
 std::optional<AccessAttributes> NodeShape(const AccessAttributes& attrs, std::string_view node,
                                           std::string_view probe);
 
-// The probe node's user: system:node:PROBE in system:nodes and system:authenticated.
-Identity ProbeNodeUser(std::string_view probe);
+// The probe node's user for a node in `groups`: system:node:PROBE in exactly those groups.
+Identity ProbeNodeUser(std::string_view probe, const std::vector<std::string>& groups);
 
 // A new probe node name: "kube-fanout-probe-" and 16 hex digits from the system's random
 // source (a valid node name nobody binds or schedules to).

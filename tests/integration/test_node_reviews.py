@@ -34,10 +34,10 @@ def create(admin, cluster, path, body):
     assert status == 201, (path, status, data)
 
 
-def node_world(cluster, admin, ns, nodes, pods):
+def node_world(cluster, admin, ns, nodes, pods, groups=None):
     """Nodes, ConfigMaps cm-used and cm-unused, a Secret, and `pods`: {pod: (node, configmap or
-    None)}; returns each node's certificate once the Node authorizer's graph lets each pod's node
-    read its ConfigMap."""
+    None)}; returns each node's certificate (O=system:nodes and the node's further `groups`)
+    once the Node authorizer's graph lets each pod's node read its ConfigMap."""
     cluster.kubectl("create", "namespace", ns)
     cluster.kubectl("create", "serviceaccount", "default", "-n", ns)
     for node in nodes:
@@ -54,7 +54,10 @@ def node_world(cluster, admin, ns, nodes, pods):
             "metadata": {"name": pod},
             "spec": {"nodeName": node, "volumes": volumes,
                      "containers": [{"name": "c", "image": "registry.invalid/none"}]}})
-    certs = {node: issue_cert(cluster, node) for node in nodes}
+    groups = groups or {}
+    certs = {node: issue_cert(cluster, node, *([f"system:node:{node}", "system:nodes",
+                                                *groups[node]] if node in groups else []))
+             for node in nodes}
     for pod, (node, configmap) in pods.items():
         if configmap:
             caller = Caller(cluster, node, cert=certs[node])
@@ -70,8 +73,17 @@ def start_proxy(cluster, directory, extra_args=()):
         f"--proxy-client-key-file={cluster.env['KF_FRONT_PROXY_CLIENT_KEY']}", *extra_args])
 
 
-def cleanup(cluster, proxy, ns, nodes):
+def bind_group(cluster, group):
+    """Binds `group` to system:node-proxier (kube-proxy's role: lists Nodes, Services,
+    EndpointSlices), as a fleet whose node certificates carry a further O value does."""
+    cluster.kubectl("create", "clusterrolebinding", group.replace(":", "-"),
+                    "--clusterrole=system:node-proxier", f"--group={group}")
+
+
+def cleanup(cluster, proxy, ns, nodes, groups=()):
     code = proxy.stop()
+    for group in groups:
+        cluster.kubectl("delete", "clusterrolebinding", group.replace(":", "-"), check=False)
     cluster.kubectl("delete", "namespace", ns, "--wait=false")
     for n in nodes:
         cluster.kubectl("delete", "node", n, "--wait=false", check=False)
@@ -104,15 +116,19 @@ def shapes(ns, node, other):
 def test_every_node_decision_through_kube_fanout_is_the_apiservers(cluster, tmp_path):
     suffix = free_port()
     ns = f"kf-nr-{suffix}"
-    # a: a pod that mounts cm-used; b: a pod that mounts nothing; c: no pod.
-    a, b, c = (f"kf-nr-{x}-{suffix}" for x in "abc")
+    # a: a pod that mounts cm-used; b: a pod that mounts nothing; c: no pod; d: no pod, and a
+    # further group in its certificate that RBAC grants kube-proxy's reads (asked first, so its
+    # probe's yeses are kept when the others ask: they must not be theirs).
+    a, b, c, d = (f"kf-nr-{x}-{suffix}" for x in "abcd")
+    group = f"kf-nr-proxiers:{suffix}"
     admin = Caller(cluster, "admin", token=cluster.token("admin"))
-    certs = node_world(cluster, admin, ns, [a, b, c],
-                       {"pod-a": (a, "cm-used"), "pod-b": (b, None)})
+    bind_group(cluster, group)
+    certs = node_world(cluster, admin, ns, [a, b, c, d],
+                       {"pod-a": (a, "cm-used"), "pod-b": (b, None)}, groups={d: [group]})
     proxy = start_proxy(cluster, tmp_path)
     try:
         rows, served_total, denied_total = [], 0, 0
-        for node, other in ((a, b), (b, a), (c, a)):
+        for node, other in ((d, a), (a, b), (b, a), (c, a)):
             caller = Caller(cluster, node, cert=certs[node])
             for label, path in shapes(ns, node, other):
                 before = cache_counts(cluster, proxy)
@@ -139,11 +155,17 @@ def test_every_node_decision_through_kube_fanout_is_the_apiservers(cluster, tmp_
         assert verdict[(a, "another node's pods")][0] == 403
         assert verdict[(c, "own pods")] == (200, True)
         assert verdict[(c, "own Node")] == (200, True)
-        assert served_total >= 20 and denied_total >= 15, (served_total, denied_total)
+        # The further group's grants are d's, from the cache, and no other node's.
+        for label in ("EndpointSlices", "all Nodes", "another Node"):
+            assert verdict[(d, label)] == (200, True), (label, verdict[(d, label)])
+            for node in (a, b, c):
+                assert verdict[(node, label)][0] == 403, (node, label, verdict[(node, label)])
+        assert verdict[(d, "own pods")] == (200, True)
+        assert served_total >= 25 and denied_total >= 18, (served_total, denied_total)
         sent, shared = reviews(cluster, proxy)
         assert shared >= 10, (sent, shared)
     finally:
-        cleanup(cluster, proxy, ns, [a, b, c])
+        cleanup(cluster, proxy, ns, [a, b, c, d], [group])
 
 
 KUBELET_SHAPES = 7
@@ -160,14 +182,22 @@ def agent_shapes(ns, node):
             "/apis/node.k8s.io/v1/runtimeclasses"]
 
 
-@pytest.mark.parametrize("fleet,share", [(10, True), (10, False)])
-def test_a_fleet_of_nodes_costs_about_one_review_per_node(cluster, tmp_path, fleet, share):
+@pytest.mark.parametrize("fleet,share,further_group",
+                         [(10, True, False), (10, True, True), (10, False, False)])
+def test_a_fleet_of_nodes_costs_about_one_review_per_node(cluster, tmp_path, fleet, share,
+                                                          further_group):
     suffix = free_port()
     ns = f"kf-nrc-{suffix}"
     nodes = [f"kf-nrc-{i}-{suffix}" for i in range(fleet)]
     admin = Caller(cluster, "admin", token=cluster.token("admin"))
+    # With a further group, every node's certificate carries it (as the load harness's client-go
+    # fleet: a kubelet and a kube-proxy in one identity).
+    groups = [f"kf-nrc-proxiers:{suffix}"] if further_group else []
+    for group in groups:
+        bind_group(cluster, group)
     certs = node_world(cluster, admin, ns, nodes,
-                       {f"pod-{i}": (n, "cm-used") for i, n in enumerate(nodes)})
+                       {f"pod-{i}": (n, "cm-used") for i, n in enumerate(nodes)},
+                       groups={n: groups for n in nodes})
     proxy = start_proxy(cluster, tmp_path,
                         [f"--authorization-share-node-reviews={str(share).lower()}"])
     try:
@@ -182,7 +212,7 @@ def test_a_fleet_of_nodes_costs_about_one_review_per_node(cluster, tmp_path, fle
         after_cache = cache_counts(cluster, proxy)
         served = sum(after_cache[v] - before_cache[v] for v in after_cache)
         sent, shared = reviews(cluster, proxy)
-        print(f"\nshared={share}: {fleet} nodes x {KUBELET_SHAPES} shapes: {sent:.0f} reviews, "
+        print(f"\nshared={share} further group={further_group}: {fleet} nodes x {KUBELET_SHAPES} shapes: {sent:.0f} reviews, "
               f"{shared:.0f} authorizations shared, {served} reads served from the cache")
         # Every read was the cache's (else no review was needed for it).
         assert served == fleet * KUBELET_SHAPES, served
@@ -194,4 +224,4 @@ def test_a_fleet_of_nodes_costs_about_one_review_per_node(cluster, tmp_path, fle
         assert sent <= fleet + KUBELET_SHAPES + 1, sent
         assert shared >= fleet * (KUBELET_SHAPES - 1) - 1, shared
     finally:
-        cleanup(cluster, proxy, ns, nodes)
+        cleanup(cluster, proxy, ns, nodes, groups)

@@ -217,7 +217,9 @@ def kube_fanout_counters(text):
               "kube_fanout_cache_content_proofs_total", "kube_fanout_cache_passed_through_total",
               "kube_fanout_cache_unfresh_refused_total", "kube_fanout_tls_handshakes_total",
               "kube_fanout_tls_session_tickets_total", "kube_fanout_tls_handshakes_abandoned_total",
-              "kube_fanout_http2_frame_buffers_released_total"}
+              "kube_fanout_http2_frame_buffers_released_total",
+              "kube_fanout_access_reviews_total", "kube_fanout_access_reviews_shared_total",
+              "kube_fanout_token_reviews_total"}
     out = {}
     for name, labels, value in parse_prometheus(text, wanted):
         lb = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))

@@ -129,5 +129,31 @@ TEST_CASE("A user that is not a plain node identity is asked about itself") {
   CHECK(r.stats.shared == 0);
 }
 
+TEST_CASE("Nodes in a further group share the probe's yes asked in that group, and only they") {
+  NodeReviews r;
+  r.up.answer = Http(kAnswerAllowed);
+  Identity proxier = Node("n1");
+  proxier.groups.push_back("kf:node-proxiers");
+  const char* slices = "/apis/discovery.k8s.io/v1/endpointslices";
+  CHECK(r.Ask(proxier, slices) == Access::kAllowed);
+  // Asked for the probe, in exactly the node's groups.
+  CHECK(r.up.request.body().find(R"("user":"system:node:kube-fanout-probe-0123456789abcdef",)"
+                                 R"("groups":["system:nodes","system:authenticated",)"
+                                 R"("kf:node-proxiers"])") != std::string::npos);
+  CHECK(r.stats.allowed == 1);
+  Identity other_proxier = Node("n2");
+  other_proxier.groups.push_back("kf:node-proxiers");
+  CHECK(r.Ask(other_proxier, slices, 0) == Access::kAllowed);  // The same question: no review.
+  CHECK(r.stats.allowed == 1);
+  CHECK(r.stats.shared == 2);
+  // A node without the group is another question: the probe in its groups, then itself.
+  r.up.answer = Http(kDenied);
+  CHECK(r.Ask(Node("n3"), slices, 2) == Access::kDenied);
+  CHECK(r.up.request.body().find(R"("user":"system:node:n3","groups":["system:nodes",)"
+                                 R"("system:authenticated"])") != std::string::npos);
+  CHECK(r.stats.denied == 2);
+  CHECK(r.stats.shared == 2);
+}
+
 }  // namespace
 }  // namespace kf::test

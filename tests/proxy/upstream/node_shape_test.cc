@@ -24,18 +24,20 @@ AccessAttributes Attrs(std::string verb, std::string resource, std::string ns, s
   return a;
 }
 
-TEST_CASE("A node's questions are shared only for a plain node identity") {
+TEST_CASE("A node's questions are shared for a node identity with no uid or extra") {
   CHECK(SharableNodeName(Node("n1")) == "n1");
   Identity reordered{"system:node:n1", {"system:authenticated", "system:nodes"}};
   CHECK(SharableNodeName(reordered) == "n1");
   CHECK_FALSE(SharableNodeName(Node("")));
   CHECK_FALSE(SharableNodeName(Identity{"alice", {"system:nodes", "system:authenticated"}}));
+  CHECK_FALSE(SharableNodeName(Identity{"system:node:n1", {"system:authenticated"}}));
+  CHECK_FALSE(SharableNodeName(Identity{"system:node:n1", {}}));
+  CHECK_FALSE(SharableNodeName(Identity{"system:node:n1", {"system:nodes-x", "system:node"}}));
+  // Further groups are shared too: the probe asks in the same groups (below).
   Identity more = Node("n1");
-  more.groups.push_back("system:masters");
-  CHECK_FALSE(SharableNodeName(more));
-  CHECK_FALSE(SharableNodeName(Identity{"system:node:n1", {"system:nodes"}}));
-  CHECK_FALSE(SharableNodeName(
-      Identity{"system:node:n1", {"system:nodes", "system:nodes"}}));  // Not both groups.
+  more.groups.push_back("kf:node-proxiers");
+  CHECK(SharableNodeName(more) == "n1");
+  CHECK(SharableNodeName(Identity{"system:node:n1", {"system:nodes"}}) == "n1");
   Identity uid = Node("n1");
   uid.uid = "u";
   CHECK_FALSE(SharableNodeName(uid));
@@ -114,8 +116,16 @@ TEST_CASE("The probe node is a node in the nodes' groups, with a new name each s
   CHECK(one.size() == std::string_view("kube-fanout-probe-").size() + 16);
   CHECK(one.starts_with("kube-fanout-probe-"));
   CHECK(one != NewProbeNodeName());
-  const Identity probe = ProbeNodeUser(one);
+  const Identity probe = ProbeNodeUser(one, Node("n1").groups);
   CHECK(SharableNodeName(probe) == one);
+  CHECK(probe.groups == Node("n1").groups);
+  // In exactly the node's groups, in its order: a group's grant is the probe's as the node's.
+  const std::vector<std::string> groups{"kf:node-proxiers", "system:nodes", "system:masters"};
+  const Identity in_groups = ProbeNodeUser(one, groups);
+  CHECK(in_groups.username == "system:node:" + one);
+  CHECK(in_groups.groups == groups);
+  CHECK(in_groups.uid.empty());
+  CHECK(in_groups.extra.empty());
 }
 
 }  // namespace
