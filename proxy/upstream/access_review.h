@@ -9,14 +9,14 @@
 // so N agents of one user cost one review per distinct request shape, whichever worker thread
 // they reach (access_answers.h: the answers and the reviews in flight are shared). A node's
 // question is asked once for all nodes where the apiserver's answer cannot depend on which node
-// asks (node_shape.h): for a probe node, whose yes is every node's. The key holds how the user
-// was vouched for too (token, certificate, front proxy): answers never cross trust levels. A denied
-// review, or one the apiserver refused kube-fanout (401, 403: no system:auth-delegator), sends the
-// request through to the apiserver, which gives its own exact answer (403, ...). A review that got
-// no answer in time (review_call.h: the upstream unreachable or overloaded, past its 10 s, too many
-// waiting) is unavailable: the cached read is answered 429 (proxy/serve/cache_handler.h), so an
-// overload of kube-fanout does not become one of the apiserver. No failure serves from the
-// cache.
+// asks (node_shape.h): for a probe node in the node's groups, whose yes is every such node's.
+// The key holds how the user was vouched for too (token, certificate, front proxy): answers never
+// cross trust levels. A denied review, or one the apiserver refused kube-fanout (401, 403: no
+// system:auth-delegator), sends the request through to the apiserver, which gives its own exact
+// answer (403, ...). A review that got no answer in time (review_call.h: the upstream unreachable
+// or overloaded, past its 10 s, too many waiting) is unavailable: the cached read is answered 429
+// (proxy/serve/cache_handler.h), so an overload of kube-fanout does not become one of the
+// apiserver. No failure serves from the cache.
 //
 // One per worker thread (its pool and review slots); not thread-safe. The answers are shared
 // (AccessAnswers, thread-safe, bounded).

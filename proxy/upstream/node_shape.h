@@ -6,13 +6,15 @@
 // `metadata.name` (list, watch), its pods by `spec.nodeName`, its Lease and CSINode by name,
 // ResourceSlices by `nodeName`; every other resource by static rules the same for all nodes;
 // secrets, configmaps, volumes and claims by its graph (what the node's pods reference). RBAC
-// grants to the group system:nodes apply to every member alike, and neither ever denies (no
-// opinion at most). So a question asked by node A is answered for A as it is for node B when
-// every whole value equal to A's name is B's name instead, except where the graph decides (a
-// graph's yes for one node says nothing of another) and except for grants to one node's user.
-// A probe node (a name generated at start, unguessable, in no binding and in the graph of
-// nothing) asks the shape: its yes is every node's (the graph and single-user grants can only
-// add yeses, never take one away); its no says nothing, and the node is asked about itself.
+// grants to a group (system:nodes, or any further group of the node's) apply to every member
+// alike, and neither ever denies (no opinion at most). So a question asked by node A is
+// answered for A as it is for node B in the same groups when every whole value equal to A's
+// name is B's name instead, except where the graph decides (a graph's yes for one node says
+// nothing of another) and except for grants to one node's user. A probe node (a name generated
+// at start, unguessable, in no binding and in the graph of nothing), in exactly the asking
+// node's groups, asks the shape: its yes is every such node's (the graph and single-user
+// grants can only add yeses, never take one away); its no says nothing, and the node is asked
+// about itself.
 //
 // Pure functions; value types.
 #ifndef KUBE_FANOUT_UPSTREAM_NODE_SHAPE_H_
