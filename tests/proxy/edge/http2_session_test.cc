@@ -18,8 +18,10 @@
 #include <list>
 #include <map>
 #include <optional>
+#include <set>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "proxy/edge/batched_sends.h"
 #include "proxy/edge/http_session.h"
 #include "tests/proxy/edge/test_support.h"
@@ -152,6 +154,19 @@ class Paths : public Handler {
     } else if (path == "/count") {
       ++counted;
       co_await WriteWhole(*x.response, 200, "text/plain", "ok");
+    } else if (path == "/audited") {
+      // As an answer relayed from the apiserver: a new Audit-Id every time.
+      ResponseHead head;
+      head.framing = ResponseHead::Framing::kLength;
+      head.length = 2;
+      head.fields.set("Audit-Id", absl::StrFormat("%08x-1c2d-4e5f-8a9b-0123456789ab", ++audited));
+      head.fields.set(http::field::cache_control, "no-cache, private");
+      head.fields.set(http::field::content_type, "application/json");
+      if (co_await x.response->WriteHead(std::move(head))) co_return true;
+      const std::string ok = "ok";
+      const std::array<asio::const_buffer, 1> b{asio::buffer(ok)};
+      if (co_await x.response->WriteBody(b)) co_return true;
+      co_await x.response->End();
     } else if (path == "/hold") {
       // Waits as a handler asking upstream does, until told or its client resets the stream
       // (StopSignal::cancel_hook, as the relay sets it).
@@ -196,6 +211,7 @@ class Paths : public Handler {
   std::vector<bool> watch_told;
   std::function<void()> end_held;  // Ends /direct-held's wait.
   int counted = 0;
+  int audited = 0;
   int hold_cancelled = 0;
   std::function<void()> end_hold;  // Ends /hold's wait.
 };
@@ -293,6 +309,11 @@ class Client {
       nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(in.data()), in.size());
     }
     Send();
+  }
+
+  // The HPACK table this client's decoder keeps: what the server's encoder indexed.
+  size_t decoder_table_size() const {
+    return nghttp2_session_get_hd_inflate_dynamic_table_size(session_);
   }
 
   std::map<int32_t, Stream> streams;
@@ -1006,6 +1027,23 @@ TEST_CASE("Http2Session ends a connection whose client resets streams faster tha
   REQUIRE(h.RunUntil([&] { return h.client.goaway_error.has_value() && h.pair.closed; }));
   CHECK(*h.client.goaway_error == NGHTTP2_ENHANCE_YOUR_CALM);
   CHECK(h.stats.transport.http2_closed[static_cast<size_t>(Http2Closed::kResetRate)] == 1);
+}
+
+TEST_CASE("Http2Session never indexes an answer's Audit-Id or Date: its HPACK table stays small") {
+  H2c h;
+  std::set<std::string> ids;
+  for (int i = 0; i < 40; ++i) {
+    const int32_t id = h.client.Request("/audited");
+    REQUIRE(h.RunUntil([&] { return h.client.streams[id].closed; }));
+    REQUIRE(h.client.streams[id].headers[":status"] == "200");
+    REQUIRE(h.client.streams[id].headers.count("date") == 1);
+    ids.insert(h.client.streams[id].headers["audit-id"]);
+  }
+  REQUIRE(ids.size() == 40);  // Each answer had its own Audit-Id, as relayed ones do.
+  // Only the fields that repeat are indexed (Cache-Control, Content-Type): 40 Audit-Ids and
+  // Dates indexed would fill the client's 4,096 bytes.
+  CHECK(h.client.decoder_table_size() < 200);
+  CHECK(h.client.streams.rbegin()->second.headers["cache-control"] == "no-cache, private");
 }
 
 TEST_CASE("Http2Session sends an answer whose head is past nghttp2's default 64 KiB block") {
