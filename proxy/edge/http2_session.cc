@@ -108,7 +108,8 @@ bool Http2Session::Init() {
   // Closed streams are not kept. nghttp2 would keep up to SETTINGS_MAX_CONCURRENT_STREAMS of
   // them (about 210 bytes each) for RFC 7540's priorities, which RFC 9113 deprecates and
   // kube-fanout does not use: an agent's long-lived connection would grow with every request it
-  // makes (26 KiB after 132). A frame for a stream no longer known is taken as for a closed one.
+  // makes (about 24 KiB after 132). A frame for a stream no longer known is taken as for a
+  // closed one.
   nghttp2_option_set_no_closed_streams(option, 1);
   nghttp2_option_set_max_deflate_dynamic_table_size(option, limits_.header_table_size);
   // Answer heads as large as the relay reads (1 MiB, relay.cc), past nghttp2's default 64 KiB.
