@@ -16,12 +16,14 @@ import fcntl
 import json
 import os
 import pathlib
+import shutil
 import tempfile
 import time
 import uuid
 
 import pytest
 
+import kfrig
 from kfrig import Proxy, control_plane
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -44,7 +46,16 @@ def pytest_configure(config):
     # inherit its environment); a worker or a plain session uses what it was given, if anything.
     if config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses", None) \
             and "PYTEST_XDIST_WORKER" not in os.environ and "KF_TEST_LOCK_DIR" not in os.environ:
-        os.environ["KF_TEST_LOCK_DIR"] = tempfile.mkdtemp(prefix="kf-test-locks-")
+        os.environ["KF_TEST_LOCK_DIR"] = _made_lock_dir[0] = tempfile.mkdtemp(
+            prefix="kf-test-locks-")
+
+
+_made_lock_dir = [None]  # The lock directory this process made, removed at its end.
+
+
+def pytest_unconfigure(config):
+    if _made_lock_dir[0]:
+        shutil.rmtree(_made_lock_dir[0], ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -96,6 +107,11 @@ def pytest_runtest_protocol(item, nextitem):
                            "ended": time.time()})
         with open(path, "a") as f:  # One short write per line: whole under O_APPEND.
             f.write(line + "\n")
+
+
+def pytest_runtest_logreport(report):
+    if report.failed:
+        kfrig.TEST_FAILED = True  # This process's control planes are kept for a post-mortem.
 
 
 @pytest.fixture(scope="session")

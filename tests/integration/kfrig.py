@@ -11,6 +11,7 @@ import json
 import os
 import pathlib
 import shlex
+import shutil
 import signal
 import socket
 import ssl
@@ -310,11 +311,17 @@ class Cluster:
         return crt, key
 
 
+# Set (conftest.py) once a test of this process has failed: the control planes' directories
+# (etcd's data, the components' logs) are then kept for a post-mortem; after a clean run they
+# are removed, about 90 MB each. KF_KEEP_CLUSTER_DIRS=1 keeps them always.
+TEST_FAILED = False
+
+
 @contextlib.contextmanager
 def control_plane(reuse_variable, prefix, apiserver_args=None):
     """A control plane of its own (tests/cluster/up, `apiserver_args` as
-    KF_APISERVER_EXTRA_ARGS), stopped afterwards; or, when the environment names one in
-    `reuse_variable`, that one, left running."""
+    KF_APISERVER_EXTRA_ARGS), stopped afterwards and its directory removed unless a test
+    failed; or, when the environment names one in `reuse_variable`, that one, left running."""
     reuse = os.environ.get(reuse_variable)
     if reuse:
         yield Cluster.load(pathlib.Path(reuse))
@@ -328,6 +335,8 @@ def control_plane(reuse_variable, prefix, apiserver_args=None):
         yield Cluster.load(directory)
     finally:
         subprocess.run([str(ROOT / "tests/cluster/down"), str(directory)], check=True)
+        if not TEST_FAILED and os.environ.get("KF_KEEP_CLUSTER_DIRS") != "1":
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 @dataclasses.dataclass

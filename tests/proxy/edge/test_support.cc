@@ -17,7 +17,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <stdexcept>
+#include <system_error>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -230,6 +233,35 @@ asio::awaitable<void> ServeEach(Filter& filter, std::vector<FilterCall*> calls) 
   for (FilterCall* call : calls) co_await filter.Serve(call->x, call->next);
 }
 
+namespace {
+
+// The files WriteSelfSigned wrote, removed when the test process exits (a test that fails half
+// way leaves none behind in the shared temporary directory either).
+class WrittenFiles {
+ public:
+  void Add(std::string path) {
+    std::lock_guard lock(mutex_);
+    paths_.push_back(std::move(path));
+  }
+  ~WrittenFiles() {
+    for (const std::string& path : paths_) {
+      std::error_code ignored;
+      std::filesystem::remove(path, ignored);
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::string> paths_;
+};
+
+WrittenFiles& Written() {
+  static WrittenFiles files;
+  return files;
+}
+
+}  // namespace
+
 std::pair<std::string, std::string> WriteSelfSigned(const std::string& name) {
   EVP_PKEY* key = EVP_EC_gen("P-256");
   X509* cert = X509_new();
@@ -248,6 +280,8 @@ std::pair<std::string, std::string> WriteSelfSigned(const std::string& name) {
   const std::string file = absl::StrCat(name, "-", getpid());
   const std::string crt_path = (dir / (file + ".crt")).string();
   const std::string key_path = (dir / (file + ".key")).string();
+  Written().Add(crt_path);
+  Written().Add(key_path);
   FILE* f = std::fopen(crt_path.c_str(), "w");
   REQUIRE(f != nullptr);
   PEM_write_X509(f, cert);

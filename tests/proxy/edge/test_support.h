@@ -217,7 +217,8 @@ struct WireCall {
 };
 
 // A self-signed certificate (P-256, CN `name`, valid for an hour) and its key, in PEM, written
-// to `<temp dir>/<name>.crt` and `.key`; returns the two paths.
+// to `<temp dir>/<name>-<pid>.crt` and `.key` (both removed when the process exits); returns
+// the two paths.
 std::pair<std::string, std::string> WriteSelfSigned(const std::string& name);
 
 }  // namespace kf::test

@@ -198,6 +198,8 @@ TEST_CASE("the serving certificate is reloaded on change and a bad one is refuse
   Copy(crt_a, crt);
   CHECK(cert.ReloadIfChanged(&error) == ServingCertificate::Change::kReloaded);
   CHECK(cert.reloads() == 2);
+  std::filesystem::remove(crt);
+  std::filesystem::remove(key);
 }
 
 TEST_CASE("a session with a client certificate resumes and keeps its user, in TLS 1.2 and 1.3",
