@@ -1195,7 +1195,7 @@ void AgentPool::StartAgent(AgentType type, int index) {
   const uint64_t reflectors =
       type == AgentType::kKubelet
           ? 2 + static_cast<uint64_t>(std::max(0, options_.configmaps_per_kubelet))
-          : (type == AgentType::kKubeProxy ? 2 : 0);
+          : (type == AgentType::kKubeProxy ? 2 : (type == AgentType::kReference ? 3 : 0));
   pending_first_lists_.fetch_add(reflectors, std::memory_order_relaxed);
   streams_.fetch_add(reflectors, std::memory_order_relaxed);
   // The agent's objects are made on its shard's thread, which alone touches them after.
@@ -1228,6 +1228,12 @@ void AgentPool::StartAgent(AgentType type, int index) {
           "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name"));
       tasks.push_back(std::make_unique<Reflector>(shard, Kind::kServices, -1, "/api/v1/services",
                                                   "", "!service.kubernetes.io/service-proxy-name"));
+    } else if (type == AgentType::kReference) {
+      tasks.push_back(std::make_unique<Reflector>(shard, Kind::kPods, -1, "/api/v1/pods", "", ""));
+      tasks.push_back(
+          std::make_unique<Reflector>(shard, Kind::kNodes, -1, "/api/v1/nodes", "", ""));
+      tasks.push_back(std::make_unique<Reflector>(
+          shard, Kind::kEndpointSlices, -1, "/apis/discovery.k8s.io/v1/endpointslices", "", ""));
     } else {
       tasks.push_back(std::make_unique<Poller>(shard));
     }

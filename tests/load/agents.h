@@ -4,7 +4,9 @@
 //                 and K configmaps lcm-0..lcm-K-1 of the scenario namespace, one by name each;
 //   kube-proxy    LIST+WATCH all EndpointSlices and all Services (kube-proxy's label selectors);
 //   poller        every interval (random phase) GET one random pod of the namespace, then LIST
-//                 the namespace's pods, on one keep-alive connection (Fluentd/Datadog-style).
+//                 the namespace's pods, on one keep-alive connection (Fluentd/Datadog-style);
+//   reference     LIST+WATCH every pod, Node and EndpointSlice (kf_load --reference-watch runs
+//                 one straight at the apiserver: the apiserver's own delivery to one watcher).
 //
 // Each LIST+WATCH is a reflector as in client-go: a LIST at resourceVersion=0, a WATCH with
 // bookmarks and a random 5-10 minute timeout from the list's resourceVersion, a re-watch from the
@@ -50,7 +52,7 @@ class ReadinessProbe;
 
 namespace asio = boost::asio;
 
-enum class AgentType { kKubelet, kKubeProxy, kPoller };
+enum class AgentType { kKubelet, kKubeProxy, kPoller, kReference };
 
 struct AgentOptions {
   std::string namespace_ = "kf-load";

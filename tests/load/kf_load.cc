@@ -66,6 +66,7 @@ struct Flags {
   int max_runtime = 0;
   uint32_t seed = 1;
   bool setup_only = false, progress = false, help = false;
+  bool reference_watch = false;
 };
 
 po::options_description Describe(Flags* f) {
@@ -134,6 +135,11 @@ po::options_description Describe(Flags* f) {
      "Kubelets and kube-proxies multiplex all their requests on one HTTP/2 connection each, as "
      "client-go does (ALPN h2 over TLS, prior knowledge in plain HTTP); pollers stay on "
      "HTTP/1.1.")
+    ("reference-watch", po::bool_switch(&f->reference_watch),
+     "Also LIST+WATCH every pod, Node and EndpointSlice straight from --apiserver, one "
+     "connection each (HTTP/1.1, the agents' --wire), from before the ramp to the end: the "
+     "apiserver's own write -> event latency to one watcher, beside the agents' "
+     "(reference.latency_us). Costs the apiserver 3 LISTs and 3 WATCHes.")
     ("setup-only", po::bool_switch(&f->setup_only), "Create the scenario's objects and exit.")
     ("out", po::value(&f->out)->value_name("PATH"), "The JSON result (default: stdout).")
     ("progress", po::bool_switch(&f->progress), "One progress line per second on stderr.")
@@ -251,10 +257,35 @@ SelfCost MeasureSelf() {
   return c;
 }
 
+// --reference-watch: what the watcher straight at the apiserver saw.
+struct Reference {
+  AgentResults results;
+  Completeness completeness;
+};
+
+void WriteReference(JsonWriter& w, const Reference& r) {
+  w.Key("reference");
+  w.StartObject();
+  w.Key("latency_us");
+  w.StartObject();
+  for (Kind kind : {Kind::kPods, Kind::kNodes, Kind::kEndpointSlices}) {
+    w.Key(std::string(KindName(kind)).c_str());
+    WriteLatency(w, r.results.latency[static_cast<size_t>(kind)], true);
+  }
+  w.EndObject();
+  w.Key("streams_checked");
+  w.Uint64(r.completeness.checked);
+  w.Key("streams_complete");
+  w.Uint64(r.completeness.complete);
+  w.Key("missing_events");
+  w.Uint64(r.completeness.missing_events);
+  w.EndObject();
+}
+
 void WriteResult(JsonWriter& w, const Flags& f, const Phases& phases, double started_unix,
                  const AgentResults& results, const Completeness& c, const AgentProgress& at_end,
                  const SelfCost& self, const tools::Churn::Stats& churn, const Timeline& timeline,
-                 const std::vector<std::string>& failures) {
+                 const std::vector<std::string>& failures, const Reference* reference) {
   auto num = [&w](const char* key, double v) {
     w.Key(key);
     w.Double(v);
@@ -437,6 +468,7 @@ void WriteResult(JsonWriter& w, const Flags& f, const Phases& phases, double sta
   w.StartArray();
   for (const auto& s : failures) w.String(s.c_str());
   w.EndArray();
+  if (reference != nullptr) WriteReference(w, *reference);
   w.EndObject();
 }
 
@@ -591,6 +623,24 @@ int Main(int argc, char** argv) {
     Log(absl::StrCat("agents: ", s.message()));
     return 1;
   }
+  // --reference-watch: one watcher of each timed kind at the apiserver itself, with the token.
+  std::optional<AgentPool> reference;
+  if (f.reference_watch) {
+    AgentOptions ro = ao;
+    ro.threads = 1;
+    ro.source_ips = 1;
+    ro.http2 = false;
+    ro.node_ca_cert_file.clear();
+    ro.node_ca_key_file.clear();
+    ro.more_ports.clear();
+    ro.readiness = nullptr;
+    reference.emplace(*api, token, ro);
+    if (absl::Status s = reference->Start(); !s.ok()) {
+      Log(absl::StrCat("reference watch: ", s.message()));
+      return 1;
+    }
+    reference->StartAgent(AgentType::kReference, 0);
+  }
 
   // Ramp: agents start at --ramp-rate; then, bounded, until every first LIST is answered.
   Timeline timeline(pool, churn, f.progress, f.label);
@@ -603,8 +653,10 @@ int Main(int argc, char** argv) {
                             std::chrono::duration<double>(static_cast<double>(i) / f.ramp_rate)));
     pool.StartAgent(order[i].first, order[i].second);
   }
-  timeline.SleepUntil(Clock::now() + seconds(f.settle_max),
-                      [&pool] { return pool.Progress().pending_first_lists == 0; });
+  timeline.SleepUntil(Clock::now() + seconds(f.settle_max), [&pool, &reference] {
+    return pool.Progress().pending_first_lists == 0 &&
+           (!reference || reference->Progress().pending_first_lists == 0);
+  });
   phases.ramp = Since(t0);
   const AgentProgress ramped = pool.Progress();
   Log(absl::StrCat("ramp: ", order.size(), " agents in ", phases.ramp, "s, ", ramped.open_watches,
@@ -627,28 +679,34 @@ int Main(int argc, char** argv) {
   const AgentProgress at_end = pool.Progress();
   const SelfCost self = MeasureSelf();
   pool.Stop(seconds(15));
+  if (reference) reference->Stop(seconds(15));
 
   const tools::Churn::Stats stats = churn.GetStats();
   const AgentResults results = pool.GetResults();
-  const Completeness completeness =
-      CheckCompleteness(pool.Streams(), stats.log, [&churn](Kind kind, uint32_t object) {
-        switch (kind) {
-          case Kind::kPods:
-            return churn.PodNode(object);
-          case Kind::kNodes:
-          case Kind::kConfigMaps:
-            return static_cast<int32_t>(object);
-          default:
-            return int32_t{-1};
-        }
-      });
+  auto key_of = [&churn](Kind kind, uint32_t object) {
+    switch (kind) {
+      case Kind::kPods:
+        return churn.PodNode(object);
+      case Kind::kNodes:
+      case Kind::kConfigMaps:
+        return static_cast<int32_t>(object);
+      default:
+        return int32_t{-1};
+    }
+  };
+  const Completeness completeness = CheckCompleteness(pool.Streams(), stats.log, key_of);
+  std::optional<Reference> reference_result;
+  if (reference) {
+    reference_result = Reference{reference->GetResults(),
+                                 CheckCompleteness(reference->Streams(), stats.log, key_of)};
+  }
   const std::vector<std::string> failures = pool.FailureSamples();
 
   rapidjson::StringBuffer buffer;
   JsonWriter writer(buffer);
   writer.SetIndent(' ', 2);
   WriteResult(writer, f, phases, started_unix, results, completeness, at_end, self, stats, timeline,
-              failures);
+              failures, reference_result ? &*reference_result : nullptr);
   if (f.out.empty()) {
     std::printf("%s\n", buffer.GetString());
   } else {

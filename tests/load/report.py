@@ -328,6 +328,13 @@ def summary_rows(results):
     if resources:
         row("events timed (" + " / ".join(resources) + ")", lambda lb, m: (None, " / ".join(
             fmt_int(latency(m, r, "count")) for r in resources)))
+    # --reference-watch: the apiserver's own delivery to one watcher of its own, same run.
+    ref = lambda m, r, q: get(m, "kf_load", "reference", "latency_us", r, q)  # noqa: E731
+    for res in [r for r in resources
+                if any(ref(m, r, "count") is not None for m in modes.values())]:
+        row(f"  one watcher straight at the apiserver: {res} ms p50 / p90 / p99 / max",
+            lambda lb, m, r=res: (None, "—" if ref(m, r, "count") is None else " / ".join(
+                fmt_ms(ref(m, r, q)) for q in ("p50", "p90", "p99", "max"))))
     c = lambda m, f: get(m, "kf_load", "completeness", f)  # noqa: E731
     row("churn writes made (late slots skipped)", lambda lb, m: (None, "{}{}".format(
         fmt_int(sum(get(m, "kf_load", "churn", "writes", default={}).values())

@@ -335,6 +335,20 @@ def test_summary_rows():
     assert rows["events received by the agents"][0] == ["1,440"] * 2   # the timeline's last
 
 
+def test_reference_watch_rows_only_when_it_ran():
+    res = make_results()
+    assert not any(label.startswith("one watcher") for label in rows_by_label(res))
+    res["modes"]["kube-fanout"]["kf_load"]["reference"] = {
+        "latency_us": {"pods": {"count": 300, "p50": 7140, "p90": 11500, "p99": 16200,
+                                "max": 21200}},
+        "streams_checked": 3, "streams_complete": 3, "missing_events": 0}
+    rows = rows_by_label(res)
+    assert rows["one watcher straight at the apiserver: pods ms p50 / p90 / p99 / max"][0] == [
+        "—", "7.14 / 11.5 / 16.2 / 21.2"]
+    assert "one watcher straight at the apiserver: nodes ms p50 / p90 / p99 / max" not in rows
+    report.render_table(res)
+
+
 def test_summary_rows_survive_a_failed_mode():
     res = make_results()
     res["modes"]["kube-fanout"].update(kf_load=None, error="kf_load exited with status 1",
