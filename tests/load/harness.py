@@ -84,12 +84,13 @@ def connections(s):
 
 def kf_load_command(binary, s, *, target, apiserver, ca_file, label, out=None, setup_only=False,
                     progress=True, node_ca=None, wire="json", http2=False, readyz=None,
-                    reference_watch=False):
+                    reference_watch=False, poisson_writes=False):
     """kf_load's argv for one mode (or for --setup-only) of scenario s (CONTRACT.md). The token
     travels in the environment (KF_ADMIN_TOKEN), never on the command line. `node_ca`: (cert,
     key) of the CA that signs each kubelet's own client certificate (--node-certs). `readyz`:
     the target replicas' /readyz URLs, comma-separated (new connections only to ready ones).
-    `reference_watch`: one watcher of each timed kind straight at the apiserver as well."""
+    `reference_watch`: one watcher of each timed kind straight at the apiserver as well.
+    `poisson_writes`: the churn's writes as Poisson arrivals (kf_load --poisson-writes)."""
     cmd = [str(binary), f"--target={target}", f"--apiserver={apiserver}", f"--ca-file={ca_file}",
            "--token-env=KF_ADMIN_TOKEN", f"--label={label}"]
     cmd += [f"--{flag}={_arg(s[key])}" for flag, key in KF_LOAD_FLAGS
@@ -104,6 +105,8 @@ def kf_load_command(binary, s, *, target, apiserver, ca_file, label, out=None, s
         cmd.append(f"--target-readyz={readyz}")
     if reference_watch and not setup_only:
         cmd.append("--reference-watch")
+    if poisson_writes and not setup_only:
+        cmd.append("--poisson-writes")
     if setup_only:
         cmd.append("--setup-only")
     if out is not None:

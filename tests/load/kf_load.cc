@@ -66,7 +66,7 @@ struct Flags {
   int max_runtime = 0;
   uint32_t seed = 1;
   bool setup_only = false, progress = false, help = false;
-  bool reference_watch = false;
+  bool reference_watch = false, poisson_writes = false;
 };
 
 po::options_description Describe(Flags* f) {
@@ -140,6 +140,10 @@ po::options_description Describe(Flags* f) {
      "connection each (HTTP/1.1, the agents' --wire), from before the ramp to the end: the "
      "apiserver's own write -> event latency to one watcher, beside the agents' "
      "(reference.latency_us). Costs the apiserver 3 LISTs and 3 WATCHes.")
+    ("poisson-writes", po::bool_switch(&f->poisson_writes),
+     "The churn's writers write as Poisson processes of their rates (seeded by --seed), so the "
+     "kinds' writes meet only by chance; default: evenly spaced, and kinds whose rates divide "
+     "each other's write at the same instants.")
     ("setup-only", po::bool_switch(&f->setup_only), "Create the scenario's objects and exit.")
     ("out", po::value(&f->out)->value_name("PATH"), "The JSON result (default: stdout).")
     ("progress", po::bool_switch(&f->progress), "One progress line per second on stderr.")
@@ -325,6 +329,8 @@ void WriteResult(JsonWriter& w, const Flags& f, const Phases& phases, double sta
   u64("services", static_cast<uint64_t>(f.services));
   u64("endpoints_per_slice", static_cast<uint64_t>(f.endpoints_per_slice));
   u64("source_ips", static_cast<uint64_t>(f.source_ips));
+  w.Key("poisson_writes");
+  w.Bool(f.poisson_writes);
   w.EndObject();
 
   w.Key("phases");
@@ -580,6 +586,7 @@ int Main(int argc, char** argv) {
   co.rates[static_cast<size_t>(Kind::kEvents)] = f.event_rate;
   co.rates[static_cast<size_t>(Kind::kConfigMaps)] = f.configmap_rate;
   co.seed = f.seed;
+  co.poisson = f.poisson_writes;
   tools::Churn churn(*api, token, co);
 
   Phases phases;

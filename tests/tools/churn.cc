@@ -144,13 +144,13 @@ class Creator {
 }  // namespace
 
 struct Churn::Writer {
-  Writer(const Endpoint& e, const std::string& token, Kind k, int i, int of, double r,
-         uint32_t seed)
-      : client(e, token), kind(k), index(i), count(of), rate(r), rng(seed) {}
+  Writer(const Endpoint& e, const std::string& token, Kind k, int i, int of, double r, uint32_t s)
+      : client(e, token), kind(k), index(i), count(of), rate(r), seed(s), rng(s) {}
   ApiClient client;
   Kind kind;
   int index, count;
   double rate;
+  uint32_t seed;
   std::mt19937 rng;
   std::thread thread;
   // Written by the writer thread; read after it is joined.
@@ -290,7 +290,9 @@ void Churn::Stop() {
 }
 
 void Churn::RunWriter(Writer& w) {
-  OpenLoop loop(started_, options_.bursts ? 0 : w.index, w.count, w.rate);
+  // Poisson: the writer's own arrivals, from a seed of its own unlike its targets'.
+  OpenLoop loop(started_, options_.bursts ? 0 : w.index, w.count, w.rate,
+                options_.poisson ? std::optional<uint32_t>(w.seed ^ 0x5bd1e995u) : std::nullopt);
   const uint32_t objects = Objects(w.kind);
   if (objects == 0) return;
   const bool post = w.kind == Kind::kEvents;

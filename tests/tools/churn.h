@@ -64,6 +64,10 @@ class Churn {
     // The writers of a kind write at the same instants (bursts of writers_per_kind writes, at
     // the same average rate) instead of spread evenly over each period.
     bool bursts = false;
+    // Each writer's writes arrive as a Poisson process of its rate (OpenLoop), so the kinds
+    // meet only by chance; otherwise evenly spaced, and kinds whose rates divide each other
+    // write at the same instants (the default: the figures in docs/ were made so).
+    bool poisson = false;
     int setup_connections = 8;
     uint32_t seed = 1;
 
