@@ -60,10 +60,12 @@ void CacheWatcher::Take(Batch* into) {
   into->pieces.swap(queue_);
   into->bytes = queued_bytes_;
   into->last_rv = last_rv_;
+  into->oldest_received = oldest_received_;
   into->closed = closed_;
   into->close_cause = close_cause_;
   queued_bytes_ = 0;
   last_rv_ = 0;
+  oldest_received_ = {};
   pending_notify_ = false;
 }
 
@@ -72,6 +74,7 @@ void CacheWatcher::CutLocked(std::atomic<uint64_t> CutCounts::*reason) {
   GiveBackLocked();
   queue_.clear();
   queued_bytes_ = 0;
+  oldest_received_ = {};
   closed_ = true;
   closed_flag_.store(true, std::memory_order_release);
   close_cause_ = CloseCause::kTooSlow;
@@ -82,7 +85,8 @@ void CacheWatcher::CutLocked(std::atomic<uint64_t> CutCounts::*reason) {
 }
 
 CacheWatcher::Pushed CacheWatcher::Push(std::span<Piece> pieces, size_t bytes, uint64_t rv,
-                                        const CachedObject* shared) {
+                                        const CachedObject* shared,
+                                        std::chrono::steady_clock::time_point received) {
   absl::MutexLock lock(&mu_);
   if (closed_) return Pushed::kQuiet;
   if (queued_bytes_ + bytes > max_queue_bytes_) {
@@ -113,6 +117,7 @@ CacheWatcher::Pushed CacheWatcher::Push(std::span<Piece> pieces, size_t bytes, u
   for (Piece& p : pieces) queue_.push_back(std::move(p));
   queued_bytes_ += bytes;
   last_rv_ = rv;
+  if (oldest_received_ == std::chrono::steady_clock::time_point{}) oldest_received_ = received;
   if (counted) budget_->NoteQueued(queued_bytes_);
   const bool notify = !pending_notify_;
   pending_notify_ = true;

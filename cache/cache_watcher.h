@@ -12,6 +12,7 @@
 #define KUBE_FANOUT_CACHE_CACHE_WATCHER_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -102,7 +103,10 @@ class CacheWatcher : public std::enable_shared_from_this<CacheWatcher> {
     std::vector<Piece> pieces;
     size_t bytes = 0;
     uint64_t last_rv = 0;  // RV of the newest event taken (0: none).
-    bool closed = false;   // No more events will come.
+    // When the oldest event taken arrived from the upstream (none: no event, or only a watch's
+    // initial state).
+    std::chrono::steady_clock::time_point oldest_received{};
+    bool closed = false;  // No more events will come.
     CloseCause close_cause = CloseCause::kOpen;
   };
   // Takes everything queued (consumer side) into `into`, whose vector (emptied first) becomes
@@ -130,8 +134,10 @@ class CacheWatcher : public std::enable_shared_from_this<CacheWatcher> {
   // the process-wide budget once while any queue holds it; called under its cache's lock.
   // Besides, the budget counts EntryBytes(pieces) for this queue.
   enum class Pushed { kQuiet, kNotify, kNoRoom };
+  // `received`: when the event arrived from the upstream (none for the initial state).
   Pushed Push(std::span<Piece> pieces, size_t bytes, uint64_t rv,
-              const CachedObject* shared = nullptr);
+              const CachedObject* shared = nullptr,
+              std::chrono::steady_clock::time_point received = {});
   // What a queued frame of `pieces` pieces costs the process-wide budget besides its shared
   // bytes: its pieces and its hold on the object.
   static constexpr size_t EntryBytes(size_t pieces) {
@@ -181,6 +187,7 @@ class CacheWatcher : public std::enable_shared_from_this<CacheWatcher> {
   std::vector<const CachedObject*> holds_ ABSL_GUARDED_BY(mu_);
   size_t entry_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t last_rv_ ABSL_GUARDED_BY(mu_) = 0;
+  std::chrono::steady_clock::time_point oldest_received_ ABSL_GUARDED_BY(mu_){};
   bool pending_notify_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<bool> closed_flag_{false};  // closed_, for readers without the lock.

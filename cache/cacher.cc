@@ -130,14 +130,15 @@ void Cacher::DispatchLocked(const EventPtr& e, Notifications* notify) {
     // The object the frame carries, shared by every queue it goes to.
     const CachedObject* shared = FrameObject(*pieces);
     ++dispatched_;
-    CacheWatcher::Pushed pushed = w->Push(*pieces, bytes, e->resource_version(), shared);
+    CacheWatcher::Pushed pushed =
+        w->Push(*pieces, bytes, e->resource_version(), shared, e->received());
     if (pushed == CacheWatcher::Pushed::kNoRoom) {
       // The process-wide budget is spent: the watchers further behind than this one would be
       // go, largest first; then this one, if there is still no room. (Room for the frame whole:
       // at most what it costs, if no other queue holds its object.)
       w->budget()->MakeRoom(bytes + CacheWatcher::EntryBytes(pieces->size()),
                             w->queued_bytes() + bytes);
-      pushed = w->Push(*pieces, bytes, e->resource_version(), shared);
+      pushed = w->Push(*pieces, bytes, e->resource_version(), shared, e->received());
       if (pushed == CacheWatcher::Pushed::kNoRoom) {
         pushed = w->CutForTotal() ? CacheWatcher::Pushed::kNotify : CacheWatcher::Pushed::kQuiet;
       }

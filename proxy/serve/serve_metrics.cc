@@ -67,6 +67,12 @@ void RenderWatchWriteMetrics(metrics::Writer& w, const CacheServeStats& serve) {
             "path",
             {{"direct", static_cast<double>(serve.watch_writes_direct.load())},
              {"loop", static_cast<double>(serve.watch_writes_loop.load())}});
+  serve.watch_delay.Write(
+      w, "kube_fanout_watch_delay_seconds",
+      "Watch writes of events from the cache, by the time from the arrival of the oldest event "
+      "written from the upstream to the write (a write straight from a wake-up: to the end of its "
+      "I/O thread's round of wake-ups, when the round's sends have gone out): kube-fanout's own "
+      "part of an event's way to a watcher, which the upstream's part precedes.");
   w.Single("kube_fanout_watch_batched_sends_total", "counter",
            "Watch writes made from wake-ups as sends in io_uring submissions (--io-uring): one per "
            "HTTP/1.1 watcher's write, one per HTTP/2 connection's batch of frames (plain, or "

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "common/histogram.h"
 #include "proxy/serve/pass_reason.h"
 
 namespace kf {
@@ -35,6 +36,10 @@ struct CacheServeStats {
   // Watch writes by how they went out: straight from the wake-up (Response::TryWriteBody took
   // them whole), or by the watch's loop (the first, TLS, HTTP/2, a client behind).
   std::atomic<uint64_t> watch_writes_direct{0}, watch_writes_loop{0};
+  // Per watch write carrying events: from the arrival of its oldest event from the upstream to
+  // the write (a direct write's: the end of its thread's round of wake-ups, when the round's
+  // sends have gone out).
+  metrics::Histogram watch_delay;
 };
 
 }  // namespace kf

@@ -4,6 +4,7 @@
 #include "proxy/serve/watch_run.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "common/kept_room.h"
 #include "proxy/serve/watch_stream.h"
@@ -27,18 +28,24 @@ struct DirectWriteTally {
   CacheServeStats* stats = nullptr;
   uint64_t bytes = 0;
   uint64_t writes = 0;
+  // When the oldest event of each write arrived: timed once the round's sends have gone out.
+  std::vector<Clock::time_point> received;
 };
 thread_local DirectWriteTally direct_tally;
 
 void AddTallyToStats() {
   DirectWriteTally& t = direct_tally;
-  if (t.stats == nullptr || (t.bytes == 0 && t.writes == 0)) return;
+  if (t.stats == nullptr || (t.bytes == 0 && t.writes == 0 && t.received.empty())) return;
   t.stats->bytes_written.fetch_add(t.bytes, std::memory_order_relaxed);
   t.stats->watch_writes_direct.fetch_add(t.writes, std::memory_order_relaxed);
   t.bytes = t.writes = 0;
+  if (t.received.empty()) return;
+  const Clock::time_point now = Clock::now();
+  for (Clock::time_point r : t.received) t.stats->watch_delay.Observe(now - r);
+  ClearKeepingRoom(t.received, 1024);
 }
 
-void CountDirectWrite(CacheServeStats& stats, size_t bytes) {
+void CountDirectWrite(CacheServeStats& stats, size_t bytes, Clock::time_point received) {
   DirectWriteTally& t = direct_tally;
   if (t.stats != &stats) {
     AddTallyToStats();
@@ -46,6 +53,7 @@ void CountDirectWrite(CacheServeStats& stats, size_t bytes) {
   }
   t.bytes += bytes;
   if (bytes > 0) ++t.writes;
+  if (received != Clock::time_point{}) t.received.push_back(received);
 }
 
 // The bookmark due now, if one is. `cache_rv` is the cache's RV read before the batch just
@@ -101,10 +109,12 @@ void TakeBatch(WatchRun& w, Clock::time_point now) {
 // After the taken batch was written: lets its frames go (an idle watch keeps no event alive,
 // nor a burst's room). False: the watch is over.
 bool BatchWritten(WatchRun& w, bool direct) {
+  const Clock::time_point received = w.batch.oldest_received;
   if (direct) {
-    CountDirectWrite(w.stats, w.bytes);
+    CountDirectWrite(w.stats, w.bytes, received);
   } else {
     w.stats.bytes_written += w.bytes;
+    if (received != Clock::time_point{}) w.stats.watch_delay.Observe(Clock::now() - received);
   }
   const bool closed = w.batch.closed;
   const bool too_slow = closed && w.batch.close_cause == CacheWatcher::CloseCause::kTooSlow;

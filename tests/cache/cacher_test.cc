@@ -820,5 +820,30 @@ TEST_CASE("A watcher of a dropManagedFields flow gets each object's shared form 
   CHECK(metadata.find("managedFields") == std::string::npos);
 }
 
+TEST_CASE("A watcher's batch says when its oldest live event arrived, and nothing for its start") {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point now = Clock::now();
+  Cacher cacher{PodsType(), EventRingLimits{}, [&now] { return now; }};
+  cacher.Replace({Pod("b", "x", 5)}, 10);
+  auto made = cacher.Watch({Filter(), Cacher::Start::kInitialState, 0, 1 << 20, [] {}});
+  REQUIRE(made.ok());
+  CacheWatcher& w = **made;
+  CacheWatcher::Batch batch = w.Take();
+  CHECK_FALSE(batch.pieces.empty());  // The initial state: not an event that arrived.
+  CHECK(batch.oldest_received == Clock::time_point{});
+  const Clock::time_point first = now;
+  cacher.Apply(EventType::kModified, Pod("b", "x", 11));
+  now += std::chrono::milliseconds(7);
+  cacher.Apply(EventType::kModified, Pod("b", "x", 12));
+  batch = w.Take();
+  REQUIRE(batch.last_rv == 12);
+  CHECK(batch.oldest_received == first);
+  batch = w.Take();
+  CHECK(batch.pieces.empty());
+  CHECK(batch.oldest_received == Clock::time_point{});
+  cacher.Apply(EventType::kModified, Pod("b", "x", 13));
+  CHECK(w.Take().oldest_received == now);
+}
+
 }  // namespace
 }  // namespace kf

@@ -749,6 +749,12 @@ def test_watch_events_go_one_write_per_socket_with_io_uring_off(cluster, tmp_pat
         metrics = cluster.request("GET", "/metrics", port=p.port, tls=False).body.decode()
         assert metric_values(metrics, "kube_fanout_watch_writes_total")['{path="direct"}'] >= 3
         assert metric_values(metrics, "kube_fanout_watch_batched_sends_total")[""] == 0
+        # Each watch's writes of the 3 events timed from their arrival from the apiserver: at
+        # least one write per watch, each well within a second here.
+        delays = metric_values(metrics, "kube_fanout_watch_delay_seconds_count")[""]
+        assert delays >= 2
+        assert metric_values(metrics, "kube_fanout_watch_delay_seconds_bucket")['{le="1"}'] == delays
+        assert 0 < metric_values(metrics, "kube_fanout_watch_delay_seconds_sum")[""] < delays
         serving = [json.loads(line) for line in p.log_lines() if '"msg":"serving"' in line]
         assert serving and serving[-1]["io_uring"] is False
         for conn, _ in watches.values():

@@ -211,6 +211,33 @@ def metric_sum(text, name):
     return sum(v for _, _, v in parse_prometheus(text, {name}))
 
 
+def histogram_quantile(q, buckets):
+    """Prometheus' histogram_quantile over {upper bound: cumulative count} (+Inf as inf): the
+    q-quantile, linear within its bucket; None without observations."""
+    bounds = sorted(buckets)
+    total = buckets[bounds[-1]] if bounds else 0
+    if total <= 0:
+        return None
+    rank, lower, below = q * total, 0.0, 0.0
+    for upper in bounds:
+        count = buckets[upper]
+        if count >= rank:
+            if upper == float("inf"):
+                return lower  # Past the last finite bound: that bound, as Prometheus says.
+            return lower + (upper - lower) * ((rank - below) / (count - below) if count > below
+                                              else 0)
+        lower, below = upper, count
+    return lower
+
+
+def watch_delay_buckets(counters_delta):
+    """{upper bound in seconds: cumulative count} of kube_fanout_watch_delay_seconds over a run,
+    from kube_fanout_counters' deltas."""
+    prefix = "kube_fanout_watch_delay_seconds_bucket{le="
+    return {float(k[len(prefix):-1]): v for k, v in counters_delta.items()
+            if k.startswith(prefix)}
+
+
 def kube_fanout_counters(text):
     """kube-fanout's own counters worth a delta: 'name{labels}' -> value."""
     wanted = {"kube_fanout_requests_total", "kube_fanout_cache_requests_total",
@@ -226,7 +253,8 @@ def kube_fanout_counters(text):
               "kube_fanout_tls_session_tickets_total", "kube_fanout_tls_handshakes_abandoned_total",
               "kube_fanout_http2_frame_buffers_released_total",
               "kube_fanout_access_reviews_total", "kube_fanout_access_reviews_shared_total",
-              "kube_fanout_token_reviews_total"}
+              "kube_fanout_token_reviews_total", "kube_fanout_watch_delay_seconds_bucket",
+              "kube_fanout_watch_delay_seconds_count"}
     out = {}
     for name, labels, value in parse_prometheus(text, wanted):
         lb = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))

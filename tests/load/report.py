@@ -12,6 +12,7 @@ import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import harness  # noqa: E402
 import svg  # noqa: E402
 
 COLORS = {"direct": "#d62728", "kube-fanout": "#1f77b4"}
@@ -328,6 +329,17 @@ def summary_rows(results):
     if resources:
         row("events timed (" + " / ".join(resources) + ")", lambda lb, m: (None, " / ".join(
             fmt_int(latency(m, r, "count")) for r in resources)))
+    # kube-fanout's own part: an event's arrival from the upstream to its write, per write.
+    def own_delay(lb, m):
+        buckets = harness.watch_delay_buckets(get(m, "kube_fanout", "counters_delta",
+                                                  default={}) or {})
+        qs = [harness.histogram_quantile(q, buckets) for q in (0.5, 0.9, 0.99)]
+        if qs[0] is None:
+            return None, "—"
+        return None, " / ".join(fmt_ms(v * 1e6) for v in qs)
+    if any(own_delay(lb, modes[lb])[1] != "—" for lb in labels):
+        row("  kube-fanout's part (arrival from the upstream → write) ms p50 / p90 / p99",
+            own_delay)
     # --reference-watch: the apiserver's own delivery to one watcher of its own, same run.
     ref = lambda m, r, q: get(m, "kf_load", "reference", "latency_us", r, q)  # noqa: E731
     for res in [r for r in resources

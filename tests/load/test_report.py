@@ -349,6 +349,20 @@ def test_reference_watch_rows_only_when_it_ran():
     report.render_table(res)
 
 
+def test_kube_fanouts_own_delay_from_its_histogram():
+    res = make_results()
+    label = "kube-fanout's part (arrival from the upstream → write) ms p50 / p90 / p99"
+    assert label not in rows_by_label(res)
+    res["modes"]["kube-fanout"]["kube_fanout"] = {"counters_delta": {
+        "kube_fanout_watch_delay_seconds_bucket{le=0.001}": 50,
+        "kube_fanout_watch_delay_seconds_bucket{le=0.0025}": 90,
+        "kube_fanout_watch_delay_seconds_bucket{le=0.005}": 100,
+        "kube_fanout_watch_delay_seconds_bucket{le=+Inf}": 100}}
+    # p50 at the first bucket's top, p90 at the second's, p99 nine tenths into the third.
+    assert rows_by_label(res)[label][0] == ["—", "1 / 2.5 / 4.75"]
+    assert harness.histogram_quantile(0.5, {}) is None
+
+
 def test_summary_rows_survive_a_failed_mode():
     res = make_results()
     res["modes"]["kube-fanout"].update(kf_load=None, error="kf_load exited with status 1",
