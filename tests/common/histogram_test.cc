@@ -31,5 +31,24 @@ TEST_CASE("a histogram's buckets are cumulative, with +Inf, its sum in seconds a
   CHECK(text.find("kf_test_seconds_count 4\n") != std::string::npos);
 }
 
+TEST_CASE("a histogram adds a tally of observations as if observed one by one") {
+  Histogram one_by_one, tallied;
+  Histogram::Counts counts{};
+  uint64_t sum_ns = 0;
+  for (std::chrono::nanoseconds d :
+       {std::chrono::nanoseconds(microseconds(500)), std::chrono::nanoseconds(milliseconds(30)),
+        std::chrono::nanoseconds(milliseconds(30)), std::chrono::nanoseconds(seconds(11))}) {
+    one_by_one.Observe(d);
+    ++counts[Histogram::BucketOf(d)];
+    sum_ns += static_cast<uint64_t>(d.count());
+  }
+  tallied.Add(counts, sum_ns);
+  Writer a, b;
+  one_by_one.Write(a, "kf_test_seconds", "A test.");
+  tallied.Write(b, "kf_test_seconds", "A test.");
+  CHECK(a.Take() == b.Take());
+  CHECK(tallied.count() == 4);
+}
+
 }  // namespace
 }  // namespace kf::metrics
