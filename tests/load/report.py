@@ -330,16 +330,15 @@ def summary_rows(results):
         row("events timed (" + " / ".join(resources) + ")", lambda lb, m: (None, " / ".join(
             fmt_int(latency(m, r, "count")) for r in resources)))
     # kube-fanout's own part: an event's arrival from the upstream to its write, per write.
-    def own_delay(lb, m):
-        buckets = harness.watch_delay_buckets(get(m, "kube_fanout", "counters_delta",
-                                                  default={}) or {})
+    own = {}
+    for lb in labels:
+        buckets = harness.watch_delay_buckets(
+            get(modes[lb], "kube_fanout", "counters_delta", default={}) or {})
         qs = [harness.histogram_quantile(q, buckets) for q in (0.5, 0.9, 0.99)]
-        if qs[0] is None:
-            return None, "—"
-        return None, " / ".join(fmt_ms(v * 1e6) for v in qs)
-    if any(own_delay(lb, modes[lb])[1] != "—" for lb in labels):
+        own[lb] = "—" if qs[0] is None else " / ".join(fmt_ms(v * 1e6) for v in qs)
+    if any(text != "—" for text in own.values()):
         row("  kube-fanout's part (arrival from the upstream → write) ms p50 / p90 / p99",
-            own_delay)
+            lambda lb, m: (None, own[lb]))
     # --reference-watch: the apiserver's own delivery to one watcher of its own, same run.
     ref = lambda m, r, q: get(m, "kf_load", "reference", "latency_us", r, q)  # noqa: E731
     for res in [r for r in resources
