@@ -16,9 +16,11 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import threading
 import time
+import warnings
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BINARY = pathlib.Path(os.environ.get("KF_BINARY", ROOT / "build/kube-fanout"))
@@ -317,6 +319,28 @@ class Cluster:
 TEST_FAILED = False
 
 
+UP_ATTEMPTS = 2  # A start that failed (a random port taken meanwhile, a stall) is tried again.
+
+
+def _start_control_plane(prefix, env):
+    """tests/cluster/up in a new directory; its output goes to stderr (pytest keeps it with the
+    test). A failed start is tried once more in another directory, with a warning that carries
+    its last lines; the failed one's directory is kept. The last failure raises with them."""
+    for attempt in range(1, UP_ATTEMPTS + 1):
+        directory = pathlib.Path(tempfile.mkdtemp(prefix=prefix))
+        up = subprocess.run([str(ROOT / "tests/cluster/up"), str(directory)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        sys.stderr.write(up.stdout)
+        if up.returncode == 0:
+            return directory
+        tail = "\n".join(up.stdout.splitlines()[-40:])
+        message = (f"tests/cluster/up {directory} failed (exit {up.returncode}, attempt "
+                   f"{attempt} of {UP_ATTEMPTS}); its last lines:\n{tail}")
+        if attempt == UP_ATTEMPTS:
+            raise RuntimeError(message)
+        warnings.warn(message)
+
+
 @contextlib.contextmanager
 def control_plane(reuse_variable, prefix, apiserver_args=None):
     """A control plane of its own (tests/cluster/up, `apiserver_args` as
@@ -326,11 +350,10 @@ def control_plane(reuse_variable, prefix, apiserver_args=None):
     if reuse:
         yield Cluster.load(pathlib.Path(reuse))
         return
-    directory = pathlib.Path(tempfile.mkdtemp(prefix=prefix))
     env = dict(os.environ)
     if apiserver_args is not None:
         env["KF_APISERVER_EXTRA_ARGS"] = apiserver_args
-    subprocess.run([str(ROOT / "tests/cluster/up"), str(directory)], check=True, env=env)
+    directory = _start_control_plane(prefix, env)
     try:
         yield Cluster.load(directory)
     finally:
