@@ -368,7 +368,15 @@ def test_a_watch_older_than_the_protobuf_cache_is_vouched_for_by_the_json_cache(
         assert listed.status == 200, listed.body[:300]
         rv0 = json.loads(listed.body)["metadata"]["resourceVersion"]
         for i in range(3):  # After rv0, before the protobuf cache: only in `busy`.
-            cluster.kubectl("create", "configmap", f"b{i}", "-n", busy, f"--from-literal=i={i}")
+            made = cluster.kubectl("create", "configmap", f"b{i}", "-n", busy,
+                                   f"--from-literal=i={i}", "-o",
+                                   "jsonpath={.metadata.resourceVersion}").stdout
+        # The JSON cache has seen them (a read at least that fresh, which it waits for) before
+        # the protobuf cache lists: else it could not vouch for the window's start yet.
+        caught_up = cluster.request("GET", f"/api/v1/namespaces/{busy}/configmaps"
+                                    f"?resourceVersion={made}", port=proxy.port, tls=False)
+        assert caught_up.status == 200, caught_up.body[:300]
+        assert int(json.loads(caught_up.body)["metadata"]["resourceVersion"]) >= int(made)
         wait_cached(cluster, proxy, f"/api/v1/namespaces/{quiet}/configmaps?resourceVersion=0")
         _, window_start, _ = list_items(get(cluster, f"/api/v1/namespaces/{quiet}/configmaps",
                                             port=proxy.secure_port).body)
