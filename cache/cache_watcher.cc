@@ -64,6 +64,7 @@ void CacheWatcher::Take(Batch* into) {
   into->closed = closed_;
   into->close_cause = close_cause_;
   queued_bytes_ = 0;
+  queued_bytes_seen_.store(0, std::memory_order_relaxed);
   last_rv_ = 0;
   oldest_received_ = {};
   pending_notify_ = false;
@@ -74,6 +75,7 @@ void CacheWatcher::CutLocked(std::atomic<uint64_t> CutCounts::*reason) {
   GiveBackLocked();
   queue_.clear();
   queued_bytes_ = 0;
+  queued_bytes_seen_.store(0, std::memory_order_relaxed);
   oldest_received_ = {};
   closed_ = true;
   closed_flag_.store(true, std::memory_order_release);
@@ -116,6 +118,7 @@ CacheWatcher::Pushed CacheWatcher::Push(std::span<Piece> pieces, size_t bytes, u
   }
   for (Piece& p : pieces) queue_.push_back(std::move(p));
   queued_bytes_ += bytes;
+  queued_bytes_seen_.store(queued_bytes_, std::memory_order_relaxed);
   last_rv_ = rv;
   if (oldest_received_ == std::chrono::steady_clock::time_point{}) oldest_received_ = received;
   if (counted) budget_->NoteQueued(queued_bytes_);
@@ -144,8 +147,7 @@ bool CacheWatcher::Close() {
 }
 
 size_t CacheWatcher::queued_bytes() const {
-  absl::MutexLock lock(&mu_);
-  return queued_bytes_;
+  return queued_bytes_seen_.load(std::memory_order_relaxed);
 }
 
 size_t CacheWatcher::entry_bytes() const {

@@ -152,6 +152,7 @@ class CacheWatcher : public std::enable_shared_from_this<CacheWatcher> {
   bool closed() const { return closed_flag_.load(std::memory_order_acquire); }
 
   // The frames' bytes queued, as this watcher's own budget counts them (each frame whole).
+  // Without the lock (a metrics scrape sums it over every watcher): the value as last set.
   size_t queued_bytes() const;
   // What this queue's entries count in the process-wide budget (EntryBytes of each frame),
   // besides the shared bytes of the objects it holds.
@@ -182,6 +183,7 @@ class CacheWatcher : public std::enable_shared_from_this<CacheWatcher> {
   mutable absl::Mutex mu_;
   std::vector<Piece> queue_ ABSL_GUARDED_BY(mu_);
   size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<size_t> queued_bytes_seen_{0};  // queued_bytes_, stored with it: queued_bytes().
   // For the process-wide budget: the objects whose frames are queued (one hold each), and what
   // the entries count (EntryBytes).
   std::vector<const CachedObject*> holds_ ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,7 @@
 #include "proxy/server/process_metrics.h"
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -14,6 +15,21 @@
 #include "absl/strings/strip.h"
 
 namespace kf {
+
+size_t OpenFds() {
+  // Linux 6.2 and later give the count as /proc/self/fd's size: listing the directory instead
+  // took 7 % of kube-fanout's CPU with 10,000 connections and a scrape a second. Earlier
+  // kernels say 0 there, and are listed.
+  struct stat st {};
+  if (stat("/proc/self/fd", &st) == 0 && st.st_size > 0) return static_cast<size_t>(st.st_size);
+  std::error_code ec;
+  size_t n = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
 
 void RenderProcessMetrics(metrics::Writer& w) {
   // /proc/self/stat: the fields after the command's closing parenthesis, numbered from 3
@@ -36,12 +52,7 @@ void RenderProcessMetrics(metrics::Writer& w) {
     absl::string_view rest = line;
     if (absl::ConsumePrefix(&rest, "btime ")) absl::SimpleAtod(rest, &boot_time);
   }
-  std::error_code ec;
-  double open_fds = 0;
-  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    ++open_fds;
-  }
+  const double open_fds = static_cast<double>(OpenFds());
   rlimit nofile{};
   getrlimit(RLIMIT_NOFILE, &nofile);
 

@@ -2,6 +2,8 @@
 #ifndef KUBE_FANOUT_SERVER_PROCESS_METRICS_H_
 #define KUBE_FANOUT_SERVER_PROCESS_METRICS_H_
 
+#include <cstddef>
+
 #include "common/metrics_writer.h"
 
 namespace kf {
@@ -9,6 +11,9 @@ namespace kf {
 // Resident memory, CPU seconds, open and maximum descriptors, start time, read from /proc/self
 // at each call; nothing where /proc cannot be read.
 void RenderProcessMetrics(metrics::Writer& w);
+
+// The process's open file descriptors (process_open_fds).
+size_t OpenFds();
 
 }  // namespace kf
 

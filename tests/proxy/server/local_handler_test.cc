@@ -1,7 +1,12 @@
 #include "proxy/server/local_handler.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
+#include <vector>
 
 #include "proxy/serve/serve_metrics.h"
 #include "proxy/server/metrics.h"
@@ -107,6 +112,25 @@ TEST_CASE("Metric values keep every digit (a byte counter past a million is not 
                      [&](metrics::Writer& w) { RenderWatchWriteMetrics(w, serve); }});
   CHECK(text.find("\nkube_fanout_cache_bytes_written_total 1234567891\n") != std::string::npos);
   CHECK(text.find("\nkube_fanout_cache_declined_total 3\n") != std::string::npos);
+}
+
+TEST_CASE("OpenFds counts descriptors as they open and close, as a listing of /proc/self/fd") {
+  auto listed = [] {
+    size_t n = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+      (void)entry;
+      ++n;
+    }
+    return n - 1;  // The listing's own descriptor.
+  };
+  const size_t before = OpenFds();
+  CHECK(before == listed());
+  std::vector<int> fds;
+  for (int i = 0; i < 10; ++i) fds.push_back(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  CHECK(OpenFds() == before + 10);
+  CHECK(OpenFds() == listed());
+  for (int fd : fds) close(fd);
+  CHECK(OpenFds() == before);
 }
 
 }  // namespace
