@@ -238,6 +238,31 @@ def watch_delay_buckets(counters_delta):
             if k.startswith(prefix)}
 
 
+def cpu_per_event_us(mode):
+    """The serving side's CPU (the kube-fanout processes'; the apiserver's when there are none)
+    from the churn's start to the drain's end, per event the agents received (they all arrive
+    then), in µs: everything the server did meanwhile, over what it delivered. None without
+    the samples, phases or events."""
+    kf_load = mode.get("kf_load") or {}
+    phases = kf_load.get("phases") or {}
+    events = (kf_load.get("watch") or {}).get("events") or \
+        ((kf_load.get("timeline") or [{}])[-1] or {}).get("events")
+    started, t0 = kf_load.get("started_unix"), mode.get("sample_t0_unix")
+    if not events or started is None or t0 is None or phases.get("churn_s") is None:
+        return None
+    begin = started - t0 + (phases.get("setup_s") or 0) + (phases.get("ramp_s") or 0)
+    end = begin + phases["churn_s"] + (phases.get("drain_s") or 0)
+    processes = mode.get("processes") or {}
+    names = [n for n in processes if n.startswith("kube-fanout")] or ["kube-apiserver"]
+    cpu = 0.0
+    for name in names:
+        rows = (processes.get(name) or {}).get("samples") or []
+        for (before, _, _), (t, pct, _) in zip(rows, rows[1:]):
+            if pct is not None:  # % of a core over (before, t]: the part inside the window.
+                cpu += pct / 100 * max(0.0, min(t, end) - max(before, begin))
+    return cpu / events * 1e6 if cpu > 0 else None
+
+
 def kube_fanout_counters(text):
     """kube-fanout's own counters worth a delta: 'name{labels}' -> value."""
     wanted = {"kube_fanout_requests_total", "kube_fanout_cache_requests_total",

@@ -356,6 +356,8 @@ def summary_rows(results):
         lambda lb, m: get(m, "kf_load", "watch", "events",
                           default=(get(m, "kf_load", "timeline", default=[{}]) or [{}])[-1]
                           .get("events"))))
+    row("server CPU per event received, µs (churn and drain)",
+        lambda lb, m: (None, fmt_num(harness.cpu_per_event_us(m))))
     row("complete / checked watch streams", lambda lb, m: (
         None, f"{fmt_int(c(m, 'complete'))} / {fmt_int(c(m, 'checked'))}"
               + (f" ({fmt_int(c(m, 'never_listed'))} never listed)"

@@ -363,6 +363,28 @@ def test_kube_fanouts_own_delay_from_its_histogram():
     assert harness.histogram_quantile(0.5, {}) is None
 
 
+def test_cpu_per_event_counts_the_churn_and_drain_only():
+    res = make_results()
+    label = "server CPU per event received, µs (churn and drain)"
+    direct, kf = res["modes"]["direct"], res["modes"]["kube-fanout"]
+    # kube-fanout's fixture: 40 % of a core in every sample; kf_load started 1.5 s after the
+    # samples did, ramped 1.3 s, churned 15 s and drained 5 s: its window is 2.8-22.8 s, of
+    # which the samples (0-19 s) cover 16.2 s, 6.48 CPU s, over its events.
+    events = kf["kf_load"]["timeline"][-1]["events"]
+    assert events > 0  # Setup: the fixture has events to divide by.
+    assert harness.cpu_per_event_us(kf) == pytest.approx(6.48 / events * 1e6)
+    kf["kf_load"]["watch"] = {"events": 1000}  # The total, when kf_load gives it.
+    assert harness.cpu_per_event_us(kf) == pytest.approx(6480)
+    # Direct: the apiserver's (90 %), its window from its own offsets.
+    direct["kf_load"]["watch"] = {"events": 2000}
+    assert harness.cpu_per_event_us(direct) is not None
+    kf["kf_load"]["watch"] = {"events": 0}
+    kf["kf_load"]["timeline"] = []
+    assert harness.cpu_per_event_us(kf) is None
+    assert rows_by_label(res)[label][0][1] == "—"
+    assert harness.cpu_per_event_us({}) is None
+
+
 def test_summary_rows_survive_a_failed_mode():
     res = make_results()
     res["modes"]["kube-fanout"].update(kf_load=None, error="kf_load exited with status 1",
