@@ -82,7 +82,13 @@ class Batch {
     e.fd = fd;
     e.done = done;
     e.result = kNoResult;
-    io_uring_prep_sendmsg(sqe, fd, &e.msg, kSendFlags);
+    if (buffers.size() == 1) {
+      // One buffer (a TLS batch's records, an HTTP/2 batch): a plain send, without the message
+      // header and vector the kernel copies and checks for a sendmsg.
+      io_uring_prep_send(sqe, fd, e.iov[0].iov_base, e.iov[0].iov_len, kSendFlags);
+    } else {
+      io_uring_prep_sendmsg(sqe, fd, &e.msg, kSendFlags);
+    }
     io_uring_sqe_set_data64(sqe, queued_);
     ++queued_;
     return true;
