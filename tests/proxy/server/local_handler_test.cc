@@ -126,7 +126,10 @@ TEST_CASE("OpenFds counts descriptors as they open and close, as a listing of /p
   const size_t before = OpenFds();
   CHECK(before == listed());
   std::vector<int> fds;
-  for (int i = 0; i < 10; ++i) fds.push_back(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  for (int i = 0; i < 10; ++i) {
+    fds.push_back(open("/dev/null", O_RDONLY | O_CLOEXEC));
+    REQUIRE(fds.back() >= 0);
+  }
   CHECK(OpenFds() == before + 10);
   CHECK(OpenFds() == listed());
   for (int fd : fds) close(fd);
