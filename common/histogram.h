@@ -36,18 +36,28 @@ class Histogram {
         kLatencyBuckets.begin());
   }
 
-  void Observe(std::chrono::nanoseconds d) {
-    counts_[BucketOf(d)].fetch_add(1, std::memory_order_relaxed);
-    sum_ns_.fetch_add(static_cast<uint64_t>(std::max<int64_t>(0, d.count())),
-                      std::memory_order_relaxed);
-  }
-  // Many observations at once, counted by bucket elsewhere (a thread's own tally): one atomic
-  // addition per bucket used instead of one per observation.
-  void Add(const Counts& counts, uint64_t sum_ns) {
-    for (size_t i = 0; i < kBuckets; ++i) {
-      if (counts[i] != 0) counts_[i].fetch_add(counts[i], std::memory_order_relaxed);
+  // Observations counted by bucket without atomics (a thread's own), added at once by Add.
+  struct Tally {
+    Counts counts{};
+    uint64_t sum_ns = 0;
+    void Count(std::chrono::nanoseconds d) {
+      ++counts[BucketOf(d)];
+      sum_ns += static_cast<uint64_t>(std::max<int64_t>(0, d.count()));
     }
-    sum_ns_.fetch_add(sum_ns, std::memory_order_relaxed);
+  };
+
+  void Observe(std::chrono::nanoseconds d) {
+    Tally one;
+    one.Count(d);
+    Add(one);
+  }
+  // Many observations at once: one atomic addition per bucket used instead of one per
+  // observation.
+  void Add(const Tally& tally) {
+    for (size_t i = 0; i < kBuckets; ++i) {
+      if (tally.counts[i] != 0) counts_[i].fetch_add(tally.counts[i], std::memory_order_relaxed);
+    }
+    sum_ns_.fetch_add(tally.sum_ns, std::memory_order_relaxed);
   }
 
   uint64_t count() const {

@@ -41,14 +41,9 @@ void AddTallyToStats() {
   t.bytes = t.writes = 0;
   if (t.received.empty()) return;
   const Clock::time_point now = Clock::now();
-  metrics::Histogram::Counts counts{};
-  uint64_t sum_ns = 0;
-  for (Clock::time_point r : t.received) {
-    const auto delay = std::chrono::duration_cast<std::chrono::nanoseconds>(now - r);
-    ++counts[metrics::Histogram::BucketOf(delay)];
-    sum_ns += static_cast<uint64_t>(std::max<int64_t>(0, delay.count()));
-  }
-  t.stats->watch_delay.Add(counts, sum_ns);
+  metrics::Histogram::Tally tally;
+  for (Clock::time_point r : t.received) tally.Count(now - r);
+  t.stats->watch_delay.Add(tally);
   ClearKeepingRoom(t.received, 1024);
 }
 

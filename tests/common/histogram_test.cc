@@ -33,16 +33,14 @@ TEST_CASE("a histogram's buckets are cumulative, with +Inf, its sum in seconds a
 
 TEST_CASE("a histogram adds a tally of observations as if observed one by one") {
   Histogram one_by_one, tallied;
-  Histogram::Counts counts{};
-  uint64_t sum_ns = 0;
+  Histogram::Tally tally;
   for (std::chrono::nanoseconds d :
        {std::chrono::nanoseconds(microseconds(500)), std::chrono::nanoseconds(milliseconds(30)),
         std::chrono::nanoseconds(milliseconds(30)), std::chrono::nanoseconds(seconds(11))}) {
     one_by_one.Observe(d);
-    ++counts[Histogram::BucketOf(d)];
-    sum_ns += static_cast<uint64_t>(d.count());
+    tally.Count(d);
   }
-  tallied.Add(counts, sum_ns);
+  tallied.Add(tally);
   Writer a, b;
   one_by_one.Write(a, "kf_test_seconds", "A test.");
   tallied.Write(b, "kf_test_seconds", "A test.");
