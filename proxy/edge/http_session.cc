@@ -225,8 +225,11 @@ asio::awaitable<beast::error_code> HttpSession::AwaitHead() {
   }
   if (buffer_.size() == 0) {
     // A kept-alive connection: the first bytes may be a long time coming (Go's IdleTimeout);
-    // the head's own deadline starts with them, as Go's starts once its Peek sees them.
-    constexpr size_t kFirstRead = 4096;
+    // the head's own deadline starts with them, as Go's starts once its Peek sees them. It
+    // waits with a small room, not the last request's (the rest of a longer head is read with
+    // the head): an idle connection holds 512 bytes here.
+    constexpr size_t kFirstRead = 512;
+    buffer_.shrink_to_fit();
     client_->tcp().expires_after(head_timeouts_.idle);
     auto [ec, n] = co_await client_->async_read_some(buffer_.prepare(kFirstRead), use_nothrow);
     if (ec) co_return ec;

@@ -20,8 +20,9 @@
 namespace kf {
 namespace {
 
-// A quiet connection's read waits with this much room; one that filled it reads a record's
-// worth next (a record is at most 16 KiB and 256 bytes of overhead).
+// A socket read has room for what the socket already holds, between these two: a quiet
+// connection's read waits with the small room, however large its last read was; a burst is
+// read a record's worth at a time (a record is at most 16 KiB and 256 bytes of overhead).
 constexpr size_t kSmallRead = 512;
 constexpr size_t kLargeRead = 17 * 1024;
 // The most of a client's last flight (and what follows it) read before OpenSSL takes it, and
@@ -130,19 +131,22 @@ TlsServerStream::Result TlsServerStream::TryRead(asio::mutable_buffer into) {
 }
 
 asio::mutable_buffer TlsServerStream::PrepareRead() {
-  prepared_ = large_read_ ? kLargeRead : kSmallRead;
-  if (in_.size() == 0 && in_.capacity() > prepared_) in_.shrink_to_fit();  // A burst's room.
-  return in_.prepare(prepared_);
+  // The bytes the socket holds now (FIONREAD): none for a connection that waits for its
+  // client's next request, a keep-alive connection's or an idle watch's, which then keeps only
+  // the small room however long it waits.
+  beast::error_code ec;
+  const size_t ready = tcp_.socket().available(ec);
+  const size_t room = std::clamp(ec ? size_t{0} : ready, kSmallRead, kLargeRead);
+  if (in_.size() == 0 && in_.capacity() > room) in_.shrink_to_fit();  // A burst's room.
+  return in_.prepare(room);
 }
 
 void TlsServerStream::Received(const beast::error_code& ec, size_t n) {
   if (ec) {
     read_ec_ = ec;
     if (ec == asio::error::eof) eof_ = true;
-    large_read_ = false;
     return;
   }
-  large_read_ = n == prepared_;
   in_.commit(n);
 }
 

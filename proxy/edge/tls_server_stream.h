@@ -157,7 +157,8 @@ class TlsServerStream {
   Result TryRead(asio::mutable_buffer into);
   // Encrypts `plain` into out_; false: OpenSSL failed (ec set).
   bool Encrypt(asio::const_buffer plain, beast::error_code& ec);
-  // Where the next socket read goes, sized to what the last one brought.
+  // Where the next socket read goes, sized to what the socket holds now (kSmallRead when
+  // nothing).
   asio::mutable_buffer PrepareRead();
   void Received(const beast::error_code& ec, size_t n);
   // After out_ was sent: gives its room back; what OpenSSL wrote meanwhile becomes out_.
@@ -233,8 +234,6 @@ class TlsServerStream {
   bool eof_ = false;                  // The socket's end was read.
   bool abandoned_ = false;            // See abandoned().
   bool last_flight_checked_ = false;  // ClientLeftUnfinished was asked (once at most).
-  size_t prepared_ = 0;               // The room the socket read under way was given.
-  bool large_read_ = false;           // The last socket read filled its buffer.
   beast::error_code read_ec_;         // The socket read's error, for an SSL_ERROR_SYSCALL.
 };
 

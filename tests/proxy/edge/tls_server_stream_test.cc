@@ -135,6 +135,53 @@ TEST_CASE(
   CHECK(read_ec == asio::error::eof);
 }
 
+TEST_CASE(
+    "TlsServerStream's read that waits on a quiet connection holds the small room, also after a "
+    "read that filled it") {
+  TlsPair p(false);
+  // One TLS 1.3 record of exactly the small read's 512 bytes: 5 of header, the type and the
+  // tag 17, so the socket read that takes it is full.
+  const std::string request(512 - 22, 'r');
+  asio::write(p.client, asio::buffer(request));
+  std::string got(request.size(), '\0');
+  const size_t read =
+      test::Run(p.ioc, [](TlsServerStream& s, std::string& into) -> asio::awaitable<size_t> {
+        auto [ec, n] = co_await asio::async_read(s, asio::buffer(into), use_nothrow);
+        REQUIRE_FALSE(ec);
+        co_return n;
+      }(*p.server, got));
+  REQUIRE(read == request.size());
+  CHECK((got == request));
+
+  // The client asks nothing more: the next read waits as a kept-alive connection's does.
+  beast::error_code read_ec = asio::error::would_block;
+  size_t first = 0;
+  std::string received(100 * 1024, '\0');
+  test::Spawn(p.ioc,
+              [](TlsServerStream& s, std::string& into, beast::error_code& result,
+                 size_t& n_out) -> asio::awaitable<void> {
+                auto [ec, n] = co_await s.async_read_some(asio::buffer(into), use_nothrow);
+                n_out = n;
+                result = ec;
+              }(*p.server, received, read_ec, first));
+  p.ioc.run_for(std::chrono::milliseconds(50));
+  CHECK(read_ec == asio::error::would_block);
+  CHECK(p.server->held_bytes() <= 512);
+
+  // A burst the client sends meanwhile is read whole and in order.
+  const std::string burst(received.size(), 'b');
+  asio::write(p.client, asio::buffer(burst));
+  REQUIRE(test::RunUntil(p.ioc, [&] { return read_ec != asio::error::would_block; }));
+  REQUIRE_FALSE(read_ec);
+  REQUIRE(first > 0);
+  test::Run(p.ioc, [](TlsServerStream& s, std::string& into, size_t from) -> asio::awaitable<void> {
+    auto [ec, n] = co_await asio::async_read(
+        s, asio::buffer(into.data() + from, into.size() - from), use_nothrow);
+    REQUIRE_FALSE(ec);
+  }(*p.server, received, first));
+  CHECK((received == burst));
+}
+
 // Two small watch events, written as the first, small write of the direct-write cases.
 const std::string kAddedLine = "{\"type\":\"ADDED\"}\n";
 const std::string kModifiedLine = "{\"type\":\"MODIFIED\"}\n";
