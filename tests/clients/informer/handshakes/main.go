@@ -3,7 +3,9 @@
 // cache (client-go sets no ClientSessionCache, so nothing is resumed), ALPN h2 then http/1.1.
 // Each connection is closed after its handshake, as Go's transport closes the connections it
 // dialed for requests that another connection took; with --request, each instead sends one
-// HTTP/1.1 GET of --path and reads the answer, as the connection an agent keeps does.
+// HTTP/1.1 GET of --path and reads the answer, as the connection an agent keeps does. With
+// --hold, those connections stay open (their requests say keep-alive) until standard input
+// closes, so the server's memory per held connection can be read meanwhile.
 //
 // For tests/bench/run-handshake-bench, which measures the server's CPU around a run. Prints
 // one JSON object: handshakes made, seconds, and the first error (exit status 1) if any.
@@ -16,6 +18,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"time"
@@ -48,28 +52,40 @@ func config(caFile, certFile, keyFile, serverName string, request bool) (*tls.Co
 		ServerName: serverName, NextProtos: protos}, nil
 }
 
-// once makes one connection: its handshake, then the request when path is not empty.
-func once(addr, path string, cfg *tls.Config) error {
+// once makes one connection: its handshake, then the request when path is not empty. With
+// hold, the request asks to keep the connection and it is returned open; otherwise it is
+// closed and nil is returned.
+func once(addr, path string, cfg *tls.Config, hold bool) (net.Conn, error) {
 	conn, err := tls.Dial("tcp", addr, cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer conn.Close()
 	if path == "" {
-		return nil
+		return nil, conn.Close()
 	}
-	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path, cfg.ServerName); err != nil {
-		return err
+	connection := "close"
+	if hold {
+		connection = "keep-alive"
+	}
+	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: %s\r\n\r\n", path, cfg.ServerName, connection); err != nil {
+		conn.Close()
+		return nil, err
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
-		return err
+		conn.Close()
+		return nil, err
 	}
+	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", path, resp.Status)
+		conn.Close()
+		return nil, fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
-	return nil
+	if !hold {
+		return nil, conn.Close()
+	}
+	return conn, nil
 }
 
 func main() {
@@ -81,6 +97,7 @@ func main() {
 	serverName := flag.String("server-name", "localhost", "name the server's certificate is checked for")
 	request := flag.Bool("request", false, "send one HTTP/1.1 GET of --path on each connection")
 	path := flag.String("path", "/livez", "the request's path, with --request")
+	hold := flag.Bool("hold", false, "with --request: keep every connection open until standard input closes (the JSON result is printed first)")
 	flag.Parse()
 	cfg, err := config(*caFile, *certFile, *keyFile, *serverName, *request)
 	if err != nil {
@@ -90,17 +107,32 @@ func main() {
 	if !*request {
 		*path = ""
 	}
+	if *hold && !*request {
+		fmt.Fprintln(os.Stderr, "handshakes: --hold needs --request")
+		os.Exit(2)
+	}
 	out := result{}
+	var held []net.Conn
 	start := time.Now()
 	for out.Handshakes < *n {
-		if err := once(*addr, *path, cfg); err != nil {
+		conn, err := once(*addr, *path, cfg, *hold)
+		if err != nil {
 			out.Error = err.Error()
 			break
+		}
+		if conn != nil {
+			held = append(held, conn)
 		}
 		out.Handshakes++
 	}
 	out.Seconds = time.Since(start).Seconds()
 	_ = json.NewEncoder(os.Stdout).Encode(out)
+	if *hold {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		for _, conn := range held {
+			conn.Close()
+		}
+	}
 	if out.Error != "" {
 		os.Exit(1)
 	}
