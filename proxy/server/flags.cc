@@ -381,6 +381,10 @@ void ProcessFlags(po::options_description& d, ProxyOptions* o, RawFlags* raw) {
     ("shutdown-grace-period", po::value(&raw->grace)->value_name("DURATION")->default_value("30s"),
      "On SIGTERM/SIGINT: stop accepting, end watches cleanly, and give other in-flight "
      "requests this long to finish.")
+    ("heap-trim-interval", po::value(&raw->heap_trim)->value_name("DURATION")->default_value("10s"),
+     "How often the heap is looked at: once the bytes free in malloc's arenas have grown 8 MiB "
+     "past their lowest (a connect storm's handshakes and lists, a fleet that left), their "
+     "pages are given back to the kernel (malloc_trim). 0: never.")
     ("v", po::value(&o->verbosity)->value_name("N")->default_value(0),
      "Log verbosity: 0 requests and warnings, 4 and above adds debug lines.")
     ("config", po::value(&o->config_file)->value_name("PATH"),

@@ -14,7 +14,7 @@ struct RawFlags {
   std::string grace, shutdown_delay, watch_termination, dial, bookmark, watch_idle,
       consistent_passthrough, cache_check;
   std::string snapshot_interval, snapshot_max_age, http2_header_block, request_timeout,
-      http2_frame_buffer_release;
+      http2_frame_buffer_release, heap_trim;
   std::string authn_ttl, authn_negative_ttl, authz_ttl, authz_negative_ttl;
 };
 

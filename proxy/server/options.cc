@@ -59,6 +59,7 @@ absl::Status ParseDurations(const flags::RawFlags& raw, ProxyOptions& o) {
       {"request-timeout", {&raw.request_timeout, &o.request_timeout}},
       {"http2-frame-buffer-release-after",
        {&raw.http2_frame_buffer_release, &o.http2_frame_buffer_release_after}},
+      {"heap-trim-interval", {&raw.heap_trim, &o.heap_trim_interval}},
       {"authentication-token-webhook-cache-ttl", {&raw.authn_ttl, &o.authentication_cache_ttl}},
       {"authentication-token-webhook-cache-unauthorized-ttl",
        {&raw.authn_negative_ttl, &o.authentication_cache_unauthorized_ttl}},

@@ -91,6 +91,7 @@ struct ProxyOptions {
   uint32_t http2_stream_reset_burst = 1000;
   uint32_t http2_stream_reset_rate = 33;
   absl::Duration http2_frame_buffer_release_after = absl::Seconds(5);  // Zero: never.
+  absl::Duration heap_trim_interval = absl::Seconds(10);               // Zero: never.
   absl::Duration watch_bookmark_interval = absl::Minutes(1);
   // One consistent LIST/GET per cached resource per interval goes to the apiserver at once
   // instead of waiting for the cache's proof of freshness; zero: never.

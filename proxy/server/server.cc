@@ -159,6 +159,9 @@ absl::Status Server::StartWorkers() {
   if (admission_) asio::co_spawn(main_ioc_, AdmissionLoop(), asio::detached);
   if (serving_cert_) asio::co_spawn(main_ioc_, ServingCertificateLoop(), asio::detached);
   asio::co_spawn(main_ioc_, StormLogLoop(), asio::detached);
+  if (options_.heap_trim_interval > absl::ZeroDuration()) {
+    asio::co_spawn(main_ioc_, HeapTrimLoop(), asio::detached);
+  }
   if (plain_acceptor_.is_open()) {
     asio::co_spawn(main_ioc_, AcceptLoop(plain_acceptor_, false), asio::detached);
   }
@@ -353,6 +356,21 @@ asio::awaitable<void> Server::ServingCertificateLoop() {
                     {"error", error}});
         break;
     }
+  }
+}
+
+asio::awaitable<void> Server::HeapTrimLoop() {
+  asio::steady_timer timer(main_ioc_);
+  while (!shutting_down_) {
+    timer.expires_after(absl::ToChronoMilliseconds(options_.heap_trim_interval));
+    co_await timer.async_wait(use_nothrow);
+    const HeapTrimmer::Result r = heap_trimmer_.Check();
+    if (!r.trimmed) continue;
+    log_.Info("heap trimmed: free pages given back to the kernel",
+              {{"released_bytes", r.before.resident - r.after.resident},
+               {"resident_bytes", r.after.resident},
+               {"heap_in_use_bytes", r.after.in_use},
+               {"took_ms", std::chrono::duration<double, std::milli>(r.took).count()}});
   }
 }
 

@@ -32,6 +32,7 @@
 #include "proxy/serve/list_pool.h"
 #include "proxy/serve/serve_stats.h"
 #include "proxy/server/health.h"
+#include "proxy/server/heap_trim.h"
 #include "proxy/server/local_handler.h"
 #include "proxy/server/metrics.h"
 #include "proxy/server/options.h"
@@ -102,6 +103,8 @@ class Server {
   void LogStormLine(const StormEpisode::Line& line) const;
   // Re-reads the serving certificate and key every second; swaps them in when they change.
   asio::awaitable<void> ServingCertificateLoop();
+  // Looks at the heap every --heap-trim-interval and trims it after a storm (heap_trim.h).
+  asio::awaitable<void> HeapTrimLoop();
   // Warns loudly about an upstream that is plain HTTP or whose certificate is not verified.
   void WarnInsecureUpstream() const;
   // Warns when kube-fanout's own identity may not make TokenReviews or SubjectAccessReviews.
@@ -172,6 +175,7 @@ class Server {
   std::unique_ptr<asio::ssl::context> server_tls_;
   SharedHttp2Limits h2_limits_;  // Every connection's (MakeHttp2Limits, at Start).
   std::unique_ptr<ServingCertificate> serving_cert_;  // --secure-listen's, reloaded on change.
+  HeapTrimmer heap_trimmer_;                          // HeapTrimLoop's; rendered in /metrics.
   std::unique_ptr<asio::ssl::context> passthrough_tls_;
   std::unique_ptr<asio::ssl::context> own_tls_;
   std::unique_ptr<asio::ssl::context> front_proxy_tls_;  // --proxy-client-cert-file, or null.

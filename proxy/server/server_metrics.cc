@@ -46,6 +46,7 @@ std::vector<MetricsRenderer> Server::MetricsRenderers() const {
     RenderConnectionsRefusedMetrics(w, connections_refused_[0].load(),
                                     connections_refused_[1].load(), accept_paused_.load());
   });
+  r.push_back([this](Writer& w) { heap_trimmer_.Render(w); });
   r.push_back(RenderProcessMetrics);
   return r;
 }
