@@ -27,7 +27,7 @@ namespace kf {
 
 class HeapTrimmer {
  public:
-  // The slack's growth that brings a trim.
+  // The growth of the heap's free bytes past their lowest that brings a trim.
   static constexpr int64_t kThreshold = 8 << 20;
 
   struct Sample {
