@@ -33,8 +33,7 @@ HeapTrimmer::Result HeapTrimmer::Check() {
   r.after = r.before;
   in_use_.store(r.before.in_use, std::memory_order_relaxed);
   free_.store(r.before.free, std::memory_order_relaxed);
-  if (!looked_ || r.before.free < lowest_free_) lowest_free_ = r.before.free;
-  looked_ = true;
+  lowest_free_ = std::min(lowest_free_, r.before.free);
   if (r.before.free - lowest_free_ < kThreshold) return r;
   const auto start = std::chrono::steady_clock::now();
   trim_();

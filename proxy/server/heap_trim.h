@@ -50,7 +50,7 @@ class HeapTrimmer {
   HeapTrimmer(Probe probe, Trim trim);
 
   // One look; trims when the heap's free bytes have grown kThreshold past their lowest since
-  // the last trim (or since the first look).
+  // the last trim (since the start: from none).
   Result Check();
 
   void Render(metrics::Writer& w) const;
@@ -60,8 +60,7 @@ class HeapTrimmer {
 
   Probe probe_;
   Trim trim_;
-  bool looked_ = false;
-  int64_t lowest_free_ = 0;
+  int64_t lowest_free_ = 0;  // From none: a burst freed before the first look is trimmed too.
   std::atomic<int64_t> trims_{0};
   std::atomic<int64_t> released_bytes_{0};
   std::atomic<int64_t> trim_nanoseconds_{0};

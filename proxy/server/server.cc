@@ -360,10 +360,17 @@ asio::awaitable<void> Server::ServingCertificateLoop() {
 }
 
 asio::awaitable<void> Server::HeapTrimLoop() {
+  // Ticks of at most a second, as the other loops', so a stop is not held up by a long wait.
+  const auto interval = absl::ToChronoMilliseconds(options_.heap_trim_interval);
+  const auto tick = std::min<std::chrono::milliseconds>(interval, std::chrono::seconds(1));
   asio::steady_timer timer(main_ioc_);
+  auto next = std::chrono::steady_clock::now() + interval;
   while (!shutting_down_) {
-    timer.expires_after(absl::ToChronoMilliseconds(options_.heap_trim_interval));
+    timer.expires_after(tick);
     co_await timer.async_wait(use_nothrow);
+    const auto now = std::chrono::steady_clock::now();
+    if (shutting_down_ || now < next) continue;
+    next = now + interval;
     const HeapTrimmer::Result r = heap_trimmer_.Check();
     if (!r.trimmed) continue;
     log_.Info("heap trimmed: free pages given back to the kernel",
