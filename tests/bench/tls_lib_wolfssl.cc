@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <utility>
 
 #include "tests/bench/tls_libs.h"
 
@@ -61,17 +62,26 @@ class WolfSsl : public TlsLibrary {
       *error = "wolfSSL_CTX_new failed";
       return false;
     }
-    int rc = WOLFSSL_SUCCESS;
-    if ((rc = wolfSSL_CTX_SetMinVersion(ctx_, WOLFSSL_TLSV1_2)) != WOLFSSL_SUCCESS ||
-        (rc = wolfSSL_CTX_use_certificate_chain_file(ctx_, files.cert.c_str())) !=
-            WOLFSSL_SUCCESS ||
-        (rc = wolfSSL_CTX_use_PrivateKey_file(ctx_, files.key.c_str(), WOLFSSL_FILETYPE_PEM)) !=
-            WOLFSSL_SUCCESS ||
-        (rc = wolfSSL_CTX_load_verify_locations(ctx_, files.ca.c_str(), nullptr)) !=
-            WOLFSSL_SUCCESS ||
-        (rc = wolfSSL_CTX_no_ticket_TLSv13(ctx_)) != 0) {
-      *error = Error("wolfSSL setup", rc);
-      return false;
+    // Each step's name and whether it succeeded: its result is not an error code, so a
+    // failure is named by the step (with the library's queued error when there is one).
+    const std::pair<const char*, bool> steps[] = {
+        {"wolfSSL_CTX_SetMinVersion",
+         wolfSSL_CTX_SetMinVersion(ctx_, WOLFSSL_TLSV1_2) == WOLFSSL_SUCCESS},
+        {"wolfSSL_CTX_use_certificate_chain_file",
+         wolfSSL_CTX_use_certificate_chain_file(ctx_, files.cert.c_str()) == WOLFSSL_SUCCESS},
+        {"wolfSSL_CTX_use_PrivateKey_file",
+         wolfSSL_CTX_use_PrivateKey_file(ctx_, files.key.c_str(), WOLFSSL_FILETYPE_PEM) ==
+             WOLFSSL_SUCCESS},
+        {"wolfSSL_CTX_load_verify_locations",
+         wolfSSL_CTX_load_verify_locations(ctx_, files.ca.c_str(), nullptr) == WOLFSSL_SUCCESS},
+        {"wolfSSL_CTX_no_ticket_TLSv13", wolfSSL_CTX_no_ticket_TLSv13(ctx_) == 0},
+    };
+    for (const auto& [step, ok] : steps) {
+      if (!ok) {
+        const auto code = static_cast<int>(wolfSSL_ERR_get_error());
+        *error = code != 0 ? Error(step, code) : std::string(step) + " failed";
+        return false;
+      }
     }
     wolfSSL_CTX_set_verify(ctx_, WOLFSSL_VERIFY_PEER | WOLFSSL_VERIFY_FAIL_IF_NO_PEER_CERT,
                            nullptr);

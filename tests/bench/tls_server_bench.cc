@@ -9,9 +9,9 @@
 // - GET /heap: a JSON line of the process's heap in use (glibc's mallinfo2: bytes in use in
 //   the arenas plus mmapped chunks), its VmRSS, the connections held and the handshakes made
 //   and failed; the connection closes;
-// - GET /release: every held connection is closed;
 // - any other GET: 200 "ok"; with Connection: close the connection closes, without it the
-//   connection is held (never read again) until /release, as an agent's kept connection.
+//   connection is held (never read again) for the process's life, as an agent's kept
+//   connection (run-handshake-bench starts a fresh server for each memory run).
 #include <malloc.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -111,10 +111,6 @@ void Serve(TlsLibrary& lib, int listener) {
                              ", \"handshakes\": " + std::to_string(counts.handshakes) +
                              ", \"failed\": " + std::to_string(counts.failed) + "}\n",
                          true));
-    } else if (head.rfind("GET /release ", 0) == 0) {
-      held.clear();
-      malloc_trim(0);
-      conn->Write(Answer("released\n", true));
     } else if (head.rfind("GET ", 0) == 0) {
       bool close = head.find("Connection: close") != std::string::npos ||
                    head.find("connection: close") != std::string::npos;
