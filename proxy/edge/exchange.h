@@ -56,7 +56,7 @@ struct TransportStats {
   // TLS 1.3 handshakes whose client closed right after its Finished, before its last flight
   // was taken (TlsServerStream::abandoned): neither finished nor refused.
   std::atomic<uint64_t> tls_handshakes_abandoned{0};
-  // TLS handshakes not finished within 10 s (HttpSession; also Refusal::kTlsHandshake).
+  // TLS handshakes not finished within 32 s (HttpSession; also Refusal::kTlsHandshake).
   std::atomic<uint64_t> tls_handshake_timeouts{0};
 };
 

@@ -23,7 +23,13 @@ namespace kf {
 namespace {
 
 namespace http = beast::http;
-constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
+// What Go's server in the apiserver gives a TLS handshake from its connection's start: the
+// smallest of its read, read-header and write timeouts, there ReadHeaderTimeout's 32 s. A
+// shorter bound cut handshakes whose client was still there: a CPU-starved client-go process in
+// a connect storm whose own 10 s had not yet run out (its timer starts after its TCP connect, and
+// later still when its goroutine waits for a CPU) got an EOF or a broken pipe, and its request
+// failed (docs/load.md, "A client-go fleet connecting at once").
+constexpr auto kHandshakeTimeout = std::chrono::seconds(32);
 // The 400 or 431 answer to a head that does not parse (WriteGoServerError): shorter than
 // kWriteTimeout (deadlines.h), the connection closes after it.
 constexpr auto kUnparsedAnswerWriteTimeout = std::chrono::seconds(30);

@@ -82,7 +82,7 @@ void RenderTls(Writer& w, const TransportStats& t) {
            "the client's certificate and signature unchecked (not counted as refused).",
            static_cast<double>(t.tls_handshakes_abandoned.load()));
   w.Single("kube_fanout_tls_handshake_timeouts_total", "counter",
-           "TLS handshakes on --secure-listen not finished within 10 s (also counted in "
+           "TLS handshakes on --secure-listen not finished within 32 s (also counted in "
            "kube_fanout_requests_refused_total{reason=\"tls_handshake\"}).",
            static_cast<double>(t.tls_handshake_timeouts.load()));
 }
@@ -117,7 +117,7 @@ void RenderRouteMetrics(metrics::Writer& w, const RouteStats& routes, int64_t op
            "Requests refused before they could be routed or served, by reason "
            "(header_too_large: 431; bad_request: 400, a head that does not parse; "
            "header_timeout: a head begun and not finished within 30 s; tls_handshake: a TLS "
-           "handshake that failed or took over 10 s, TCP-only probes included; "
+           "handshake that failed or took over 32 s, TCP-only probes included; "
            "handshake_queue: a TLS connection closed unhandshaken because its client had left "
            "by the time its I/O thread reached it, over 1 s after it was accepted; "
            "token_review_unavailable, "
