@@ -1,11 +1,11 @@
 #include "proxy/server/heap_trim.h"
 
 #include <malloc.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 #include <utility>
+
+#include "proxy/server/process_metrics.h"
 
 namespace kf {
 
@@ -16,11 +16,7 @@ HeapTrimmer::HeapTrimmer(Probe probe, Trim trim)
 
 HeapTrimmer::Sample HeapTrimmer::ProcessSample() {
   Sample s;
-  // statm: size, resident, ... in pages.
-  std::ifstream statm("/proc/self/statm");
-  int64_t size = 0;
-  int64_t resident = 0;
-  if (statm >> size >> resident) s.resident = resident * sysconf(_SC_PAGESIZE);
+  s.resident = ResidentBytes();
   const struct mallinfo2 heap = mallinfo2();
   s.in_use = static_cast<int64_t>(heap.uordblks + heap.hblkhd);
   s.free = static_cast<int64_t>(heap.fordblks);

@@ -31,7 +31,7 @@ class HeapTrimmer {
   static constexpr int64_t kThreshold = 8 << 20;
 
   struct Sample {
-    int64_t resident = 0;  // The process's resident memory (/proc/self/statm).
+    int64_t resident = 0;  // The process's resident memory (ResidentBytes).
     int64_t in_use = 0;    // Bytes malloc has handed out and not had back (mallinfo2).
     int64_t free = 0;      // Bytes free in malloc's arenas, resident or not (mallinfo2).
   };

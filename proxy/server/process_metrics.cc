@@ -31,9 +31,18 @@ size_t OpenFds() {
   return n;
 }
 
+int64_t ResidentBytes() {
+  // statm: size, resident, ... in pages.
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0;
+  int64_t resident = 0;
+  if (!(statm >> size >> resident)) return 0;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
 void RenderProcessMetrics(metrics::Writer& w) {
   // /proc/self/stat: the fields after the command's closing parenthesis, numbered from 3
-  // (proc(5)): 14 utime, 15 stime, 22 starttime (clock ticks), 24 rss (pages).
+  // (proc(5)): 14 utime, 15 stime, 22 starttime (clock ticks).
   std::ifstream stat_file("/proc/self/stat");
   std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
   const size_t paren = stat.rfind(')');
@@ -45,7 +54,6 @@ void RenderProcessMetrics(metrics::Writer& w) {
     return n - 3 < fields.size() && absl::SimpleAtod(fields[n - 3], &v) ? v : 0.0;
   };
   const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
-  const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
   double boot_time = 0;  // /proc/stat's btime: the boot's Unix time.
   std::ifstream proc_stat("/proc/stat");
   for (std::string line; std::getline(proc_stat, line);) {
@@ -59,7 +67,7 @@ void RenderProcessMetrics(metrics::Writer& w) {
   w.Single("process_cpu_seconds_total", "counter", "Total user and system CPU time in seconds.",
            (field(14) + field(15)) / ticks);
   w.Single("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
-           field(24) * page);
+           static_cast<double>(ResidentBytes()));
   w.Single("process_open_fds", "gauge", "Number of open file descriptors.", open_fds);
   w.Single("process_max_fds", "gauge", "Maximum number of open file descriptors.",
            static_cast<double>(nofile.rlim_cur));

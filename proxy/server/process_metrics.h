@@ -3,6 +3,7 @@
 #define KUBE_FANOUT_SERVER_PROCESS_METRICS_H_
 
 #include <cstddef>
+#include <cstdint>
 
 #include "common/metrics_writer.h"
 
@@ -14,6 +15,10 @@ void RenderProcessMetrics(metrics::Writer& w);
 
 // The process's open file descriptors (process_open_fds).
 size_t OpenFds();
+
+// The process's resident memory in bytes (process_resident_memory_bytes; /proc/self/statm); 0
+// where it cannot be read.
+int64_t ResidentBytes();
 
 }  // namespace kf
 
